@@ -1,0 +1,420 @@
+//! The pipeline configuration (`lakestream.toml`): where the lake is, which Kafka topic lands in
+//! which table with which schema, and how commits behave. Parsed once at start; every error
+//! names the offending key so a bad deploy fails fast and says why.
+
+use crate::error::{Error, Result};
+use serde::Deserialize;
+use std::collections::HashSet;
+
+/// The whole pipeline.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineConfig {
+    /// Pipeline name; part of every `txn` appId (`<pipeline>/<topic>/<partition>`).
+    pub pipeline: String,
+    /// Where tables live.
+    pub lake: LakeConfig,
+    /// Commit retry and checkpoint behaviour.
+    #[serde(default)]
+    pub commit: CommitConfig,
+    /// Table that receives records that cannot be ingested (relative to the lake root).
+    #[serde(default = "default_dead_letter_table")]
+    pub dead_letter_table: String,
+    /// One entry per Kafka topic.
+    #[serde(default)]
+    pub topics: Vec<TopicConfig>,
+}
+
+fn default_dead_letter_table() -> String {
+    "dead_letters".to_string()
+}
+
+/// Lake location and how to reach it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LakeConfig {
+    /// A filesystem path (relative paths resolve against the working directory) or
+    /// `s3://bucket/prefix`.
+    pub root: String,
+    /// Custom S3 endpoint (S3-compatible servers, e.g. `http://127.0.0.1:5000`).
+    #[serde(default)]
+    pub endpoint_url: Option<String>,
+    /// S3 region; defaults to the environment's (`AWS_REGION` on Lambda).
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Allow plain HTTP to the endpoint (only for local S3-compatible servers).
+    #[serde(default)]
+    pub allow_http: bool,
+}
+
+/// How commits are retried and checkpointed.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommitConfig {
+    /// Write a checkpoint every N table versions (`delta.checkpointInterval` on new tables).
+    #[serde(default = "default_checkpoint_interval")]
+    pub checkpoint_interval: u32,
+    /// Outer commit attempts (each reloads the table and re-checks `txn` versions).
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    /// First backoff between attempts, doubled each time, with full jitter.
+    #[serde(default = "default_base_backoff_ms")]
+    pub base_backoff_ms: u64,
+    /// Ceiling for one backoff.
+    #[serde(default = "default_max_backoff_ms")]
+    pub max_backoff_ms: u64,
+}
+
+fn default_checkpoint_interval() -> u32 {
+    10
+}
+fn default_max_attempts() -> u32 {
+    10
+}
+fn default_base_backoff_ms() -> u64 {
+    50
+}
+fn default_max_backoff_ms() -> u64 {
+    5_000
+}
+
+impl Default for CommitConfig {
+    fn default() -> Self {
+        Self {
+            checkpoint_interval: default_checkpoint_interval(),
+            max_attempts: default_max_attempts(),
+            base_backoff_ms: default_base_backoff_ms(),
+            max_backoff_ms: default_max_backoff_ms(),
+        }
+    }
+}
+
+/// One Kafka topic and the table it lands in.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopicConfig {
+    /// Kafka topic name (may contain `-` and `.`).
+    pub topic: String,
+    /// Target table, relative to the lake root (e.g. `raw/order`).
+    pub table: String,
+    /// Declared columns of the JSON value.
+    pub columns: Vec<ColumnConfig>,
+    /// Partitioning of the table.
+    #[serde(default)]
+    pub partition_by: Partitioning,
+    /// `enforce` (unknown fields ignored and counted) or `merge` (unknown fields add columns).
+    #[serde(default)]
+    pub schema_mode: SchemaMode,
+    /// Kafka metadata to store as columns: any of `topic`, `partition`, `offset`, `timestamp`.
+    #[serde(default)]
+    pub kafka_metadata: Vec<KafkaMetadataColumn>,
+}
+
+/// One declared column.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColumnConfig {
+    /// Column name, equal to the JSON field name.
+    pub name: String,
+    /// Column type.
+    #[serde(rename = "type")]
+    pub data_type: ColumnType,
+    /// Whether the field may be null or missing (default true).
+    #[serde(default = "yes")]
+    pub nullable: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Supported column types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ColumnType {
+    /// UTF-8 text.
+    String,
+    /// 32-bit signed integer.
+    Int32,
+    /// 64-bit signed integer.
+    Int64,
+    /// 64-bit float.
+    Float64,
+    /// true/false.
+    Boolean,
+    /// Instant, UTC, microsecond precision. JSON: ISO-8601 string or epoch milliseconds.
+    Timestamp,
+    /// Calendar date. JSON: `YYYY-MM-DD`.
+    Date,
+}
+
+/// How a table is partitioned.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Partitioning {
+    /// Not partitioned.
+    #[default]
+    None,
+    /// `year`,`month`,`day`,`hour` of the processing time, two-digit strings (year `22`).
+    ProcessingTime,
+    /// By the listed declared columns.
+    Columns(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for Partitioning {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Word(String),
+            List(Vec<String>),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Word(w) if w == "processing_time" => Ok(Partitioning::ProcessingTime),
+            Raw::Word(w) if w == "none" => Ok(Partitioning::None),
+            Raw::Word(w) => Err(serde::de::Error::custom(format!(
+                "partition_by must be \"processing_time\", \"none\" or a list of columns, got \"{w}\""
+            ))),
+            Raw::List(cols) if cols.is_empty() => Ok(Partitioning::None),
+            Raw::List(cols) => Ok(Partitioning::Columns(cols)),
+        }
+    }
+}
+
+/// What to do with JSON fields that are not declared columns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchemaMode {
+    /// Ignore (and count) unknown fields.
+    #[default]
+    Enforce,
+    /// Add a nullable column for each new top-level field, in the same commit as the data.
+    Merge,
+}
+
+/// Kafka metadata that can be stored next to the value's fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KafkaMetadataColumn {
+    /// `kafka_topic` (string).
+    Topic,
+    /// `kafka_partition` (int32).
+    Partition,
+    /// `kafka_offset` (int64).
+    Offset,
+    /// `kafka_timestamp` (timestamp, null when Kafka sent `-1`).
+    Timestamp,
+}
+
+impl KafkaMetadataColumn {
+    /// The column name used in the table.
+    pub fn column_name(self) -> &'static str {
+        match self {
+            Self::Topic => "kafka_topic",
+            Self::Partition => "kafka_partition",
+            Self::Offset => "kafka_offset",
+            Self::Timestamp => "kafka_timestamp",
+        }
+    }
+}
+
+/// Names of the processing-time partition columns.
+pub const PROCESSING_TIME_COLUMNS: [&str; 4] = ["year", "month", "day", "hour"];
+
+impl PipelineConfig {
+    /// Parse and validate TOML text.
+    pub fn from_toml(text: &str) -> Result<Self> {
+        let cfg: PipelineConfig = toml::from_str(text).map_err(|e| {
+            Error::Config(e.to_string().trim().replace('\n', " ").replace("  ", " "))
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Load from `LAKESTREAM_CONFIG`-style input: inline TOML (contains a newline or `=`), or a
+    /// path to a file. (`s3://` URIs are fetched by the caller, which owns the S3 client.)
+    pub fn load(source: &str) -> Result<Self> {
+        let looks_inline = source.contains('\n') || source.contains('=');
+        if looks_inline {
+            return Self::from_toml(source);
+        }
+        let text = std::fs::read_to_string(source).map_err(|e| Error::Io {
+            path: source.to_string(),
+            source: e,
+        })?;
+        Self::from_toml(&text)
+    }
+
+    /// The topic config for `topic`, if any.
+    pub fn topic(&self, topic: &str) -> Option<&TopicConfig> {
+        self.topics.iter().find(|t| t.topic == topic)
+    }
+
+    /// Check cross-field rules; every message names the key.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Config(m));
+        if self.pipeline.trim().is_empty() || self.pipeline.contains('/') {
+            return bad("`pipeline` must be a non-empty name without `/`".into());
+        }
+        if self.lake.root.trim().is_empty() {
+            return bad("`lake.root` must not be empty".into());
+        }
+        if self.lake.root.contains("://")
+            && !self.lake.root.starts_with("s3://")
+            && !self.lake.root.starts_with("file://")
+        {
+            return bad(format!(
+                "`lake.root` = \"{}\": only filesystem paths, file:// and s3:// are supported",
+                self.lake.root
+            ));
+        }
+        if self.commit.checkpoint_interval == 0 {
+            return bad("`commit.checkpoint_interval` must be >= 1".into());
+        }
+        if self.commit.max_attempts == 0 {
+            return bad("`commit.max_attempts` must be >= 1".into());
+        }
+        validate_table_name("dead_letter_table", &self.dead_letter_table)?;
+        let mut topics = HashSet::new();
+        for (i, t) in self.topics.iter().enumerate() {
+            let key = format!("topics[{i}]");
+            if !topics.insert(t.topic.as_str()) {
+                return bad(format!("`{key}.topic`: topic \"{}\" is listed twice", t.topic));
+            }
+            validate_table_name(&format!("{key}.table"), &t.table)?;
+            if t.table == self.dead_letter_table {
+                return bad(format!("`{key}.table` is the dead_letter_table"));
+            }
+            if t.columns.is_empty() {
+                return bad(format!("`{key}.columns` must list at least one column"));
+            }
+            let mut names = HashSet::new();
+            for (j, c) in t.columns.iter().enumerate() {
+                if c.name.is_empty() || !names.insert(c.name.as_str()) {
+                    return bad(format!(
+                        "`{key}.columns[{j}].name` (\"{}\") is empty or repeated",
+                        c.name
+                    ));
+                }
+            }
+            let derived: Vec<&str> = match &t.partition_by {
+                Partitioning::ProcessingTime => PROCESSING_TIME_COLUMNS.to_vec(),
+                _ => vec![],
+            };
+            for name in derived
+                .iter()
+                .copied()
+                .chain(t.kafka_metadata.iter().map(|m| m.column_name()))
+            {
+                if names.contains(name) {
+                    return bad(format!(
+                        "`{key}.columns`: \"{name}\" clashes with a generated column"
+                    ));
+                }
+            }
+            if let Partitioning::Columns(cols) = &t.partition_by {
+                for c in cols {
+                    if !names.contains(c.as_str()) {
+                        return bad(format!(
+                            "`{key}.partition_by`: \"{c}\" is not a declared column"
+                        ));
+                    }
+                }
+                if t.schema_mode == SchemaMode::Merge {
+                    // Fine: evolution adds nullable data columns, never partition columns.
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn validate_table_name(key: &str, name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && !name.starts_with('/')
+        && !name.ends_with('/')
+        && name.split('/').all(|seg| {
+            !seg.is_empty()
+                && seg != "."
+                && seg != ".."
+                && seg
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '='))
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Config(format!(
+            "`{key}` = \"{name}\": use a relative path of [A-Za-z0-9_.=-] segments, e.g. raw/order"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = include_str!("../../../lakestream.toml");
+
+    #[test]
+    fn example_config_parses_and_maps_the_seed() -> anyhow::Result<()> {
+        let cfg = PipelineConfig::from_toml(EXAMPLE)?;
+        let orders = cfg.topic("orders").ok_or_else(|| anyhow::anyhow!("no orders"))?;
+        assert_eq!(orders.table, "raw/order");
+        assert_eq!(orders.partition_by, Partitioning::ProcessingTime);
+        let members = cfg.topic("members").ok_or_else(|| anyhow::anyhow!("no members"))?;
+        assert_eq!(members.table, "raw/member");
+        assert_eq!(
+            members.partition_by,
+            Partitioning::Columns(vec!["order_owner".into()])
+        );
+        assert_eq!(cfg.commit.checkpoint_interval, 10);
+        Ok(())
+    }
+
+    fn err_of(text: &str) -> String {
+        match PipelineConfig::from_toml(text) {
+            Ok(_) => "parsed".into(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    const BASE: &str = "pipeline = \"p\"\n[lake]\nroot = \"/tmp/l\"\n";
+
+    #[test]
+    fn bad_configs_name_the_key() {
+        let unknown_type = format!(
+            "{BASE}[[topics]]\ntopic=\"t\"\ntable=\"a/b\"\ncolumns=[{{name=\"x\",type=\"int8\"}}]\n"
+        );
+        let e = err_of(&unknown_type);
+        assert!(e.contains("int8") && e.contains("topics"), "{e}");
+
+        let bad_part = format!(
+            "{BASE}[[topics]]\ntopic=\"t\"\ntable=\"a/b\"\ncolumns=[{{name=\"x\",type=\"int32\"}}]\npartition_by=[\"y\"]\n"
+        );
+        assert!(err_of(&bad_part).contains("topics[0].partition_by"));
+
+        let bad_table = format!(
+            "{BASE}[[topics]]\ntopic=\"t\"\ntable=\"../b\"\ncolumns=[{{name=\"x\",type=\"int32\"}}]\n"
+        );
+        assert!(err_of(&bad_table).contains("topics[0].table"));
+
+        let typo = format!("{BASE}[commit]\ncheckpoint_intervall = 3\n");
+        assert!(err_of(&typo).contains("checkpoint_intervall"));
+
+        let missing_root = "pipeline = \"p\"\n[lake]\n";
+        assert!(err_of(missing_root).contains("root"));
+
+        let clash = format!(
+            "{BASE}[[topics]]\ntopic=\"t\"\ntable=\"a\"\npartition_by=\"processing_time\"\ncolumns=[{{name=\"hour\",type=\"int32\"}}]\n"
+        );
+        assert!(err_of(&clash).contains("hour"));
+    }
+
+    #[test]
+    fn load_accepts_inline_toml() -> anyhow::Result<()> {
+        let cfg = PipelineConfig::load(BASE)?;
+        assert_eq!(cfg.lake.root, "/tmp/l");
+        assert_eq!(cfg.dead_letter_table, "dead_letters");
+        Ok(())
+    }
+}

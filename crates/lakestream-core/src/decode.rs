@@ -1,0 +1,335 @@
+//! JSON values -> Arrow record batches against a table schema, with per-record error isolation.
+//!
+//! Hot path: every record goes through one arrow-json `Decoder` in strict mode; no per-field
+//! `serde_json::Value` is built. Only when that batch fails (a bad record, or an unknown field)
+//! does the slow path take records one at a time to find exactly which ones are bad, count
+//! unknown fields, and (in `merge` mode) infer new columns.
+//!
+//! Timestamps are decoded as text first (arrow-json would read a JSON number as microseconds;
+//! we define numbers as epoch milliseconds) and then converted: integers are epoch ms, strings
+//! are ISO-8601 with or without fraction and zone, or `YYYY-MM-DD HH:MM:SS` (UTC).
+
+use crate::config::SchemaMode;
+use crate::error::Result;
+use arrow_json::ReaderBuilder;
+use deltalake::arrow::array::{Array, ArrayRef, BooleanArray, StringArray, TimestampMicrosecondArray};
+use deltalake::arrow::compute::{concat_batches, filter_record_batch};
+use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use deltalake::arrow::record_batch::RecordBatch;
+use serde::de::IgnoredAny;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// Result of decoding a set of JSON values.
+#[derive(Debug)]
+pub struct Decoded {
+    /// Rows of the good values, in input order, with the value schema (see [`decode_values`]).
+    pub batch: RecordBatch,
+    /// Input index of each row of `batch`.
+    pub rows: Vec<usize>,
+    /// Input index and reason of each rejected value.
+    pub rejects: Vec<(usize, String)>,
+    /// Unknown top-level fields seen and ignored (enforce mode, or nested values in merge mode).
+    pub unknown_fields_ignored: u64,
+    /// Columns added by schema evolution (merge mode), already part of `batch`'s schema.
+    pub new_fields: Vec<Field>,
+}
+
+/// Decode JSON object values against `value_schema` (the table's value columns).
+///
+/// `values[i]` is `None` for inputs that were already rejected upstream; they are skipped.
+pub fn decode_values(
+    values: &[Option<&[u8]>],
+    value_schema: &SchemaRef,
+    mode: SchemaMode,
+) -> Result<Decoded> {
+    let mut rejects = Vec::new();
+    let mut candidates: Vec<(usize, &[u8])> = Vec::with_capacity(values.len());
+    for (i, v) in values.iter().enumerate() {
+        let Some(bytes) = v else { continue };
+        match precheck(bytes) {
+            Ok(()) => candidates.push((i, bytes)),
+            Err(reason) => rejects.push((i, reason)),
+        }
+    }
+    if let Some(decoded) = fast_path(&candidates, value_schema)? {
+        let (batch, bad) = decoded;
+        return finish(batch, candidates.iter().map(|c| c.0).collect(), bad, rejects, 0, vec![]);
+    }
+    slow_path(candidates, value_schema, mode, rejects)
+}
+
+/// Cheap checks that arrow-json would report badly: UTF-8 and "is it an object".
+fn precheck(bytes: &[u8]) -> std::result::Result<(), String> {
+    if let Err(e) = std::str::from_utf8(bytes) {
+        return Err(format!("value is not valid UTF-8 ({e})"));
+    }
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => Ok(()),
+        Some(_) => Err("value is not a JSON object".to_string()),
+        None => Err("value is empty".to_string()),
+    }
+}
+
+/// The schema handed to arrow-json: timestamp columns are read as text.
+fn decoder_schema(value_schema: &Schema) -> SchemaRef {
+    let fields: Vec<Field> = value_schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Timestamp(_, _) => Field::new(f.name(), DataType::Utf8, f.is_nullable()),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new(fields))
+}
+
+fn decoder(value_schema: &Schema, strict: bool, rows: usize) -> Result<arrow_json::reader::Decoder> {
+    Ok(ReaderBuilder::new(decoder_schema(value_schema))
+        .with_batch_size(rows.max(1))
+        .with_strict_mode(strict)
+        .with_coerce_primitive(true)
+        .build_decoder()?)
+}
+
+/// Feed `bytes` fully and flush one batch.
+fn decode_all(d: &mut arrow_json::reader::Decoder, inputs: &[&[u8]]) -> std::result::Result<Option<RecordBatch>, String> {
+    for bytes in inputs {
+        let mut rest: &[u8] = bytes;
+        while !rest.is_empty() {
+            let n = d.decode(rest).map_err(|e| e.to_string())?;
+            if n == 0 {
+                return Err("decoder made no progress".into());
+            }
+            rest = &rest[n..];
+        }
+        // A separator so two objects never run together.
+        d.decode(b"\n").map_err(|e| e.to_string())?;
+    }
+    d.flush().map_err(|e| e.to_string())
+}
+
+/// All candidates in one strict decoder. `None` means "something in there needs the slow path".
+fn fast_path(
+    candidates: &[(usize, &[u8])],
+    value_schema: &SchemaRef,
+) -> Result<Option<(RecordBatch, Vec<(usize, String)>)>> {
+    let mut d = decoder(value_schema, true, candidates.len())?;
+    let inputs: Vec<&[u8]> = candidates.iter().map(|c| c.1).collect();
+    match decode_all(&mut d, &inputs) {
+        Ok(batch) => {
+            let batch = batch.unwrap_or_else(|| RecordBatch::new_empty(decoder_schema(value_schema)));
+            if batch.num_rows() != candidates.len() {
+                return Ok(None);
+            }
+            let (batch, bad_rows) = convert_timestamps(batch, value_schema)?;
+            let bad = bad_rows
+                .into_iter()
+                .map(|(row, reason)| (candidates[row].0, reason))
+                .collect();
+            Ok(Some((batch, bad)))
+        }
+        Err(_) => Ok(None),
+    }
+}
+
+/// One record at a time: find bad ones, count unknown fields, infer new columns.
+fn slow_path(
+    candidates: Vec<(usize, &[u8])>,
+    value_schema: &SchemaRef,
+    mode: SchemaMode,
+    mut rejects: Vec<(usize, String)>,
+) -> Result<Decoded> {
+    let mut ignored = 0u64;
+    let mut new_types: BTreeMap<String, DataType> = BTreeMap::new();
+    let mut parsed: Vec<(usize, &[u8])> = Vec::with_capacity(candidates.len());
+    for (i, bytes) in candidates {
+        let keys: HashMap<String, IgnoredAny> = match serde_json::from_slice(bytes) {
+            Ok(k) => k,
+            Err(e) => {
+                rejects.push((i, format!("invalid JSON: {e}")));
+                continue;
+            }
+        };
+        let unknown: Vec<&String> = keys
+            .keys()
+            .filter(|k| value_schema.field_with_name(k).is_err())
+            .collect();
+        if !unknown.is_empty() {
+            match mode {
+                SchemaMode::Enforce => ignored += unknown.len() as u64,
+                SchemaMode::Merge => {
+                    let obj: serde_json::Map<String, serde_json::Value> =
+                        serde_json::from_slice(bytes).unwrap_or_default();
+                    for k in unknown {
+                        match obj.get(k.as_str()).and_then(infer_type) {
+                            Some(t) => widen(&mut new_types, k, t),
+                            None if obj.get(k.as_str()).is_some_and(|v| !v.is_null()) => {
+                                ignored += 1
+                            }
+                            None => {} // null: nothing to infer from yet
+                        }
+                    }
+                }
+            }
+        }
+        parsed.push((i, bytes));
+    }
+    let new_fields: Vec<Field> = new_types
+        .into_iter()
+        .map(|(name, t)| Field::new(name, t, true))
+        .collect();
+    let schema: SchemaRef = if new_fields.is_empty() {
+        value_schema.clone()
+    } else {
+        let mut f: Vec<Field> = value_schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        f.extend(new_fields.iter().cloned());
+        Arc::new(Schema::new(f))
+    };
+    // Usually the only problem was unknown fields: one non-strict decoder takes them all.
+    let mut all = decoder(&schema, false, parsed.len())?;
+    let inputs: Vec<&[u8]> = parsed.iter().map(|p| p.1).collect();
+    if let Ok(Some(batch)) = decode_all(&mut all, &inputs) {
+        if batch.num_rows() == parsed.len() {
+            let rows: Vec<usize> = parsed.iter().map(|p| p.0).collect();
+            let (batch, bad_rows) = convert_timestamps(batch, &schema)?;
+            let bad = bad_rows.into_iter().map(|(r, reason)| (rows[r], reason)).collect();
+            return finish(batch, rows, bad, rejects, ignored, new_fields);
+        }
+    }
+    let mut batches = Vec::with_capacity(parsed.len());
+    let mut rows = Vec::with_capacity(parsed.len());
+    for (i, bytes) in parsed {
+        let mut d = decoder(&schema, false, 1)?;
+        match decode_all(&mut d, &[bytes]) {
+            Ok(Some(b)) if b.num_rows() == 1 => {
+                batches.push(b);
+                rows.push(i);
+            }
+            Ok(_) => rejects.push((i, "value decoded to no row".into())),
+            Err(e) => rejects.push((i, clean_arrow_message(&e))),
+        }
+    }
+    let dschema = decoder_schema(&schema);
+    let batch = concat_batches(&dschema, &batches)?;
+    let (batch, bad_rows) = convert_timestamps(batch, &schema)?;
+    let bad = bad_rows.into_iter().map(|(r, reason)| (rows[r], reason)).collect();
+    finish(batch, rows, bad, rejects, ignored, new_fields)
+}
+
+fn clean_arrow_message(e: &str) -> String {
+    e.trim_start_matches("Json error: ")
+        .trim_start_matches("Parser error: ")
+        .to_string()
+}
+
+/// Drop rows that failed timestamp conversion and assemble the result.
+fn finish(
+    batch: RecordBatch,
+    rows: Vec<usize>,
+    bad: Vec<(usize, String)>,
+    mut rejects: Vec<(usize, String)>,
+    unknown_fields_ignored: u64,
+    new_fields: Vec<Field>,
+) -> Result<Decoded> {
+    let (batch, rows) = if bad.is_empty() {
+        (batch, rows)
+    } else {
+        let bad_set: std::collections::HashSet<usize> = bad.iter().map(|b| b.0).collect();
+        let keep: BooleanArray = rows.iter().map(|r| Some(!bad_set.contains(r))).collect();
+        let batch = filter_record_batch(&batch, &keep)?;
+        rejects.extend(bad);
+        (batch, rows.into_iter().filter(|r| !bad_set.contains(r)).collect())
+    };
+    rejects.sort_by_key(|r| r.0);
+    Ok(Decoded {
+        batch,
+        rows,
+        rejects,
+        unknown_fields_ignored,
+        new_fields,
+    })
+}
+
+fn infer_type(v: &serde_json::Value) -> Option<DataType> {
+    match v {
+        serde_json::Value::String(_) => Some(DataType::Utf8),
+        serde_json::Value::Bool(_) => Some(DataType::Boolean),
+        serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => Some(DataType::Int64),
+        serde_json::Value::Number(_) => Some(DataType::Float64),
+        _ => None,
+    }
+}
+
+/// Int64 + Float64 -> Float64; anything else mixed -> Utf8 (text of the value).
+fn widen(types: &mut BTreeMap<String, DataType>, key: &str, t: DataType) {
+    let merged = match types.get(key) {
+        None => t,
+        Some(old) if *old == t => t,
+        Some(DataType::Int64) if t == DataType::Float64 => DataType::Float64,
+        Some(DataType::Float64) if t == DataType::Int64 => DataType::Float64,
+        Some(_) => DataType::Utf8,
+    };
+    types.insert(key.to_string(), merged);
+}
+
+/// Convert text timestamp columns to microseconds UTC. Returns the batch with `target`'s types
+/// and the rows whose text could not be parsed.
+fn convert_timestamps(
+    batch: RecordBatch,
+    target: &Schema,
+) -> Result<(RecordBatch, Vec<(usize, String)>)> {
+    let mut bad: Vec<(usize, String)> = Vec::new();
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(batch.num_columns());
+    for (field, col) in target.fields().iter().zip(batch.columns()) {
+        if !matches!(field.data_type(), DataType::Timestamp(_, _)) {
+            columns.push(col.clone());
+            continue;
+        }
+        let Some(text) = col.as_any().downcast_ref::<StringArray>() else {
+            columns.push(col.clone());
+            continue;
+        };
+        let mut out: Vec<Option<i64>> = Vec::with_capacity(text.len());
+        for (row, v) in text.iter().enumerate() {
+            match v.map(parse_timestamp_micros) {
+                None => out.push(None),
+                Some(Ok(us)) => out.push(Some(us)),
+                Some(Err(())) => {
+                    bad.push((
+                        row,
+                        format!(
+                            "field `{}`: cannot parse {:?} as a timestamp (ISO-8601 or epoch ms)",
+                            field.name(),
+                            v.unwrap_or_default()
+                        ),
+                    ));
+                    out.push(None);
+                }
+            }
+        }
+        let arr = TimestampMicrosecondArray::from(out).with_timezone("UTC");
+        columns.push(Arc::new(arr));
+    }
+    let schema = Arc::new(Schema::new(
+        target
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect::<Vec<_>>(),
+    ));
+    let batch = RecordBatch::try_new(schema, columns)?;
+    Ok((batch, bad))
+}
+
+/// Parse one timestamp: integer text = epoch milliseconds; otherwise ISO-8601-ish, UTC default.
+pub fn parse_timestamp_micros(s: &str) -> std::result::Result<i64, ()> {
+    let t = s.trim();
+    if !t.is_empty() && t.bytes().enumerate().all(|(i, b)| b.is_ascii_digit() || (i == 0 && b == b'-')) {
+        let ms: i64 = t.parse().map_err(|_| ())?;
+        return ms.checked_mul(1000).ok_or(());
+    }
+    deltalake::arrow::compute::kernels::cast_utils::string_to_datetime(&chrono::Utc, t)
+        .map(|d| d.timestamp_micros())
+        .map_err(|_| ())
+}

@@ -1,0 +1,78 @@
+//! The one error type of the core library, with a retryable/permanent split that the Lambda
+//! adapters use to decide between "fail the invocation so the source redelivers" and "report".
+
+use deltalake::DeltaTableError;
+
+/// Result alias used across the core library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the core library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The pipeline configuration is invalid; the message names the key.
+    #[error("invalid pipeline config: {0}")]
+    Config(String),
+
+    /// A table's storage (Delta log or data files) failed. Retryable: the invocation should fail
+    /// so the source redelivers the batch; nothing is half-committed.
+    #[error("storage error on table `{table}`: {source}. The batch is safe to redeliver")]
+    Storage {
+        /// Table name as configured (e.g. `raw/order`).
+        table: String,
+        /// The underlying delta-rs error.
+        #[source]
+        source: DeltaTableError,
+    },
+
+    /// Commit conflicts persisted after every retry.
+    #[error(
+        "table `{table}`: gave up after {attempts} commit attempts under contention ({last}). \
+         The batch is safe to redeliver; consider fewer concurrent writers per table"
+    )]
+    Contention {
+        /// Table name.
+        table: String,
+        /// Number of attempts made.
+        attempts: u32,
+        /// Last conflict seen.
+        last: String,
+    },
+
+    /// The table exists but its schema cannot take our records (e.g. a column changed type).
+    #[error("table `{table}` schema mismatch: {reason}. Fix the table or the pipeline config")]
+    Schema {
+        /// Table name.
+        table: String,
+        /// What does not match.
+        reason: String,
+    },
+
+    /// Arrow failed while assembling a batch (a bug, not bad input: bad input is dead-lettered).
+    #[error("arrow error: {0}")]
+    Arrow(#[from] deltalake::arrow::error::ArrowError),
+
+    /// Reading a local file (config, event) failed.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The path that failed.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// True when retrying the same input later may succeed (storage and contention errors).
+    /// Configuration and schema errors need a human; retrying them only burns invocations.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Storage { .. } | Error::Contention { .. })
+    }
+
+    pub(crate) fn storage(table: &str, source: impl Into<DeltaTableError>) -> Self {
+        Error::Storage {
+            table: table.to_string(),
+            source: source.into(),
+        }
+    }
+}

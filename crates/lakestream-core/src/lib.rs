@@ -1,0 +1,22 @@
+//! Lakestream core: pipeline config, decoding source records to Arrow, per-partition dedup and
+//! the Delta commit engine. It never imports Lambda or AWS-event types: the function crates
+//! adapt their events into [`SourceRecord`]s and call [`Ingestor::ingest`].
+
+pub mod clock;
+pub mod commit;
+pub mod config;
+pub mod deadletter;
+pub mod decode;
+pub mod error;
+pub mod ingest;
+pub mod read;
+pub mod record;
+pub mod schema;
+pub mod storage;
+
+pub use clock::{Clock, FixedClock, SystemClock};
+pub use config::PipelineConfig;
+pub use error::{Error, Result};
+pub use ingest::{IngestReport, Ingestor, TableReport};
+pub use record::{RecordValue, SourceRecord};
+pub use storage::Lake;

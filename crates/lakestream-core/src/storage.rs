@@ -1,0 +1,134 @@
+//! Where tables live: the lake root as a URL plus the storage options delta-rs needs. The same
+//! code path serves a filesystem lake and S3 (or an S3-compatible server).
+
+use crate::config::LakeConfig;
+use crate::error::{Error, Result};
+use std::collections::HashMap;
+use url::Url;
+
+/// A resolved lake: root URL and storage options.
+#[derive(Debug, Clone)]
+pub struct Lake {
+    root: Url,
+    options: HashMap<String, String>,
+}
+
+impl Lake {
+    /// Resolve a lake config. Relative filesystem paths resolve against the working directory.
+    /// Registers delta-rs's S3 support (idempotent).
+    pub fn new(cfg: &LakeConfig) -> Result<Self> {
+        deltalake::aws::register_handlers(None);
+        let root = parse_root(&cfg.root)?;
+        let mut options = HashMap::new();
+        if root.scheme() == "s3" {
+            if let Some(endpoint) = &cfg.endpoint_url {
+                options.insert("AWS_ENDPOINT_URL".into(), endpoint.clone());
+            }
+            if let Some(region) = &cfg.region {
+                options.insert("AWS_REGION".into(), region.clone());
+            }
+            if cfg.allow_http {
+                options.insert("AWS_ALLOW_HTTP".into(), "true".into());
+            }
+            // Commits rely on conditional put (If-None-Match: *); never on unsafe rename.
+            options.insert("AWS_S3_ALLOW_UNSAFE_RENAME".into(), "false".into());
+        }
+        Ok(Self { root, options })
+    }
+
+    /// A lake rooted at a local directory (created if missing).
+    pub fn local(dir: &std::path::Path) -> Result<Self> {
+        Self::new(&LakeConfig {
+            root: dir.to_string_lossy().into_owned(),
+            endpoint_url: None,
+            region: None,
+            allow_http: false,
+        })
+    }
+
+    /// The lake root URL.
+    pub fn root(&self) -> &Url {
+        &self.root
+    }
+
+    /// Storage options for delta-rs.
+    pub fn storage_options(&self) -> &HashMap<String, String> {
+        &self.options
+    }
+
+    /// True for a filesystem lake.
+    pub fn is_local(&self) -> bool {
+        self.root.scheme() == "file"
+    }
+
+    /// URL of a table (`raw/order` -> `<root>/raw/order/`). Local table directories are created.
+    pub fn table_url(&self, table: &str) -> Result<Url> {
+        let url = self
+            .root
+            .join(&format!("{}/", table.trim_matches('/')))
+            .map_err(|e| Error::Config(format!("table `{table}`: {e}")))?;
+        if self.is_local() {
+            if let Ok(path) = url.to_file_path() {
+                std::fs::create_dir_all(&path).map_err(|e| Error::Io {
+                    path: path.display().to_string(),
+                    source: e,
+                })?;
+            }
+        }
+        Ok(url)
+    }
+}
+
+fn parse_root(root: &str) -> Result<Url> {
+    let with_slash = |s: &str| {
+        if s.ends_with('/') {
+            s.to_string()
+        } else {
+            format!("{s}/")
+        }
+    };
+    if root.starts_with("s3://") || root.starts_with("file://") {
+        return Url::parse(&with_slash(root))
+            .map_err(|e| Error::Config(format!("`lake.root` = \"{root}\": {e}")));
+    }
+    let path = std::path::Path::new(root);
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| Error::Io {
+                path: ".".into(),
+                source: e,
+            })?
+            .join(path)
+    };
+    std::fs::create_dir_all(&abs).map_err(|e| Error::Io {
+        path: abs.display().to_string(),
+        source: e,
+    })?;
+    Url::from_directory_path(&abs)
+        .map_err(|()| Error::Config(format!("`lake.root` = \"{root}\" is not a usable path")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_urls() -> anyhow::Result<()> {
+        let lake = Lake::new(&LakeConfig {
+            root: "s3://bucket/prefix".into(),
+            endpoint_url: Some("http://127.0.0.1:5000".into()),
+            region: Some("us-east-1".into()),
+            allow_http: true,
+        })?;
+        assert_eq!(lake.table_url("raw/order")?.as_str(), "s3://bucket/prefix/raw/order/");
+        assert_eq!(lake.storage_options()["AWS_ALLOW_HTTP"], "true");
+        let dir = tempfile::tempdir()?;
+        let local = Lake::local(dir.path())?;
+        let url = local.table_url("raw/member")?;
+        assert!(url.as_str().starts_with("file://") && url.as_str().ends_with("/raw/member/"));
+        assert!(dir.path().join("raw/member").is_dir());
+        Ok(())
+    }
+}

@@ -1,0 +1,42 @@
+//! Function errors as Lambda sees them. Only retryable failures are returned as errors (so the
+//! event source redelivers); the `Diagnostic` names the table and the cause.
+
+use lambda_runtime::Diagnostic;
+
+/// An error a function returns to the Lambda runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum FunctionError {
+    /// The event could not be parsed at all (not retryable: redelivery would fail the same way).
+    #[error("malformed event: {0}")]
+    MalformedEvent(String),
+    /// A core failure.
+    #[error(transparent)]
+    Core(#[from] lakestream_core::Error),
+}
+
+impl FunctionError {
+    /// Whether retrying the same event may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            FunctionError::MalformedEvent(_) => false,
+            FunctionError::Core(e) => e.is_retryable(),
+        }
+    }
+}
+
+impl From<FunctionError> for Diagnostic {
+    fn from(e: FunctionError) -> Self {
+        let error_type = match &e {
+            FunctionError::MalformedEvent(_) => "Lakestream.MalformedEvent",
+            FunctionError::Core(lakestream_core::Error::Storage { .. }) => "Lakestream.StorageRetryable",
+            FunctionError::Core(lakestream_core::Error::Contention { .. }) => "Lakestream.ContentionRetryable",
+            FunctionError::Core(lakestream_core::Error::Schema { .. }) => "Lakestream.SchemaMismatch",
+            FunctionError::Core(lakestream_core::Error::Config(_)) => "Lakestream.Config",
+            FunctionError::Core(_) => "Lakestream.Internal",
+        };
+        Diagnostic {
+            error_type: error_type.to_string(),
+            error_message: e.to_string(),
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! The `msk-ingest` handler: an MSK batch in, one Delta commit per table out.
+//!
+//! The handler is an adapter: it unwraps the tolerant [`KafkaEvent`] into core records, hands
+//! them to a [`RecordSink`] (the core [`Ingestor`] in production, anything in tests), prints one
+//! EMF metrics line and maps failures to a `Diagnostic`. It only fails the invocation for
+//! retryable errors; Lambda then redelivers the batch, and the `txn` versions make that a no-op
+//! for whatever already landed.
+
+use lakestream_core::{IngestReport, Ingestor, SourceRecord};
+use lakestream_lambda::FunctionError;
+use lakestream_lambda::kafka::KafkaEvent;
+use lakestream_lambda::telemetry::{Metric, emf_line};
+
+/// Where records go. Implemented by the core [`Ingestor`].
+#[allow(async_fn_in_trait)]
+pub trait RecordSink {
+    /// Ingest a batch.
+    async fn ingest(&self, records: &[SourceRecord]) -> lakestream_core::Result<IngestReport>;
+}
+
+impl RecordSink for Ingestor {
+    async fn ingest(&self, records: &[SourceRecord]) -> lakestream_core::Result<IngestReport> {
+        Ingestor::ingest(self, records).await
+    }
+}
+
+/// What the function returns (also what the CLI prints).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MskResponse {
+    /// The ingest report.
+    #[serde(flatten)]
+    pub report: IngestReport,
+}
+
+/// Handle one MSK event.
+pub async fn handle(sink: &impl RecordSink, event: KafkaEvent) -> Result<MskResponse, FunctionError> {
+    let records = event.into_source_records();
+    let started = std::time::Instant::now();
+    match sink.ingest(&records).await {
+        Ok(report) => {
+            tracing::info!(
+                received = report.received,
+                written = report.written,
+                dead_lettered = report.dead_lettered,
+                duplicates = report.duplicates,
+                conflicts = report.conflicts(),
+                "batch ingested"
+            );
+            println!("{}", metrics_line(&report, started.elapsed().as_millis() as f64));
+            Ok(MskResponse { report })
+        }
+        Err(e) => {
+            tracing::error!(error = %e, retryable = e.is_retryable(), "batch failed");
+            Err(FunctionError::Core(e))
+        }
+    }
+}
+
+/// The EMF line of one invocation.
+pub fn metrics_line(r: &IngestReport, duration_ms: f64) -> String {
+    let version = r.tables.iter().filter_map(|t| t.version).max().unwrap_or(0);
+    emf_line(
+        "Lakestream",
+        &[("Function", "msk-ingest")],
+        &[
+            Metric::new("RecordsReceived", "Count", r.received as f64),
+            Metric::new("RecordsWritten", "Count", r.written as f64),
+            Metric::new("RecordsDeadLettered", "Count", r.dead_lettered as f64),
+            Metric::new("RecordsDuplicate", "Count", r.duplicates as f64),
+            Metric::new("BytesReceived", "Bytes", r.bytes_received as f64),
+            Metric::new("CommitVersion", "None", version as f64),
+            Metric::new("CommitConflicts", "Count", r.conflicts()),
+            Metric::new("MaxRecordLagMs", "Milliseconds", r.max_lag_ms.unwrap_or(0) as f64),
+            Metric::new("DurationMs", "Milliseconds", duration_ms),
+        ],
+        chrono::Utc::now().timestamp_millis(),
+    )
+}

@@ -223,8 +223,18 @@ pub const PROCESSING_TIME_COLUMNS: [&str; 4] = ["year", "month", "day", "hour"];
 impl PipelineConfig {
     /// Parse and validate TOML text.
     pub fn from_toml(text: &str) -> Result<Self> {
-        let cfg: PipelineConfig = toml::from_str(text).map_err(|e| {
-            Error::Config(e.to_string().trim().replace('\n', " ").replace("  ", " "))
+        let de = toml::Deserializer::new(text);
+        let cfg: PipelineConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            let msg = inner.message().to_string();
+            let line = inner
+                .span()
+                .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+            match line {
+                Some(l) => Error::Config(format!("`{path}` (line {l}): {msg}")),
+                None => Error::Config(format!("`{path}`: {msg}")),
+            }
         })?;
         cfg.validate()?;
         Ok(cfg)
@@ -386,7 +396,7 @@ mod tests {
             "{BASE}[[topics]]\ntopic=\"t\"\ntable=\"a/b\"\ncolumns=[{{name=\"x\",type=\"int8\"}}]\n"
         );
         let e = err_of(&unknown_type);
-        assert!(e.contains("int8") && e.contains("topics"), "{e}");
+        assert!(e.contains("int8") && e.contains("topics[0].columns[0].type"), "{e}");
 
         let bad_part = format!(
             "{BASE}[[topics]]\ntopic=\"t\"\ntable=\"a/b\"\ncolumns=[{{name=\"x\",type=\"int32\"}}]\npartition_by=[\"y\"]\n"

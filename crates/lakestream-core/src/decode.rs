@@ -333,3 +333,121 @@ pub fn parse_timestamp_micros(s: &str) -> std::result::Result<i64, ()> {
         .map(|d| d.timestamp_micros())
         .map_err(|_| ())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::timestamp_type;
+    use deltalake::arrow::array::Int32Array;
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int32, false),
+            Field::new("name", DataType::Utf8, true),
+            Field::new("ts", timestamp_type(), false),
+        ]))
+    }
+
+    fn run(values: &[&str], mode: SchemaMode) -> Decoded {
+        let v: Vec<Option<&[u8]>> = values.iter().map(|s| Some(s.as_bytes())).collect();
+        match decode_values(&v, &schema(), mode) {
+            Ok(d) => d,
+            Err(e) => panic!("decode failed: {e}"),
+        }
+    }
+
+    fn ts_col(d: &Decoded) -> Vec<Option<i64>> {
+        let Some(c) = d.batch.column(2).as_any().downcast_ref::<TimestampMicrosecondArray>() else {
+            panic!("ts is not a timestamp column");
+        };
+        c.iter().collect()
+    }
+
+    #[test]
+    fn timestamps_in_every_accepted_form() {
+        let d = run(
+            &[
+                r#"{"id":1,"ts":"2022-04-04T10:15:30.123Z"}"#,
+                r#"{"id":2,"ts":"2022-04-04T10:15:30Z"}"#,
+                r#"{"id":3,"ts":"2022-04-04T12:15:30.123+02:00"}"#,
+                r#"{"id":4,"ts":"2022-04-04 10:15:30"}"#,
+                r#"{"id":5,"ts":1649067330123}"#,
+                r#"{"id":6,"ts":"2022-04-04T10:15:30.123456"}"#,
+            ],
+            SchemaMode::Enforce,
+        );
+        assert!(d.rejects.is_empty(), "{:?}", d.rejects);
+        let base = 1_649_067_330_000_000i64;
+        assert_eq!(
+            ts_col(&d),
+            [Some(base + 123_000), Some(base), Some(base + 123_000), Some(base), Some(base + 123_000), Some(base + 123_456)]
+        );
+    }
+
+    #[test]
+    fn bad_records_are_isolated_with_reasons() {
+        let d = run(
+            &[
+                r#"{"id":1,"name":"ok","ts":"2022-04-04T10:15:30Z"}"#,
+                r#"[1,2]"#,
+                r#"{"id":"abc","ts":"2022-04-04T10:15:30Z"}"#,
+                r#"{"id":3000000000,"ts":"2022-04-04T10:15:30Z"}"#,
+                r#"{"name":"no id","ts":"2022-04-04T10:15:30Z"}"#,
+                r#"{"id":6,"ts":"yesterday"}"#,
+                r#"{"id":7,"ts":"2022-04-04T10:15:30Z""#,
+                r#"{"id":8,"name":"also ok","ts":"2022-04-04T10:15:30Z"}"#,
+            ],
+            SchemaMode::Enforce,
+        );
+        assert_eq!(d.rows, [0, 7]);
+        let ids = d.batch.column(0).as_any().downcast_ref::<Int32Array>().map(|a| a.values().to_vec());
+        assert_eq!(ids, Some(vec![1, 8]));
+        let reasons: Vec<(usize, &str)> = d.rejects.iter().map(|(i, r)| (*i, r.as_str())).collect();
+        assert_eq!(reasons.len(), 6, "{reasons:?}");
+        assert!(reasons[0].1.contains("not a JSON object"));
+        assert!(reasons[4].1.contains("yesterday"), "{reasons:?}");
+        assert!(reasons[5].1.contains("invalid JSON"), "{reasons:?}");
+    }
+
+    #[test]
+    fn invalid_utf8_is_rejected() {
+        let bad: &[u8] = b"{\"id\":1,\"name\":\"\xff\xfe\",\"ts\":1}";
+        let d = match decode_values(&[Some(bad), None], &schema(), SchemaMode::Enforce) {
+            Ok(d) => d,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(d.rejects.len(), 1);
+        assert!(d.rejects[0].1.contains("UTF-8"));
+        assert_eq!(d.batch.num_rows(), 0);
+    }
+
+    #[test]
+    fn enforce_counts_unknown_fields_merge_adds_columns() {
+        let values = [
+            r#"{"id":1,"ts":1,"extra":5}"#,
+            r#"{"id":2,"ts":2,"extra":5.5,"flag":true,"nested":{"a":1}}"#,
+            r#"{"id":3,"ts":3}"#,
+        ];
+        let d = run(&values, SchemaMode::Enforce);
+        assert_eq!(d.unknown_fields_ignored, 4);
+        assert_eq!(d.batch.num_columns(), 3);
+        assert_eq!(d.rows, [0, 1, 2]);
+
+        let d = run(&values, SchemaMode::Merge);
+        let added: Vec<(String, DataType)> =
+            d.new_fields.iter().map(|f| (f.name().clone(), f.data_type().clone())).collect();
+        assert_eq!(
+            added,
+            [("extra".to_string(), DataType::Float64), ("flag".to_string(), DataType::Boolean)]
+        );
+        assert_eq!(d.unknown_fields_ignored, 1, "nested objects are not inferred");
+        assert_eq!(d.batch.num_columns(), 5);
+        assert_eq!(d.batch.column(4).null_count(), 2);
+    }
+
+    #[test]
+    fn epoch_ms_overflow_is_rejected() {
+        let d = run(&[r#"{"id":1,"ts":9223372036854775807}"#], SchemaMode::Enforce);
+        assert_eq!(d.rejects.len(), 1);
+    }
+}

@@ -12,6 +12,7 @@ pub mod ingest;
 pub mod read;
 pub mod record;
 pub mod schema;
+pub mod seed;
 pub mod storage;
 
 pub use clock::{Clock, FixedClock, SystemClock};

@@ -1,0 +1,7 @@
+//! Integration tests of the core against real storage: a filesystem lake always, and an
+//! S3-compatible server on 127.0.0.1 when `LAKESTREAM_TEST_S3_ENDPOINT` is set (the README's
+//! test command and `.ci/run` start moto and set it; `LAKESTREAM_REQUIRE_S3=1` makes its
+//! absence a failure rather than a skip).
+
+mod ingest;
+mod support;

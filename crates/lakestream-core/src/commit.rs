@@ -118,7 +118,12 @@ pub async fn refresh(table: &mut DeltaTable, name: &str) -> Result<bool> {
     let res = if table.version().is_some() {
         table.update_state().await
     } else {
-        table.load().await
+        // Ask first: loading a missing table makes delta-rs log an error.
+        match table.verify_deltatable_existence().await {
+            Ok(false) => return Ok(false),
+            Ok(true) => table.load().await,
+            Err(e) => Err(e),
+        }
     };
     match res {
         Ok(()) => Ok(true),

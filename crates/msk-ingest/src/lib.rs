@@ -30,9 +30,18 @@ pub struct MskResponse {
     /// The ingest report.
     #[serde(flatten)]
     pub report: IngestReport,
+    /// Wall time of the ingest.
+    pub duration_ms: f64,
 }
 
-/// Handle one MSK event.
+impl MskResponse {
+    /// The CloudWatch EMF line for this invocation.
+    pub fn metrics_line(&self) -> String {
+        metrics_line(&self.report, self.duration_ms)
+    }
+}
+
+/// Handle one MSK event. The caller prints [`MskResponse::metrics_line`] (the Lambda does).
 pub async fn handle(sink: &impl RecordSink, event: KafkaEvent) -> Result<MskResponse, FunctionError> {
     let records = event.into_source_records();
     let started = std::time::Instant::now();
@@ -46,8 +55,8 @@ pub async fn handle(sink: &impl RecordSink, event: KafkaEvent) -> Result<MskResp
                 conflicts = report.conflicts(),
                 "batch ingested"
             );
-            println!("{}", metrics_line(&report, started.elapsed().as_millis() as f64));
-            Ok(MskResponse { report })
+            let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+            Ok(MskResponse { report, duration_ms })
         }
         Err(e) => {
             tracing::error!(error = %e, retryable = e.is_retryable(), "batch failed");

@@ -24,9 +24,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let ingestor = Ingestor::new(config, Arc::new(SystemClock))?;
     let ingestor = &ingestor;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<KafkaEvent>| async move {
-        msk_ingest::handle(ingestor, event.payload)
+        let response = msk_ingest::handle(ingestor, event.payload)
             .await
-            .map_err(Diagnostic::from)
+            .map_err(Diagnostic::from)?;
+        println!("{}", response.metrics_line());
+        Ok::<_, Diagnostic>(response)
     }))
     .await
 }

@@ -12,18 +12,19 @@
 //!    for our `txn` versions or our commit id in the log before deciding.
 
 use crate::error::{Error, Result};
-use deltalake::arrow::datatypes::{Schema, SchemaRef};
+use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::arrow::record_batch::RecordBatch;
-use deltalake::kernel::engine::arrow_conversion::{TryIntoArrow, TryIntoKernel};
+use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
 use deltalake::kernel::{Action, Add, MetadataExt, StructType, Transaction};
 use deltalake::operations::create::CreateBuilder;
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
-use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError, TableProperty};
+use deltalake::{DeltaTable, DeltaTableError, TableProperty};
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::handle::TableHandle;
 use crate::storage::Lake;
 
 /// Retry and checkpoint settings of the engine.
@@ -105,47 +106,6 @@ pub struct CommitOutcome {
     pub schema_changed: bool,
 }
 
-/// Open a table handle without loading it.
-pub fn table_handle(lake: &Lake, table: &str) -> Result<DeltaTable> {
-    let url = lake.table_url(table)?;
-    DeltaTableBuilder::from_url(url)
-        .and_then(|b| b.with_storage_options(lake.storage_options().clone()).build())
-        .map_err(|e| Error::storage(table, e))
-}
-
-/// Load or refresh a table; `false` when there is no table there yet.
-pub async fn refresh(table: &mut DeltaTable, name: &str) -> Result<bool> {
-    let res = if table.version().is_some() {
-        table.update_state().await
-    } else {
-        // Ask first: loading a missing table makes delta-rs log an error.
-        match table.verify_deltatable_existence().await {
-            Ok(false) => return Ok(false),
-            Ok(true) => table.load().await,
-            Err(e) => Err(e),
-        }
-    };
-    match res {
-        Ok(()) => Ok(true),
-        Err(DeltaTableError::NotATable(_)) => Ok(false),
-        Err(e) => Err(Error::storage(name, e)),
-    }
-}
-
-/// Arrow schema of a loaded table.
-pub fn arrow_schema(table: &DeltaTable, name: &str) -> Result<SchemaRef> {
-    let snapshot = table.snapshot().map_err(|e| Error::storage(name, e))?;
-    let schema: Schema = snapshot
-        .schema()
-        .as_ref()
-        .try_into_arrow()
-        .map_err(|e: deltalake::arrow::error::ArrowError| Error::Schema {
-            table: name.to_string(),
-            reason: e.to_string(),
-        })?;
-    Ok(std::sync::Arc::new(schema))
-}
-
 /// Backoff before attempt `attempt` (2, 3, ...): full jitter over an exponential ceiling.
 pub fn backoff(settings: &CommitSettings, attempt: u32, jitter: f64) -> Duration {
     let exp = attempt.saturating_sub(2).min(20);
@@ -159,12 +119,13 @@ pub fn backoff(settings: &CommitSettings, attempt: u32, jitter: f64) -> Duration
 /// Append to `name` under the commit protocol described in the module docs.
 pub async fn append(
     lake: &Lake,
-    name: &str,
+    handle: &mut TableHandle,
     settings: &CommitSettings,
     planner: &mut impl Planner,
     now_ms: i64,
 ) -> Result<CommitOutcome> {
-    let mut table = table_handle(lake, name)?;
+    let name = handle.name().to_string();
+    let name = name.as_str();
     let mut outcome = CommitOutcome::default();
     let commit_id = format!("{:032x}", fastrand::u128(..));
     let mut last_conflict = String::new();
@@ -174,9 +135,10 @@ pub async fn append(
         if attempt > 1 {
             tokio::time::sleep(backoff(settings, attempt, fastrand::f64())).await;
         }
-        let exists = refresh(&mut table, name).await?;
-        let read_version = table.version();
-        let state = state_for(&table, name, exists, planner.app_ids()).await?;
+        let exists = handle.refresh().await?;
+        let read_version = handle.version();
+        let state = handle.state(&planner.app_ids()).await?;
+        let table = handle.table();
         let Some(plan) = planner.plan(&state).await? else {
             return Ok(outcome);
         };
@@ -186,9 +148,9 @@ pub async fn append(
         let schema_changed = state.schema.as_ref().is_none_or(|s| s.fields() != plan.schema.fields());
         let adds = match staged.take() {
             Some((s, t, adds)) if s == plan.schema && t == plan.txns => adds,
-            _ => write_files(lake, name, &table, exists, &plan).await?,
+            _ => write_files(lake, name, table, exists, &plan).await?,
         };
-        let result = commit(&table, name, exists, &plan, &adds, settings, &commit_id, now_ms).await;
+        let result = commit(handle, exists, &plan, &adds, settings, &commit_id, now_ms).await;
         match result {
             Ok(version) => {
                 outcome.version = Some(version);
@@ -206,9 +168,9 @@ pub async fn append(
             }
             Err(e) => {
                 tracing::warn!(table = name, attempt, error = %e, "commit outcome unknown, reading the log");
-                refresh(&mut table, name).await?;
-                if landed(&table, name, read_version, &plan.txns, &commit_id).await? {
-                    outcome.version = table.version();
+                handle.refresh().await?;
+                if landed(handle, read_version, &plan.txns, &commit_id).await? {
+                    outcome.version = handle.version();
                     outcome.files = adds.len();
                     outcome.bytes = adds.iter().map(|a| a.size.max(0) as u64).sum();
                     outcome.rows = plan.batch.num_rows();
@@ -227,32 +189,6 @@ pub async fn append(
         table: name.to_string(),
         attempts: settings.max_attempts,
         last: last_conflict,
-    })
-}
-
-/// The state planners see: current schema and committed `txn` versions of `app_ids`.
-pub async fn state_for(table: &DeltaTable, name: &str, exists: bool, app_ids: Vec<String>) -> Result<TableState> {
-    if !exists {
-        return Ok(TableState {
-            schema: None,
-            committed: HashMap::new(),
-        });
-    }
-    let snapshot = table.snapshot().map_err(|e| Error::storage(name, e))?;
-    let log_store = table.log_store();
-    let mut committed = HashMap::new();
-    for id in app_ids {
-        if let Some(v) = snapshot
-            .transaction_version(log_store.as_ref(), &id)
-            .await
-            .map_err(|e| Error::storage(name, e))?
-        {
-            committed.insert(id, v);
-        }
-    }
-    Ok(TableState {
-        schema: Some(arrow_schema(table, name)?),
-        committed,
     })
 }
 
@@ -283,8 +219,7 @@ async fn write_files(lake: &Lake, name: &str, table: &DeltaTable, exists: bool, 
 
 #[allow(clippy::too_many_arguments)]
 async fn commit(
-    table: &DeltaTable,
-    name: &str,
+    handle: &TableHandle,
     exists: bool,
     plan: &Planned,
     adds: &[Add],
@@ -292,6 +227,8 @@ async fn commit(
     commit_id: &str,
     now_ms: i64,
 ) -> std::result::Result<u64, DeltaTableError> {
+    let table = handle.table();
+    let name = handle.name();
     let txns: Vec<Transaction> = plan
         .txns
         .iter()
@@ -327,7 +264,7 @@ async fn commit(
         return Ok(created.version().unwrap_or(0));
     }
     let snapshot = table.snapshot()?;
-    let current = arrow_schema(table, name).map_err(|e| DeltaTableError::Generic(e.to_string()))?;
+    let current = handle.arrow_schema().map_err(|e| DeltaTableError::Generic(e.to_string()))?;
     let mut actions: Vec<Action> = Vec::with_capacity(adds.len() + 1);
     if current.fields() != plan.schema.fields() {
         let metadata = snapshot.metadata().clone().with_schema(&struct_type)?;
@@ -365,30 +302,23 @@ fn is_conflict(e: &DeltaTableError) -> bool {
 /// Did our commit (or an identical replay) land? True when every `txn` version we meant to
 /// commit is committed, or when a version after `read_version` carries our commit id.
 async fn landed(
-    table: &DeltaTable,
-    name: &str,
+    handle: &mut TableHandle,
     read_version: Option<u64>,
     txns: &[Transaction],
     commit_id: &str,
 ) -> Result<bool> {
-    let Some(latest) = table.version() else {
+    let Some(latest) = handle.version() else {
         return Ok(false);
     };
     if !txns.is_empty() {
-        let snapshot = table.snapshot().map_err(|e| Error::storage(name, e))?;
-        let log_store = table.log_store();
-        let mut all = true;
-        for t in txns {
-            let v = snapshot
-                .transaction_version(log_store.as_ref(), &t.app_id)
-                .await
-                .map_err(|e| Error::storage(name, e))?;
-            all &= v.is_some_and(|v| v >= t.version);
-        }
-        if all {
+        let ids: Vec<String> = txns.iter().map(|t| t.app_id.clone()).collect();
+        let committed = handle.committed(&ids).await?;
+        if txns.iter().all(|t| committed.get(&t.app_id).is_some_and(|v| *v >= t.version)) {
             return Ok(true);
         }
     }
+    let name = handle.name();
+    let table = handle.table();
     let log_store = table.log_store();
     let first = read_version.map_or(0, |v| v + 1);
     for v in first..=latest {

@@ -4,6 +4,7 @@
 
 use crate::commit::{self, CommitOutcome, CommitSettings, Planned, Planner, TableState};
 use crate::error::Result;
+use crate::handle::TableHandle;
 use crate::record::app_id;
 use crate::schema::timestamp_type;
 use crate::storage::Lake;
@@ -152,7 +153,7 @@ fn build_batch(letters: &[&DeadLetter], now: DateTime<Utc>) -> Result<RecordBatc
 /// Append dead letters to `table`, skipping those a previous delivery already wrote.
 pub async fn write_dead_letters(
     lake: &Lake,
-    table: &str,
+    handle: &mut TableHandle,
     pipeline: &str,
     settings: &CommitSettings,
     letters: &[DeadLetter],
@@ -167,7 +168,7 @@ pub async fn write_dead_letters(
         now,
         written: vec![],
     };
-    let commit = commit::append(lake, table, settings, &mut planner, now.timestamp_millis()).await?;
+    let commit = commit::append(lake, handle, settings, &mut planner, now.timestamp_millis()).await?;
     let written = if commit.version.is_some() {
         planner.written
     } else {

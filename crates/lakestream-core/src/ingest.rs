@@ -11,6 +11,7 @@ use crate::config::PipelineConfig;
 use crate::deadletter::{DeadLetter, write_dead_letters};
 use crate::decode::decode_values;
 use crate::error::Result;
+use crate::handle::TableHandle;
 use crate::record::{RecordValue, SourceRecord, app_id};
 use crate::schema::{ColumnSource, TableLayout, timestamp_type};
 use crate::storage::Lake;
@@ -95,6 +96,8 @@ pub struct Ingestor {
     layouts: HashMap<String, TableLayout>,
     settings: CommitSettings,
     clock: Arc<dyn Clock>,
+    /// Table handles kept warm across invocations (taken out while in use).
+    handles: std::sync::Mutex<HashMap<String, TableHandle>>,
 }
 
 impl Ingestor {
@@ -113,12 +116,27 @@ impl Ingestor {
             layouts,
             settings,
             clock,
+            handles: std::sync::Mutex::new(HashMap::new()),
         })
     }
 
     /// The lake this ingestor writes to.
     pub fn lake(&self) -> &Lake {
         &self.lake
+    }
+
+    fn take_handle(&self, table: &str) -> Result<TableHandle> {
+        let cached = self.handles.lock().ok().and_then(|mut m| m.remove(table));
+        match cached {
+            Some(h) => Ok(h),
+            None => TableHandle::open(&self.lake, table),
+        }
+    }
+
+    fn put_handle(&self, handle: TableHandle) {
+        if let Ok(mut m) = self.handles.lock() {
+            m.insert(handle.name().to_string(), handle);
+        }
     }
 
     /// The pipeline config.
@@ -166,22 +184,21 @@ impl Ingestor {
         let mut planners = Vec::new();
         for (table, (layout, idx)) in by_table {
             let mut p = TopicPlanner::new(&self.config.pipeline, layout, records, idx, now);
-            let mut handle = commit::table_handle(&self.lake, table)?;
-            let exists = commit::refresh(&mut handle, table).await?;
-            let state = commit::state_for(&handle, table, exists, p.app_ids()).await?;
+            let mut handle = self.take_handle(table)?;
+            handle.refresh().await?;
+            let state = handle.state(&p.app_ids()).await?;
             p.plan(&state).await?;
             letters.extend(p.take_new_rejects());
-            planners.push(p);
+            planners.push((p, handle));
         }
 
         // Dead letters first (see module docs), then each data table.
         self.dead_letter(&mut letters, &mut status, &mut report, now).await?;
-        let results = futures::future::join_all(planners.iter_mut().map(|p| {
-            let table = p.layout.table.clone();
+        let results = futures::future::join_all(planners.iter_mut().map(|(p, handle)| {
             let settings = &self.settings;
             let lake = &self.lake;
             async move {
-                let r = commit::append(lake, &table, settings, p, now.timestamp_millis()).await;
+                let r = commit::append(lake, handle, settings, p, now.timestamp_millis()).await;
                 (p, r)
             }
         }))
@@ -197,6 +214,13 @@ impl Ingestor {
                 }
             }
         }
+        let planners: Vec<TopicPlanner> = planners
+            .into_iter()
+            .map(|(p, h)| {
+                self.put_handle(h);
+                p
+            })
+            .collect();
         if let Some(e) = first_err {
             return Err(e);
         }
@@ -238,7 +262,10 @@ impl Ingestor {
         for l in &only {
             tracing::warn!(topic = ?l.topic, partition = ?l.partition, offset = ?l.offset, error = %l.error, "dead-lettered record");
         }
-        let out = write_dead_letters(&self.lake, &self.config.dead_letter_table, &self.config.pipeline, &self.settings, &only, now).await?;
+        let mut handle = self.take_handle(&self.config.dead_letter_table)?;
+        let out = write_dead_letters(&self.lake, &mut handle, &self.config.pipeline, &self.settings, &only, now).await;
+        self.put_handle(handle);
+        let out = out?;
         for ((i, _), written) in letters.iter().zip(out.written) {
             status[*i] = if written { Status::DeadLettered } else { Status::Duplicate };
         }

@@ -8,6 +8,7 @@ pub mod config;
 pub mod deadletter;
 pub mod decode;
 pub mod error;
+pub mod handle;
 pub mod ingest;
 pub mod read;
 pub mod record;

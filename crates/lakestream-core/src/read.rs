@@ -1,7 +1,7 @@
 //! Reading tables back (CLI `show`, tests): the live files of a snapshot, decoded with the
 //! parquet crate, with partition values restored as columns. No DataFusion needed.
 
-use crate::commit::{arrow_schema, refresh, table_handle};
+use crate::handle::TableHandle;
 use crate::error::{Error, Result};
 use crate::storage::Lake;
 use deltalake::logstore::object_store::ObjectStoreExt;
@@ -30,10 +30,11 @@ pub struct TableSummary {
 
 /// Summarize `table`; `None` if it does not exist.
 pub async fn summarize(lake: &Lake, table: &str) -> Result<Option<TableSummary>> {
-    let mut t = table_handle(lake, table)?;
-    if !refresh(&mut t, table).await? {
+    let mut h = TableHandle::open(lake, table)?;
+    if !h.refresh().await? {
         return Ok(None);
     }
+    let t = h.table();
     let snapshot = t.snapshot().map_err(|e| Error::storage(table, e))?;
     let files: Vec<_> = snapshot.log_data().iter().collect();
     Ok(Some(TableSummary {
@@ -48,14 +49,15 @@ pub async fn summarize(lake: &Lake, table: &str) -> Result<Option<TableSummary>>
 
 /// All rows of `table` at its latest version (or `version`), in the table schema.
 pub async fn read_table(lake: &Lake, table: &str, version: Option<u64>) -> Result<RecordBatch> {
-    let mut t = table_handle(lake, table)?;
-    if !refresh(&mut t, table).await? {
+    let mut h = TableHandle::open(lake, table)?;
+    if !h.refresh().await? {
         return Err(Error::Config(format!("table `{table}` does not exist")));
     }
     if let Some(v) = version {
-        t.load_version(v).await.map_err(|e| Error::storage(table, e))?;
+        h.table_mut().load_version(v).await.map_err(|e| Error::storage(table, e))?;
     }
-    let schema = arrow_schema(&t, table)?;
+    let schema = h.arrow_schema()?;
+    let t = h.table();
     let snapshot = t.snapshot().map_err(|e| Error::storage(table, e))?;
     let store = t.object_store();
     let mut batches = Vec::new();

@@ -24,11 +24,14 @@ pub fn msk_event(records: &[SourceRecord]) -> serde_json::Value {
             RecordValue::Invalid { raw, .. } => json!(raw),
             RecordValue::Null => serde_json::Value::Null,
         };
-        by_key.entry(format!("{}-{}", r.topic, r.partition)).or_default().push(json!({
-            "topic": r.topic, "partition": r.partition, "offset": r.offset,
-            "timestamp": r.timestamp_ms.unwrap_or(-1), "timestampType": "CREATE_TIME",
-            "value": value, "headers": []
-        }));
+        by_key
+            .entry(format!("{}-{}", r.topic, r.partition))
+            .or_default()
+            .push(json!({
+                "topic": r.topic, "partition": r.partition, "offset": r.offset,
+                "timestamp": r.timestamp_ms.unwrap_or(-1), "timestampType": "CREATE_TIME",
+                "value": value, "headers": []
+            }));
     }
     json!({
         "eventSource": "aws:kafka",
@@ -74,7 +77,11 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
             r.written,
             r.dead_lettered,
             r.duplicates,
-            if i + 1 == events.len() { "   (redelivery of event 1)" } else { "" }
+            if i + 1 == events.len() {
+                "   (redelivery of event 1)"
+            } else {
+                ""
+            }
         );
     }
     println!(
@@ -87,6 +94,9 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
         crate::show(&lake, table, 5).await?;
         println!();
     }
-    println!("Look around: lakestream tables --lake {}   |   lakestream show raw/member --lake {}", config.lake.root, config.lake.root);
+    println!(
+        "Look around: lakestream tables --lake {}   |   lakestream show raw/member --lake {}",
+        config.lake.root, config.lake.root
+    );
     Ok(())
 }

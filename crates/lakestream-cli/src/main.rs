@@ -14,7 +14,11 @@ use std::sync::Arc;
 pub const EXAMPLE_CONFIG: &str = include_str!("../../../lakestream.toml");
 
 #[derive(Parser)]
-#[command(name = "lakestream", version, about = "Event-driven Delta Lake ingestion, locally")]
+#[command(
+    name = "lakestream",
+    version,
+    about = "Event-driven Delta Lake ingestion, locally"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -96,8 +100,10 @@ async fn main() -> Result<()> {
             function: InvokeCommand::Msk { event, lake },
         } => {
             let cfg = load_config(&lake)?;
-            let bytes = std::fs::read(&event).with_context(|| format!("reading {}", event.display()))?;
-            let ev = KafkaEvent::from_json(&bytes).with_context(|| format!("{} is not an MSK event", event.display()))?;
+            let bytes =
+                std::fs::read(&event).with_context(|| format!("reading {}", event.display()))?;
+            let ev = KafkaEvent::from_json(&bytes)
+                .with_context(|| format!("{} is not an MSK event", event.display()))?;
             let ingestor = Ingestor::new(cfg, Arc::new(SystemClock))?;
             let out = msk_ingest::handle(&ingestor, ev).await?;
             println!("{}", serde_json::to_string_pretty(&out)?);
@@ -110,7 +116,12 @@ async fn main() -> Result<()> {
                 if let Some(s) = read::summarize(&l, &name).await? {
                     println!(
                         "{:<24} version {:>4}  files {:>5}  rows {:>8}  bytes {:>10}  partitioned by [{}]",
-                        s.table, s.version, s.files, s.rows, s.bytes, s.partition_columns.join(", ")
+                        s.table,
+                        s.version,
+                        s.files,
+                        s.rows,
+                        s.bytes,
+                        s.partition_columns.join(", ")
                     );
                 }
             }
@@ -154,7 +165,11 @@ pub async fn show(lake: &Lake, table: &str, limit: usize) -> Result<()> {
     };
     println!(
         "{table}: version {}, {} files, {} rows, {} bytes, partitioned by [{}]",
-        s.version, s.files, s.rows, s.bytes, s.partition_columns.join(", ")
+        s.version,
+        s.files,
+        s.rows,
+        s.bytes,
+        s.partition_columns.join(", ")
     );
     let batch = read::read_table(lake, table, None).await?;
     let head = batch.slice(0, limit.min(batch.num_rows()));

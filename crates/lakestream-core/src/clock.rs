@@ -40,6 +40,9 @@ impl FixedClock {
 
 impl Clock for FixedClock {
     fn now(&self) -> DateTime<Utc> {
-        self.0.lock().map(|g| *g).unwrap_or_else(|p| *p.into_inner())
+        self.0
+            .lock()
+            .map(|g| *g)
+            .unwrap_or_else(|p| *p.into_inner())
     }
 }

@@ -145,7 +145,10 @@ pub async fn append(
         if plan.batch.num_rows() == 0 {
             return Ok(outcome);
         }
-        let schema_changed = state.schema.as_ref().is_none_or(|s| s.fields() != plan.schema.fields());
+        let schema_changed = state
+            .schema
+            .as_ref()
+            .is_none_or(|s| s.fields() != plan.schema.fields());
         let adds = match staged.take() {
             Some((s, t, adds)) if s == plan.schema && t == plan.txns => adds,
             _ => write_files(lake, name, table, exists, &plan).await?,
@@ -192,7 +195,13 @@ pub async fn append(
     })
 }
 
-async fn write_files(lake: &Lake, name: &str, table: &DeltaTable, exists: bool, plan: &Planned) -> Result<Vec<Add>> {
+async fn write_files(
+    lake: &Lake,
+    name: &str,
+    table: &DeltaTable,
+    exists: bool,
+    plan: &Planned,
+) -> Result<Vec<Add>> {
     let partition_columns = if exists {
         let snapshot = table.snapshot().map_err(|e| Error::storage(name, e))?;
         snapshot.metadata().partition_columns().to_vec()
@@ -207,13 +216,18 @@ async fn write_files(lake: &Lake, name: &str, table: &DeltaTable, exists: bool, 
         Some(lake.storage_options().clone()),
     )
     .map_err(|e| Error::storage(name, e))?;
-    writer.write(plan.batch.clone()).await.map_err(|e| match e {
-        DeltaTableError::ObjectStore { .. } | DeltaTableError::Io { .. } => Error::storage(name, e),
-        other => Error::Schema {
-            table: name.to_string(),
-            reason: other.to_string(),
-        },
-    })?;
+    writer
+        .write(plan.batch.clone())
+        .await
+        .map_err(|e| match e {
+            DeltaTableError::ObjectStore { .. } | DeltaTableError::Io { .. } => {
+                Error::storage(name, e)
+            }
+            other => Error::Schema {
+                table: name.to_string(),
+                reason: other.to_string(),
+            },
+        })?;
     writer.flush().await.map_err(|e| Error::storage(name, e))
 }
 
@@ -241,11 +255,9 @@ async fn commit(
             "lakestream.commitId".to_string(),
             serde_json::Value::String(commit_id.to_string()),
         )]);
-    let struct_type: StructType = plan
-        .schema
-        .as_ref()
-        .try_into_kernel()
-        .map_err(|e: deltalake::arrow::error::ArrowError| DeltaTableError::Generic(e.to_string()))?;
+    let struct_type: StructType = plan.schema.as_ref().try_into_kernel().map_err(
+        |e: deltalake::arrow::error::ArrowError| DeltaTableError::Generic(e.to_string()),
+    )?;
     let add_actions = adds.iter().cloned().map(Action::Add);
     if !exists {
         let created = CreateBuilder::new()
@@ -264,7 +276,9 @@ async fn commit(
         return Ok(created.version().unwrap_or(0));
     }
     let snapshot = table.snapshot()?;
-    let current = handle.arrow_schema().map_err(|e| DeltaTableError::Generic(e.to_string()))?;
+    let current = handle
+        .arrow_schema()
+        .map_err(|e| DeltaTableError::Generic(e.to_string()))?;
     let mut actions: Vec<Action> = Vec::with_capacity(adds.len() + 1);
     if current.fields() != plan.schema.fields() {
         let metadata = snapshot.metadata().clone().with_schema(&struct_type)?;
@@ -313,7 +327,10 @@ async fn landed(
     if !txns.is_empty() {
         let ids: Vec<String> = txns.iter().map(|t| t.app_id.clone()).collect();
         let committed = handle.committed(&ids).await?;
-        if txns.iter().all(|t| committed.get(&t.app_id).is_some_and(|v| *v >= t.version)) {
+        if txns
+            .iter()
+            .all(|t| committed.get(&t.app_id).is_some_and(|v| *v >= t.version))
+        {
             return Ok(true);
         }
     }
@@ -322,14 +339,15 @@ async fn landed(
     let log_store = table.log_store();
     let first = read_version.map_or(0, |v| v + 1);
     for v in first..=latest {
-        if let Some(bytes) = log_store
+        let entry = log_store
             .read_commit_entry(v)
             .await
-            .map_err(|e| Error::storage(name, e))?
-        {
-            if bytes.windows(commit_id.len()).any(|w| w == commit_id.as_bytes()) {
-                return Ok(true);
-            }
+            .map_err(|e| Error::storage(name, e))?;
+        if entry.is_some_and(|b| {
+            b.windows(commit_id.len())
+                .any(|w| w == commit_id.as_bytes())
+        }) {
+            return Ok(true);
         }
     }
     Ok(false)

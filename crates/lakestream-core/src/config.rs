@@ -288,7 +288,10 @@ impl PipelineConfig {
         for (i, t) in self.topics.iter().enumerate() {
             let key = format!("topics[{i}]");
             if !topics.insert(t.topic.as_str()) {
-                return bad(format!("`{key}.topic`: topic \"{}\" is listed twice", t.topic));
+                return bad(format!(
+                    "`{key}.topic`: topic \"{}\" is listed twice",
+                    t.topic
+                ));
             }
             validate_table_name(&format!("{key}.table"), &t.table)?;
             if t.table == self.dead_letter_table {
@@ -368,10 +371,14 @@ mod tests {
     #[test]
     fn example_config_parses_and_maps_the_seed() -> anyhow::Result<()> {
         let cfg = PipelineConfig::from_toml(EXAMPLE)?;
-        let orders = cfg.topic("orders").ok_or_else(|| anyhow::anyhow!("no orders"))?;
+        let orders = cfg
+            .topic("orders")
+            .ok_or_else(|| anyhow::anyhow!("no orders"))?;
         assert_eq!(orders.table, "raw/order");
         assert_eq!(orders.partition_by, Partitioning::ProcessingTime);
-        let members = cfg.topic("members").ok_or_else(|| anyhow::anyhow!("no members"))?;
+        let members = cfg
+            .topic("members")
+            .ok_or_else(|| anyhow::anyhow!("no members"))?;
         assert_eq!(members.table, "raw/member");
         assert_eq!(
             members.partition_by,
@@ -396,7 +403,10 @@ mod tests {
             "{BASE}[[topics]]\ntopic=\"t\"\ntable=\"a/b\"\ncolumns=[{{name=\"x\",type=\"int8\"}}]\n"
         );
         let e = err_of(&unknown_type);
-        assert!(e.contains("int8") && e.contains("topics[0].columns[0].type"), "{e}");
+        assert!(
+            e.contains("int8") && e.contains("topics[0].columns[0].type"),
+            "{e}"
+        );
 
         let bad_part = format!(
             "{BASE}[[topics]]\ntopic=\"t\"\ntable=\"a/b\"\ncolumns=[{{name=\"x\",type=\"int32\"}}]\npartition_by=[\"y\"]\n"

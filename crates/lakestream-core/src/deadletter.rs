@@ -10,7 +10,9 @@ use crate::schema::timestamp_type;
 use crate::storage::Lake;
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
-use deltalake::arrow::array::{ArrayRef, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray};
+use deltalake::arrow::array::{
+    ArrayRef, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray,
+};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::kernel::Transaction;
@@ -113,7 +115,10 @@ impl Planner for DeadLetterPlanner<'_> {
         }
         let schema = state.schema.clone().unwrap_or_else(dead_letter_schema);
         let batch = build_batch(&keep, self.now)?;
-        let txns = high.into_iter().map(|(id, v)| Transaction::new(id, v)).collect();
+        let txns = high
+            .into_iter()
+            .map(|(id, v)| Transaction::new(id, v))
+            .collect();
         Ok(Some(Planned {
             batch,
             schema,
@@ -127,25 +132,39 @@ fn build_batch(letters: &[&DeadLetter], now: DateTime<Utc>) -> Result<RecordBatc
     let now_us = now.timestamp_micros();
     let date = now.format("%Y-%m-%d").to_string();
     let columns: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from_iter(letters.iter().map(|l| l.topic.as_deref()))),
+        Arc::new(StringArray::from_iter(
+            letters.iter().map(|l| l.topic.as_deref()),
+        )),
         Arc::new(Int32Array::from_iter(letters.iter().map(|l| l.partition))),
         Arc::new(Int64Array::from_iter(letters.iter().map(|l| l.offset))),
         Arc::new(
             TimestampMicrosecondArray::from_iter(
-                letters.iter().map(|l| l.kafka_timestamp_ms.and_then(|m| m.checked_mul(1000))),
+                letters
+                    .iter()
+                    .map(|l| l.kafka_timestamp_ms.and_then(|m| m.checked_mul(1000))),
             )
             .with_timezone("UTC"),
         ),
-        Arc::new(StringArray::from_iter(letters.iter().map(|l| l.object_uri.as_deref()))),
+        Arc::new(StringArray::from_iter(
+            letters.iter().map(|l| l.object_uri.as_deref()),
+        )),
         Arc::new(Int64Array::from_iter(letters.iter().map(|l| l.line_number))),
-        Arc::new(StringArray::from_iter(letters.iter().map(|l| l.raw_base64.as_deref()))),
-        Arc::new(StringArray::from_iter_values(letters.iter().map(|l| l.error.as_str()))),
-        Arc::new(StringArray::from_iter(letters.iter().map(|l| l.target_table.as_deref()))),
+        Arc::new(StringArray::from_iter(
+            letters.iter().map(|l| l.raw_base64.as_deref()),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            letters.iter().map(|l| l.error.as_str()),
+        )),
+        Arc::new(StringArray::from_iter(
+            letters.iter().map(|l| l.target_table.as_deref()),
+        )),
         Arc::new(
             TimestampMicrosecondArray::from_iter_values(letters.iter().map(|_| now_us))
                 .with_timezone("UTC"),
         ),
-        Arc::new(StringArray::from_iter_values(letters.iter().map(|_| date.as_str()))),
+        Arc::new(StringArray::from_iter_values(
+            letters.iter().map(|_| date.as_str()),
+        )),
     ];
     Ok(RecordBatch::try_new(dead_letter_schema(), columns)?)
 }
@@ -168,7 +187,8 @@ pub async fn write_dead_letters(
         now,
         written: vec![],
     };
-    let commit = commit::append(lake, handle, settings, &mut planner, now.timestamp_millis()).await?;
+    let commit =
+        commit::append(lake, handle, settings, &mut planner, now.timestamp_millis()).await?;
     let written = if commit.version.is_some() {
         planner.written
     } else {

@@ -12,7 +12,9 @@
 use crate::config::SchemaMode;
 use crate::error::Result;
 use arrow_json::ReaderBuilder;
-use deltalake::arrow::array::{Array, ArrayRef, BooleanArray, StringArray, TimestampMicrosecondArray};
+use deltalake::arrow::array::{
+    Array, ArrayRef, BooleanArray, StringArray, TimestampMicrosecondArray,
+};
 use deltalake::arrow::compute::{concat_batches, filter_record_batch};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::arrow::record_batch::RecordBatch;
@@ -54,7 +56,14 @@ pub fn decode_values(
     }
     if let Some(decoded) = fast_path(&candidates, value_schema)? {
         let (batch, bad) = decoded;
-        return finish(batch, candidates.iter().map(|c| c.0).collect(), bad, rejects, 0, vec![]);
+        return finish(
+            batch,
+            candidates.iter().map(|c| c.0).collect(),
+            bad,
+            rejects,
+            0,
+            vec![],
+        );
     }
     slow_path(candidates, value_schema, mode, rejects)
 }
@@ -84,7 +93,11 @@ fn decoder_schema(value_schema: &Schema) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-fn decoder(value_schema: &Schema, strict: bool, rows: usize) -> Result<arrow_json::reader::Decoder> {
+fn decoder(
+    value_schema: &Schema,
+    strict: bool,
+    rows: usize,
+) -> Result<arrow_json::reader::Decoder> {
     Ok(ReaderBuilder::new(decoder_schema(value_schema))
         .with_batch_size(rows.max(1))
         .with_strict_mode(strict)
@@ -93,7 +106,10 @@ fn decoder(value_schema: &Schema, strict: bool, rows: usize) -> Result<arrow_jso
 }
 
 /// Feed `bytes` fully and flush one batch.
-fn decode_all(d: &mut arrow_json::reader::Decoder, inputs: &[&[u8]]) -> std::result::Result<Option<RecordBatch>, String> {
+fn decode_all(
+    d: &mut arrow_json::reader::Decoder,
+    inputs: &[&[u8]],
+) -> std::result::Result<Option<RecordBatch>, String> {
     for bytes in inputs {
         let mut rest: &[u8] = bytes;
         while !rest.is_empty() {
@@ -109,16 +125,17 @@ fn decode_all(d: &mut arrow_json::reader::Decoder, inputs: &[&[u8]]) -> std::res
     d.flush().map_err(|e| e.to_string())
 }
 
+/// A converted batch and the (input index, reason) of rows that failed conversion.
+type Converted = (RecordBatch, Vec<(usize, String)>);
+
 /// All candidates in one strict decoder. `None` means "something in there needs the slow path".
-fn fast_path(
-    candidates: &[(usize, &[u8])],
-    value_schema: &SchemaRef,
-) -> Result<Option<(RecordBatch, Vec<(usize, String)>)>> {
+fn fast_path(candidates: &[(usize, &[u8])], value_schema: &SchemaRef) -> Result<Option<Converted>> {
     let mut d = decoder(value_schema, true, candidates.len())?;
     let inputs: Vec<&[u8]> = candidates.iter().map(|c| c.1).collect();
     match decode_all(&mut d, &inputs) {
         Ok(batch) => {
-            let batch = batch.unwrap_or_else(|| RecordBatch::new_empty(decoder_schema(value_schema)));
+            let batch =
+                batch.unwrap_or_else(|| RecordBatch::new_empty(decoder_schema(value_schema)));
             if batch.num_rows() != candidates.len() {
                 return Ok(None);
             }
@@ -182,20 +199,27 @@ fn slow_path(
     let schema: SchemaRef = if new_fields.is_empty() {
         value_schema.clone()
     } else {
-        let mut f: Vec<Field> = value_schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        let mut f: Vec<Field> = value_schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
         f.extend(new_fields.iter().cloned());
         Arc::new(Schema::new(f))
     };
     // Usually the only problem was unknown fields: one non-strict decoder takes them all.
     let mut all = decoder(&schema, false, parsed.len())?;
     let inputs: Vec<&[u8]> = parsed.iter().map(|p| p.1).collect();
-    if let Ok(Some(batch)) = decode_all(&mut all, &inputs) {
-        if batch.num_rows() == parsed.len() {
-            let rows: Vec<usize> = parsed.iter().map(|p| p.0).collect();
-            let (batch, bad_rows) = convert_timestamps(batch, &schema)?;
-            let bad = bad_rows.into_iter().map(|(r, reason)| (rows[r], reason)).collect();
-            return finish(batch, rows, bad, rejects, ignored, new_fields);
-        }
+    if let Ok(Some(batch)) = decode_all(&mut all, &inputs)
+        && batch.num_rows() == parsed.len()
+    {
+        let rows: Vec<usize> = parsed.iter().map(|p| p.0).collect();
+        let (batch, bad_rows) = convert_timestamps(batch, &schema)?;
+        let bad = bad_rows
+            .into_iter()
+            .map(|(r, reason)| (rows[r], reason))
+            .collect();
+        return finish(batch, rows, bad, rejects, ignored, new_fields);
     }
     let mut batches = Vec::with_capacity(parsed.len());
     let mut rows = Vec::with_capacity(parsed.len());
@@ -213,7 +237,10 @@ fn slow_path(
     let dschema = decoder_schema(&schema);
     let batch = concat_batches(&dschema, &batches)?;
     let (batch, bad_rows) = convert_timestamps(batch, &schema)?;
-    let bad = bad_rows.into_iter().map(|(r, reason)| (rows[r], reason)).collect();
+    let bad = bad_rows
+        .into_iter()
+        .map(|(r, reason)| (rows[r], reason))
+        .collect();
     finish(batch, rows, bad, rejects, ignored, new_fields)
 }
 
@@ -239,7 +266,10 @@ fn finish(
         let keep: BooleanArray = rows.iter().map(|r| Some(!bad_set.contains(r))).collect();
         let batch = filter_record_batch(&batch, &keep)?;
         rejects.extend(bad);
-        (batch, rows.into_iter().filter(|r| !bad_set.contains(r)).collect())
+        (
+            batch,
+            rows.into_iter().filter(|r| !bad_set.contains(r)).collect(),
+        )
     };
     rejects.sort_by_key(|r| r.0);
     Ok(Decoded {
@@ -294,8 +324,8 @@ fn convert_timestamps(
         for (row, v) in text.iter().enumerate() {
             match v.map(parse_timestamp_micros) {
                 None => out.push(None),
-                Some(Ok(us)) => out.push(Some(us)),
-                Some(Err(())) => {
+                Some(Some(us)) => out.push(Some(us)),
+                Some(None) => {
                     bad.push((
                         row,
                         format!(
@@ -322,16 +352,20 @@ fn convert_timestamps(
     Ok((batch, bad))
 }
 
-/// Parse one timestamp: integer text = epoch milliseconds; otherwise ISO-8601-ish, UTC default.
-pub fn parse_timestamp_micros(s: &str) -> std::result::Result<i64, ()> {
+/// Parse one timestamp to epoch microseconds: integer text = epoch milliseconds; otherwise
+/// ISO-8601-ish, UTC when no zone is given. `None` when it is neither.
+pub fn parse_timestamp_micros(s: &str) -> Option<i64> {
     let t = s.trim();
-    if !t.is_empty() && t.bytes().enumerate().all(|(i, b)| b.is_ascii_digit() || (i == 0 && b == b'-')) {
-        let ms: i64 = t.parse().map_err(|_| ())?;
-        return ms.checked_mul(1000).ok_or(());
+    if !t.is_empty()
+        && t.bytes()
+            .enumerate()
+            .all(|(i, b)| b.is_ascii_digit() || (i == 0 && b == b'-'))
+    {
+        return t.parse::<i64>().ok()?.checked_mul(1000);
     }
     deltalake::arrow::compute::kernels::cast_utils::string_to_datetime(&chrono::Utc, t)
+        .ok()
         .map(|d| d.timestamp_micros())
-        .map_err(|_| ())
 }
 
 #[cfg(test)]
@@ -357,7 +391,12 @@ mod tests {
     }
 
     fn ts_col(d: &Decoded) -> Vec<Option<i64>> {
-        let Some(c) = d.batch.column(2).as_any().downcast_ref::<TimestampMicrosecondArray>() else {
+        let Some(c) = d
+            .batch
+            .column(2)
+            .as_any()
+            .downcast_ref::<TimestampMicrosecondArray>()
+        else {
             panic!("ts is not a timestamp column");
         };
         c.iter().collect()
@@ -380,7 +419,14 @@ mod tests {
         let base = 1_649_067_330_000_000i64;
         assert_eq!(
             ts_col(&d),
-            [Some(base + 123_000), Some(base), Some(base + 123_000), Some(base), Some(base + 123_000), Some(base + 123_456)]
+            [
+                Some(base + 123_000),
+                Some(base),
+                Some(base + 123_000),
+                Some(base),
+                Some(base + 123_000),
+                Some(base + 123_456)
+            ]
         );
     }
 
@@ -400,7 +446,12 @@ mod tests {
             SchemaMode::Enforce,
         );
         assert_eq!(d.rows, [0, 7]);
-        let ids = d.batch.column(0).as_any().downcast_ref::<Int32Array>().map(|a| a.values().to_vec());
+        let ids = d
+            .batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int32Array>()
+            .map(|a| a.values().to_vec());
         assert_eq!(ids, Some(vec![1, 8]));
         let reasons: Vec<(usize, &str)> = d.rejects.iter().map(|(i, r)| (*i, r.as_str())).collect();
         assert_eq!(reasons.len(), 6, "{reasons:?}");
@@ -434,20 +485,32 @@ mod tests {
         assert_eq!(d.rows, [0, 1, 2]);
 
         let d = run(&values, SchemaMode::Merge);
-        let added: Vec<(String, DataType)> =
-            d.new_fields.iter().map(|f| (f.name().clone(), f.data_type().clone())).collect();
+        let added: Vec<(String, DataType)> = d
+            .new_fields
+            .iter()
+            .map(|f| (f.name().clone(), f.data_type().clone()))
+            .collect();
         assert_eq!(
             added,
-            [("extra".to_string(), DataType::Float64), ("flag".to_string(), DataType::Boolean)]
+            [
+                ("extra".to_string(), DataType::Float64),
+                ("flag".to_string(), DataType::Boolean)
+            ]
         );
-        assert_eq!(d.unknown_fields_ignored, 1, "nested objects are not inferred");
+        assert_eq!(
+            d.unknown_fields_ignored, 1,
+            "nested objects are not inferred"
+        );
         assert_eq!(d.batch.num_columns(), 5);
         assert_eq!(d.batch.column(4).null_count(), 2);
     }
 
     #[test]
     fn epoch_ms_overflow_is_rejected() {
-        let d = run(&[r#"{"id":1,"ts":9223372036854775807}"#], SchemaMode::Enforce);
+        let d = run(
+            &[r#"{"id":1,"ts":9223372036854775807}"#],
+            SchemaMode::Enforce,
+        );
         assert_eq!(d.rejects.len(), 1);
     }
 }

@@ -40,7 +40,10 @@ impl TableHandle {
     pub fn open(lake: &Lake, name: &str) -> Result<Self> {
         let url = lake.table_url(name)?;
         let table = DeltaTableBuilder::from_url(url)
-            .and_then(|b| b.with_storage_options(lake.storage_options().clone()).build())
+            .and_then(|b| {
+                b.with_storage_options(lake.storage_options().clone())
+                    .build()
+            })
             .map_err(|e| Error::storage(name, e))?;
         Ok(Self {
             name: name.to_string(),
@@ -142,7 +145,10 @@ impl TableHandle {
             let v = match self.txns.get(id) {
                 Some(v) => *v,
                 None => {
-                    let snapshot = self.table.snapshot().map_err(|e| Error::storage(&self.name, e))?;
+                    let snapshot = self
+                        .table
+                        .snapshot()
+                        .map_err(|e| Error::storage(&self.name, e))?;
                     let v = snapshot
                         .transaction_version(self.table.log_store().as_ref(), id)
                         .await
@@ -160,7 +166,10 @@ impl TableHandle {
 
     /// Arrow schema of the loaded table.
     pub fn arrow_schema(&self) -> Result<SchemaRef> {
-        let snapshot = self.table.snapshot().map_err(|e| Error::storage(&self.name, e))?;
+        let snapshot = self
+            .table
+            .snapshot()
+            .map_err(|e| Error::storage(&self.name, e))?;
         let schema: Schema = snapshot.schema().as_ref().try_into_arrow().map_err(
             |e: deltalake::arrow::error::ArrowError| Error::Schema {
                 table: self.name.clone(),
@@ -217,7 +226,10 @@ mod tests {
 {"txn":{"appId":"p/orders/1","version":7}}"#;
         assert_eq!(
             txns_in_commit(commit),
-            [("p/orders/0".to_string(), 41), ("p/orders/1".to_string(), 7)]
+            [
+                ("p/orders/0".to_string(), 41),
+                ("p/orders/1".to_string(), 7)
+            ]
         );
     }
 }

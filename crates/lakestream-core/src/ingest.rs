@@ -7,6 +7,7 @@
 
 use crate::clock::Clock;
 use crate::commit::{self, CommitOutcome, CommitSettings, Planned, Planner, TableState};
+use crate::config::KafkaMetadataColumn;
 use crate::config::PipelineConfig;
 use crate::deadletter::{DeadLetter, write_dead_letters};
 use crate::decode::decode_values;
@@ -15,9 +16,10 @@ use crate::handle::TableHandle;
 use crate::record::{RecordValue, SourceRecord, app_id};
 use crate::schema::{ColumnSource, TableLayout, timestamp_type};
 use crate::storage::Lake;
-use crate::config::KafkaMetadataColumn;
 use chrono::{DateTime, Datelike, Timelike, Utc};
-use deltalake::arrow::array::{ArrayRef, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray, new_null_array};
+use deltalake::arrow::array::{
+    ArrayRef, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray, new_null_array,
+};
 use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::kernel::Transaction;
@@ -170,13 +172,29 @@ impl Ingestor {
                 continue;
             }
             let Some(layout) = self.layouts.get(&r.topic) else {
-                letters.push((i, letter(r, None, format!("no table is configured for topic `{}`", r.topic))));
+                letters.push((
+                    i,
+                    letter(
+                        r,
+                        None,
+                        format!("no table is configured for topic `{}`", r.topic),
+                    ),
+                ));
                 continue;
             };
             match &r.value {
-                RecordValue::Bytes(_) => by_table.entry(layout.table.as_str()).or_insert((layout, vec![])).1.push(i),
-                RecordValue::Null => letters.push((i, letter(r, Some(&layout.table), "null value (tombstone)".into()))),
-                RecordValue::Invalid { reason, .. } => letters.push((i, letter(r, Some(&layout.table), reason.clone()))),
+                RecordValue::Bytes(_) => by_table
+                    .entry(layout.table.as_str())
+                    .or_insert((layout, vec![]))
+                    .1
+                    .push(i),
+                RecordValue::Null => letters.push((
+                    i,
+                    letter(r, Some(&layout.table), "null value (tombstone)".into()),
+                )),
+                RecordValue::Invalid { reason, .. } => {
+                    letters.push((i, letter(r, Some(&layout.table), reason.clone())))
+                }
             }
         }
 
@@ -193,7 +211,8 @@ impl Ingestor {
         }
 
         // Dead letters first (see module docs), then each data table.
-        self.dead_letter(&mut letters, &mut status, &mut report, now).await?;
+        self.dead_letter(&mut letters, &mut status, &mut report, now)
+            .await?;
         let results = futures::future::join_all(planners.iter_mut().map(|(p, handle)| {
             let settings = &self.settings;
             let lake = &self.lake;
@@ -228,7 +247,8 @@ impl Ingestor {
             // Rejects that appeared only on a re-plan after a concurrent schema change: the
             // table was not committed; dead-letter them and have the batch redelivered.
             let mut late = late_letters;
-            self.dead_letter(&mut late, &mut status, &mut report, now).await?;
+            self.dead_letter(&mut late, &mut status, &mut report, now)
+                .await?;
             return Err(crate::error::Error::Contention {
                 table: planners.iter().map(|p| p.layout.table.as_str()).collect::<Vec<_>>().join(","),
                 attempts: 1,
@@ -263,11 +283,23 @@ impl Ingestor {
             tracing::warn!(topic = ?l.topic, partition = ?l.partition, offset = ?l.offset, error = %l.error, "dead-lettered record");
         }
         let mut handle = self.take_handle(&self.config.dead_letter_table)?;
-        let out = write_dead_letters(&self.lake, &mut handle, &self.config.pipeline, &self.settings, &only, now).await;
+        let out = write_dead_letters(
+            &self.lake,
+            &mut handle,
+            &self.config.pipeline,
+            &self.settings,
+            &only,
+            now,
+        )
+        .await;
         self.put_handle(handle);
         let out = out?;
         for ((i, _), written) in letters.iter().zip(out.written) {
-            status[*i] = if written { Status::DeadLettered } else { Status::Duplicate };
+            status[*i] = if written {
+                Status::DeadLettered
+            } else {
+                Status::Duplicate
+            };
         }
         if out.commit.version.is_some() {
             report.dead_letter_version = out.commit.version;
@@ -296,6 +328,8 @@ fn letter(r: &SourceRecord, table: Option<&str>, error: String) -> DeadLetter {
     }
 }
 
+/// A plan and its rows, valid for one (schema, committed versions) state.
+type CachedPlan = (Vec<Field>, HashMap<String, i64>, Arc<Planned>, Vec<usize>);
 
 /// Plans one table's append from its records.
 struct TopicPlanner<'a> {
@@ -304,7 +338,7 @@ struct TopicPlanner<'a> {
     records: &'a [SourceRecord],
     idx: Vec<usize>,
     processing_time: DateTime<Utc>,
-    cache: Option<(Vec<Field>, HashMap<String, i64>, Arc<Planned>, Vec<usize>)>,
+    cache: Option<CachedPlan>,
     dead_lettered: HashSet<usize>,
     new_rejects: Vec<(usize, DeadLetter)>,
     duplicates: Vec<usize>,
@@ -315,7 +349,13 @@ struct TopicPlanner<'a> {
 }
 
 impl<'a> TopicPlanner<'a> {
-    fn new(pipeline: &'a str, layout: &'a TableLayout, records: &'a [SourceRecord], idx: Vec<usize>, now: DateTime<Utc>) -> Self {
+    fn new(
+        pipeline: &'a str,
+        layout: &'a TableLayout,
+        records: &'a [SourceRecord],
+        idx: Vec<usize>,
+        now: DateTime<Utc>,
+    ) -> Self {
         Self {
             pipeline,
             layout,
@@ -413,7 +453,11 @@ impl<'a> TopicPlanner<'a> {
             let mut f: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
             f.extend(decoded.new_fields.iter().cloned());
             schema = Arc::new(Schema::new(f));
-            self.columns_added = decoded.new_fields.iter().map(|f| f.name().clone()).collect();
+            self.columns_added = decoded
+                .new_fields
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
         } else {
             self.columns_added.clear();
         }
@@ -422,10 +466,15 @@ impl<'a> TopicPlanner<'a> {
         let mut high: BTreeMap<String, i64> = BTreeMap::new();
         for &i in &rows {
             let r = &self.records[i];
-            let e = high.entry(app_id(self.pipeline, &r.topic, r.partition)).or_insert(r.offset);
+            let e = high
+                .entry(app_id(self.pipeline, &r.topic, r.partition))
+                .or_insert(r.offset);
             *e = (*e).max(r.offset);
         }
-        let txns = high.into_iter().map(|(id, v)| Transaction::new(id, v)).collect();
+        let txns = high
+            .into_iter()
+            .map(|(id, v)| Transaction::new(id, v))
+            .collect();
         Ok((
             Planned {
                 batch,
@@ -438,7 +487,12 @@ impl<'a> TopicPlanner<'a> {
     }
 
     /// Table-ordered columns: value columns from the decoded batch, the rest generated.
-    fn assemble(&self, schema: &SchemaRef, values: &RecordBatch, rows: &[usize]) -> Result<RecordBatch> {
+    fn assemble(
+        &self,
+        schema: &SchemaRef,
+        values: &RecordBatch,
+        rows: &[usize],
+    ) -> Result<RecordBatch> {
         let n = rows.len();
         let pt = self.processing_time;
         let parts = [
@@ -454,18 +508,26 @@ impl<'a> TopicPlanner<'a> {
                     Some(c) => c.clone(),
                     None => new_null_array(f.data_type(), n),
                 },
-                ColumnSource::ProcessingTime(k) => {
-                    Arc::new(StringArray::from_iter_values(std::iter::repeat_n(parts[k].as_str(), n)))
-                }
+                ColumnSource::ProcessingTime(k) => Arc::new(StringArray::from_iter_values(
+                    std::iter::repeat_n(parts[k].as_str(), n),
+                )),
                 ColumnSource::Kafka(m) => {
                     let recs = rows.iter().map(|&i| &self.records[i]);
                     match m {
-                        KafkaMetadataColumn::Topic => Arc::new(StringArray::from_iter_values(recs.map(|r| r.topic.as_str()))),
-                        KafkaMetadataColumn::Partition => Arc::new(Int32Array::from_iter_values(recs.map(|r| r.partition))),
-                        KafkaMetadataColumn::Offset => Arc::new(Int64Array::from_iter_values(recs.map(|r| r.offset))),
+                        KafkaMetadataColumn::Topic => Arc::new(StringArray::from_iter_values(
+                            recs.map(|r| r.topic.as_str()),
+                        )),
+                        KafkaMetadataColumn::Partition => {
+                            Arc::new(Int32Array::from_iter_values(recs.map(|r| r.partition)))
+                        }
+                        KafkaMetadataColumn::Offset => {
+                            Arc::new(Int64Array::from_iter_values(recs.map(|r| r.offset)))
+                        }
                         KafkaMetadataColumn::Timestamp => Arc::new(
-                            TimestampMicrosecondArray::from_iter(recs.map(|r| r.timestamp_ms.and_then(|t| t.checked_mul(1000))))
-                                .with_timezone("UTC"),
+                            TimestampMicrosecondArray::from_iter(
+                                recs.map(|r| r.timestamp_ms.and_then(|t| t.checked_mul(1000))),
+                            )
+                            .with_timezone("UTC"),
                         ),
                     }
                 }
@@ -474,7 +536,11 @@ impl<'a> TopicPlanner<'a> {
             cols.push(col);
         }
         let relaxed = Arc::new(Schema::new(
-            schema.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect::<Vec<_>>(),
+            schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
         ));
         Ok(RecordBatch::try_new(relaxed, cols)?)
     }
@@ -485,7 +551,13 @@ impl Planner for TopicPlanner<'_> {
         let ids: std::collections::BTreeSet<String> = self
             .idx
             .iter()
-            .map(|&i| app_id(self.pipeline, &self.records[i].topic, self.records[i].partition))
+            .map(|&i| {
+                app_id(
+                    self.pipeline,
+                    &self.records[i].topic,
+                    self.records[i].partition,
+                )
+            })
             .collect();
         ids.into_iter().collect()
     }

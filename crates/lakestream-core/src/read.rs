@@ -1,13 +1,13 @@
 //! Reading tables back (CLI `show`, tests): the live files of a snapshot, decoded with the
 //! parquet crate, with partition values restored as columns. No DataFusion needed.
 
-use crate::handle::TableHandle;
 use crate::error::{Error, Result};
+use crate::handle::TableHandle;
 use crate::storage::Lake;
-use deltalake::logstore::object_store::ObjectStoreExt;
 use deltalake::arrow::array::{ArrayRef, RecordBatch, StringArray, new_null_array};
 use deltalake::arrow::compute::{cast, concat_batches};
 use deltalake::arrow::datatypes::SchemaRef;
+use deltalake::logstore::object_store::ObjectStoreExt;
 use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::sync::Arc;
 
@@ -54,7 +54,10 @@ pub async fn read_table(lake: &Lake, table: &str, version: Option<u64>) -> Resul
         return Err(Error::Config(format!("table `{table}` does not exist")));
     }
     if let Some(v) = version {
-        h.table_mut().load_version(v).await.map_err(|e| Error::storage(table, e))?;
+        h.table_mut()
+            .load_version(v)
+            .await
+            .map_err(|e| Error::storage(table, e))?;
     }
     let schema = h.arrow_schema()?;
     let t = h.table();

@@ -3,8 +3,7 @@
 //! reconciled with it.
 
 use crate::config::{
-    ColumnType, KafkaMetadataColumn, PROCESSING_TIME_COLUMNS, Partitioning, SchemaMode,
-    TopicConfig,
+    ColumnType, KafkaMetadataColumn, PROCESSING_TIME_COLUMNS, Partitioning, SchemaMode, TopicConfig,
 };
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use std::sync::Arc;
@@ -68,7 +67,11 @@ impl TableLayout {
                 KafkaMetadataColumn::Offset => DataType::Int64,
                 KafkaMetadataColumn::Timestamp => timestamp_type(),
             };
-            fields.push(Field::new(m.column_name(), dt, *m == KafkaMetadataColumn::Timestamp));
+            fields.push(Field::new(
+                m.column_name(),
+                dt,
+                *m == KafkaMetadataColumn::Timestamp,
+            ));
         }
         let partition_columns = match &t.partition_by {
             Partitioning::None => vec![],
@@ -76,7 +79,10 @@ impl TableLayout {
                 for name in PROCESSING_TIME_COLUMNS {
                     fields.push(Field::new(name, DataType::Utf8, false));
                 }
-                PROCESSING_TIME_COLUMNS.iter().map(|s| s.to_string()).collect()
+                PROCESSING_TIME_COLUMNS
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
             }
             Partitioning::Columns(cols) => cols.clone(),
         };
@@ -94,10 +100,10 @@ impl TableLayout {
         if let Some(m) = self.kafka_metadata.iter().find(|m| m.column_name() == name) {
             return ColumnSource::Kafka(*m);
         }
-        if self.is_processing_time() {
-            if let Some(i) = PROCESSING_TIME_COLUMNS.iter().position(|c| *c == name) {
-                return ColumnSource::ProcessingTime(i);
-            }
+        if self.is_processing_time()
+            && let Some(i) = PROCESSING_TIME_COLUMNS.iter().position(|c| *c == name)
+        {
+            return ColumnSource::ProcessingTime(i);
         }
         ColumnSource::Value
     }
@@ -118,7 +124,11 @@ impl TableLayout {
         let Some(existing) = existing else {
             return (self.config_schema.clone(), true);
         };
-        let mut fields: Vec<Field> = existing.fields().iter().map(|f| f.as_ref().clone()).collect();
+        let mut fields: Vec<Field> = existing
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
         let mut changed = false;
         for f in self.config_schema.fields() {
             if existing.field_with_name(f.name()).is_err() {
@@ -139,12 +149,25 @@ mod tests {
     fn seed_layouts() -> anyhow::Result<()> {
         let cfg = PipelineConfig::from_toml(include_str!("../../../lakestream.toml"))?;
         let orders = TableLayout::for_topic(&cfg.topics[0]);
-        let names: Vec<_> = orders.config_schema.fields().iter().map(|f| f.name().clone()).collect();
+        let names: Vec<_> = orders
+            .config_schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
         assert_eq!(
             names,
             [
-                "order_id", "order_owner", "order_value", "timestamp", "kafka_partition",
-                "kafka_offset", "year", "month", "day", "hour"
+                "order_id",
+                "order_owner",
+                "order_value",
+                "timestamp",
+                "kafka_partition",
+                "kafka_offset",
+                "year",
+                "month",
+                "day",
+                "hour"
             ]
         );
         assert_eq!(orders.source_of("hour"), ColumnSource::ProcessingTime(3));

@@ -36,8 +36,12 @@ impl SeedGenerator {
             tick_ms,
             // Topics that have been running for a while: offsets far from zero.
             next_offset: vec![
-                (0..order_partitions).map(|p| 1_204_000 + 1000 * p as i64).collect(),
-                (0..member_partitions).map(|p| 88_100 + 100 * p as i64).collect(),
+                (0..order_partitions)
+                    .map(|p| 1_204_000 + 1000 * p as i64)
+                    .collect(),
+                (0..member_partitions)
+                    .map(|p| 88_100 + 100 * p as i64)
+                    .collect(),
             ],
             order_partitions,
             member_partitions,
@@ -69,7 +73,13 @@ impl SeedGenerator {
         );
         let partition = order_id % self.order_partitions;
         let offset = self.take_offset(0, partition);
-        SourceRecord::new("orders", partition, offset, ts.timestamp_millis(), json.as_bytes())
+        SourceRecord::new(
+            "orders",
+            partition,
+            offset,
+            ts.timestamp_millis(),
+            json.as_bytes(),
+        )
     }
 
     /// One membership change (topic `members`), keyed to a partition by owner.
@@ -84,13 +94,25 @@ impl SeedGenerator {
         );
         let partition = (i as i32) % self.member_partitions;
         let offset = self.take_offset(1, partition);
-        SourceRecord::new("members", partition, offset, ts.timestamp_millis(), json.as_bytes())
+        SourceRecord::new(
+            "members",
+            partition,
+            offset,
+            ts.timestamp_millis(),
+            json.as_bytes(),
+        )
     }
 
     /// `n` records, about three orders for every membership change.
     pub fn records(&mut self, n: usize) -> Vec<SourceRecord> {
         (0..n)
-            .map(|i| if i % 4 == 3 { self.member() } else { self.order() })
+            .map(|i| {
+                if i % 4 == 3 {
+                    self.member()
+                } else {
+                    self.order()
+                }
+            })
             .collect()
     }
 }

@@ -67,13 +67,13 @@ impl Lake {
             .root
             .join(&format!("{}/", table.trim_matches('/')))
             .map_err(|e| Error::Config(format!("table `{table}`: {e}")))?;
-        if self.is_local() {
-            if let Ok(path) = url.to_file_path() {
-                std::fs::create_dir_all(&path).map_err(|e| Error::Io {
-                    path: path.display().to_string(),
-                    source: e,
-                })?;
-            }
+        if self.is_local()
+            && let Ok(path) = url.to_file_path()
+        {
+            std::fs::create_dir_all(&path).map_err(|e| Error::Io {
+                path: path.display().to_string(),
+                source: e,
+            })?;
         }
         Ok(url)
     }
@@ -122,7 +122,10 @@ mod tests {
             region: Some("us-east-1".into()),
             allow_http: true,
         })?;
-        assert_eq!(lake.table_url("raw/order")?.as_str(), "s3://bucket/prefix/raw/order/");
+        assert_eq!(
+            lake.table_url("raw/order")?.as_str(),
+            "s3://bucket/prefix/raw/order/"
+        );
         assert_eq!(lake.storage_options()["AWS_ALLOW_HTTP"], "true");
         let dir = tempfile::tempdir()?;
         let local = Lake::local(dir.path())?;

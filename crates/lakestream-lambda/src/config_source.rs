@@ -19,9 +19,11 @@ pub async fn load_config(source: &str, s3: &S3Access) -> Result<PipelineConfig, 
     let Some(rest) = source.strip_prefix("s3://") else {
         return PipelineConfig::load(source);
     };
-    let (bucket, key) = rest
-        .split_once('/')
-        .ok_or_else(|| Error::Config(format!("LAKESTREAM_CONFIG `{source}`: expected s3://bucket/key")))?;
+    let (bucket, key) = rest.split_once('/').ok_or_else(|| {
+        Error::Config(format!(
+            "LAKESTREAM_CONFIG `{source}`: expected s3://bucket/key"
+        ))
+    })?;
     let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
     if let Some(e) = &s3.endpoint_url {
         b = b.with_endpoint(e);
@@ -35,7 +37,11 @@ pub async fn load_config(source: &str, s3: &S3Access) -> Result<PipelineConfig, 
         .map_err(|e| Error::Config(format!("LAKESTREAM_CONFIG `{source}`: {e}")))?;
     let bytes = async { store.get(&Path::from(key)).await?.bytes().await }
         .await
-        .map_err(|e| Error::Config(format!("LAKESTREAM_CONFIG `{source}` could not be read: {e}")))?;
+        .map_err(|e| {
+            Error::Config(format!(
+                "LAKESTREAM_CONFIG `{source}` could not be read: {e}"
+            ))
+        })?;
     let text = String::from_utf8(bytes.to_vec())
         .map_err(|_| Error::Config(format!("LAKESTREAM_CONFIG `{source}` is not UTF-8")))?;
     PipelineConfig::from_toml(&text)

@@ -28,9 +28,15 @@ impl From<FunctionError> for Diagnostic {
     fn from(e: FunctionError) -> Self {
         let error_type = match &e {
             FunctionError::MalformedEvent(_) => "Lakestream.MalformedEvent",
-            FunctionError::Core(lakestream_core::Error::Storage { .. }) => "Lakestream.StorageRetryable",
-            FunctionError::Core(lakestream_core::Error::Contention { .. }) => "Lakestream.ContentionRetryable",
-            FunctionError::Core(lakestream_core::Error::Schema { .. }) => "Lakestream.SchemaMismatch",
+            FunctionError::Core(lakestream_core::Error::Storage { .. }) => {
+                "Lakestream.StorageRetryable"
+            }
+            FunctionError::Core(lakestream_core::Error::Contention { .. }) => {
+                "Lakestream.ContentionRetryable"
+            }
+            FunctionError::Core(lakestream_core::Error::Schema { .. }) => {
+                "Lakestream.SchemaMismatch"
+            }
             FunctionError::Core(lakestream_core::Error::Config(_)) => "Lakestream.Config",
             FunctionError::Core(_) => "Lakestream.Internal",
         };

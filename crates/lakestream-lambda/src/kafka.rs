@@ -107,7 +107,9 @@ impl KafkaEvent {
             .flatten()
             .map(KafkaRecord::into_source_record)
             .collect();
-        out.sort_by(|a, b| (&a.topic, a.partition, a.offset).cmp(&(&b.topic, b.partition, b.offset)));
+        out.sort_by(|a, b| {
+            (&a.topic, a.partition, a.offset).cmp(&(&b.topic, b.partition, b.offset))
+        });
         out
     }
 }
@@ -147,7 +149,10 @@ mod tests {
         assert_eq!(r[0].topic, "mytopic");
         assert_eq!(r[0].offset, 15);
         assert_eq!(r[0].timestamp_ms, Some(1545084650987));
-        assert_eq!(r[0].value, RecordValue::Bytes(b"Hello, this is a test.".to_vec()));
+        assert_eq!(
+            r[0].value,
+            RecordValue::Bytes(b"Hello, this is a test.".to_vec())
+        );
 
         // No headers, no key, partition as text, timestamp -1, fractional timestamp, topic
         // with '-', null value, bad base64.
@@ -157,7 +162,10 @@ mod tests {
           {"topic":"my-topic","partition":0,"offset":9,"value":"%%%"}]}}"#;
         let r = KafkaEvent::from_json(traps)?.into_source_records();
         assert_eq!(r.len(), 3);
-        assert_eq!((r[0].partition, r[0].offset, r[0].timestamp_ms), (0, 7, None));
+        assert_eq!(
+            (r[0].partition, r[0].offset, r[0].timestamp_ms),
+            (0, 7, None)
+        );
         assert_eq!(r[0].value, RecordValue::Bytes(b"{}".to_vec()));
         assert_eq!(r[1].timestamp_ms, Some(1_500_000_000_000));
         assert_eq!(r[1].value, RecordValue::Null);
@@ -167,7 +175,12 @@ mod tests {
 
     #[test]
     fn malformed_event_is_an_error_not_a_panic() {
-        assert!(KafkaEvent::from_json(br#"{"records":{"t-0":[{"topic":"t","partition":"x","offset":1}]}}"#).is_err());
+        assert!(
+            KafkaEvent::from_json(
+                br#"{"records":{"t-0":[{"topic":"t","partition":"x","offset":1}]}}"#
+            )
+            .is_err()
+        );
         assert!(KafkaEvent::from_json(b"[1,2]").is_err());
         assert!(KafkaEvent::from_json(b"{}").is_ok_and(|e| e.is_empty()));
     }

@@ -41,7 +41,12 @@ impl Metric {
 }
 
 /// Render one EMF JSON line (print it to stdout; CloudWatch turns it into metrics).
-pub fn emf_line(namespace: &str, dimensions: &[(&str, &str)], metrics: &[Metric], timestamp_ms: i64) -> String {
+pub fn emf_line(
+    namespace: &str,
+    dimensions: &[(&str, &str)],
+    metrics: &[Metric],
+    timestamp_ms: i64,
+) -> String {
     let mut root = Map::new();
     let dims: Vec<&str> = dimensions.iter().map(|d| d.0).collect();
     let defs: Vec<Value> = metrics
@@ -67,12 +72,23 @@ mod tests {
 
     #[test]
     fn emf_shape() -> Result<(), serde_json::Error> {
-        let line = emf_line("Lakestream", &[("Function", "msk-ingest")], &[Metric::new("RecordsReceived", "Count", 3)], 1000);
+        let line = emf_line(
+            "Lakestream",
+            &[("Function", "msk-ingest")],
+            &[Metric::new("RecordsReceived", "Count", 3)],
+            1000,
+        );
         let v: Value = serde_json::from_str(&line)?;
         assert_eq!(v["Function"], "msk-ingest");
         assert_eq!(v["RecordsReceived"], 3.0);
-        assert_eq!(v["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0][0], "Function");
-        assert_eq!(v["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"], "RecordsReceived");
+        assert_eq!(
+            v["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0][0],
+            "Function"
+        );
+        assert_eq!(
+            v["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"],
+            "RecordsReceived"
+        );
         Ok(())
     }
 }

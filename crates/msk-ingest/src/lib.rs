@@ -42,7 +42,10 @@ impl MskResponse {
 }
 
 /// Handle one MSK event. The caller prints [`MskResponse::metrics_line`] (the Lambda does).
-pub async fn handle(sink: &impl RecordSink, event: KafkaEvent) -> Result<MskResponse, FunctionError> {
+pub async fn handle(
+    sink: &impl RecordSink,
+    event: KafkaEvent,
+) -> Result<MskResponse, FunctionError> {
     let records = event.into_source_records();
     let started = std::time::Instant::now();
     match sink.ingest(&records).await {
@@ -56,7 +59,10 @@ pub async fn handle(sink: &impl RecordSink, event: KafkaEvent) -> Result<MskResp
                 "batch ingested"
             );
             let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
-            Ok(MskResponse { report, duration_ms })
+            Ok(MskResponse {
+                report,
+                duration_ms,
+            })
         }
         Err(e) => {
             tracing::error!(error = %e, retryable = e.is_retryable(), "batch failed");
@@ -79,7 +85,11 @@ pub fn metrics_line(r: &IngestReport, duration_ms: f64) -> String {
             Metric::new("BytesReceived", "Bytes", r.bytes_received as f64),
             Metric::new("CommitVersion", "None", version as f64),
             Metric::new("CommitConflicts", "Count", r.conflicts()),
-            Metric::new("MaxRecordLagMs", "Milliseconds", r.max_lag_ms.unwrap_or(0) as f64),
+            Metric::new(
+                "MaxRecordLagMs",
+                "Milliseconds",
+                r.max_lag_ms.unwrap_or(0) as f64,
+            ),
             Metric::new("DurationMs", "Milliseconds", duration_ms),
         ],
         chrono::Utc::now().timestamp_millis(),

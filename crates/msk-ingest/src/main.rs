@@ -11,7 +11,9 @@ use std::sync::Arc;
 async fn main() -> Result<(), lambda_runtime::Error> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     init_tracing(&env("RUST_LOG").unwrap_or_else(|| "info".into()), true);
-    let source = env("LAKESTREAM_CONFIG").ok_or("LAKESTREAM_CONFIG is not set: give a TOML file path, an s3:// URI or inline TOML")?;
+    let source = env("LAKESTREAM_CONFIG").ok_or(
+        "LAKESTREAM_CONFIG is not set: give a TOML file path, an s3:// URI or inline TOML",
+    )?;
     let s3 = S3Access {
         endpoint_url: env("AWS_ENDPOINT_URL_S3").or_else(|| env("AWS_ENDPOINT_URL")),
         region: env("AWS_REGION"),
@@ -23,12 +25,14 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     }
     let ingestor = Ingestor::new(config, Arc::new(SystemClock))?;
     let ingestor = &ingestor;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<KafkaEvent>| async move {
-        let response = msk_ingest::handle(ingestor, event.payload)
-            .await
-            .map_err(Diagnostic::from)?;
-        println!("{}", response.metrics_line());
-        Ok::<_, Diagnostic>(response)
-    }))
+    lambda_runtime::run(service_fn(
+        move |event: LambdaEvent<KafkaEvent>| async move {
+            let response = msk_ingest::handle(ingestor, event.payload)
+                .await
+                .map_err(Diagnostic::from)?;
+            println!("{}", response.metrics_line());
+            Ok::<_, Diagnostic>(response)
+        },
+    ))
     .await
 }

@@ -3,7 +3,7 @@
 use crate::support::{Backend, TestLake, assert_accounted, backends, offsets, strings};
 use anyhow::Result;
 use lakestream_core::seed::SeedGenerator;
-use lakestream_core::{SourceRecord, RecordValue};
+use lakestream_core::{RecordValue, SourceRecord};
 
 fn orders(n: usize) -> Vec<SourceRecord> {
     let start = chrono::DateTime::from_timestamp(1_649_067_330, 0).unwrap_or_default();
@@ -26,7 +26,11 @@ async fn replay_three_times_gives_the_same_rows() -> Result<()> {
             assert_accounted(&again);
             assert_eq!((again.written, again.duplicates), (0, 50), "{b:?}");
         }
-        assert_eq!(lake.version("raw/order").await?, v, "a replay must not commit");
+        assert_eq!(
+            lake.version("raw/order").await?,
+            v,
+            "a replay must not commit"
+        );
         let rows = lake.read("raw/order").await?;
         let mut expected: Vec<(i32, i64)> = batch.iter().map(|r| (r.partition, r.offset)).collect();
         expected.sort();
@@ -94,7 +98,8 @@ async fn four_concurrent_writers_lose_nothing_and_versions_are_contiguous() -> R
         assert_eq!(total, 400, "{b:?}");
         let rows = lake.read("raw/order").await?;
         let got = offsets(&rows)?;
-        let expected: Vec<(i32, i64)> = (0..4).flat_map(|w| (0..100).map(move |o| (w, o))).collect();
+        let expected: Vec<(i32, i64)> =
+            (0..4).flat_map(|w| (0..100).map(move |o| (w, o))).collect();
         assert_eq!(got, expected, "{b:?}");
         // 80 commits, versions 0..=79, every one present in the log.
         let v = lake.version("raw/order").await?;
@@ -114,14 +119,24 @@ async fn two_writers_create_the_same_table_at_once() -> Result<()> {
     for b in backends() {
         let lake = TestLake::new(b, "create-race")?;
         let (a, c) = (lake.ingestor()?, lake.ingestor()?);
-        let ra: Vec<SourceRecord> = orders(30).into_iter().filter(|r| r.partition == 0).collect();
-        let rc: Vec<SourceRecord> = orders(30).into_iter().filter(|r| r.partition == 1).collect();
+        let ra: Vec<SourceRecord> = orders(30)
+            .into_iter()
+            .filter(|r| r.partition == 0)
+            .collect();
+        let rc: Vec<SourceRecord> = orders(30)
+            .into_iter()
+            .filter(|r| r.partition == 1)
+            .collect();
         let (x, y) = tokio::join!(a.ingest(&ra), c.ingest(&rc));
         let (x, y) = (x?, y?);
         assert_eq!(x.written + y.written, ra.len() + rc.len(), "{b:?}");
         let rows = lake.read("raw/order").await?;
         assert_eq!(rows.num_rows(), ra.len() + rc.len(), "{b:?}");
-        assert_eq!(lake.version("raw/order").await?, 1, "{b:?}: create + one append");
+        assert_eq!(
+            lake.version("raw/order").await?,
+            1,
+            "{b:?}: create + one append"
+        );
     }
     Ok(())
 }
@@ -135,33 +150,73 @@ async fn bad_records_land_in_dead_letters_with_reasons() -> Result<()> {
         let mut recs = vec![
             SourceRecord::new("orders", 0, 10, 1, ok.as_bytes()),
             SourceRecord::new("orders", 0, 11, 1, b"not json"),
-            SourceRecord::new("orders", 0, 12, 1, br#"{"order_id":"x","order_owner":"a","timestamp":"2022-04-04T10:15:30Z"}"#),
-            SourceRecord::new("orders", 0, 13, 1, br#"{"order_owner":"a","timestamp":"2022-04-04T10:15:30Z"}"#),
-            SourceRecord::new("orders", 0, 14, 1, b"{\"order_id\":1,\"order_owner\":\"\xff\",\"timestamp\":1}"),
+            SourceRecord::new(
+                "orders",
+                0,
+                12,
+                1,
+                br#"{"order_id":"x","order_owner":"a","timestamp":"2022-04-04T10:15:30Z"}"#,
+            ),
+            SourceRecord::new(
+                "orders",
+                0,
+                13,
+                1,
+                br#"{"order_owner":"a","timestamp":"2022-04-04T10:15:30Z"}"#,
+            ),
+            SourceRecord::new(
+                "orders",
+                0,
+                14,
+                1,
+                b"{\"order_id\":1,\"order_owner\":\"\xff\",\"timestamp\":1}",
+            ),
             SourceRecord::new("unknown-topic", 3, 7, 1, ok.as_bytes()),
             SourceRecord::new("orders", 0, 16, 1, ok.as_bytes()),
         ];
-        recs.push(SourceRecord { value: RecordValue::Null, ..SourceRecord::new("orders", 0, 15, 1, b"") });
+        recs.push(SourceRecord {
+            value: RecordValue::Null,
+            ..SourceRecord::new("orders", 0, 15, 1, b"")
+        });
         let r = ing.ingest(&recs).await?;
         assert_accounted(&r);
-        assert_eq!((r.written, r.dead_lettered, r.duplicates), (2, 6, 0), "{b:?} {r:?}");
+        assert_eq!(
+            (r.written, r.dead_lettered, r.duplicates),
+            (2, 6, 0),
+            "{b:?} {r:?}"
+        );
         let dl = lake.read("dead_letters").await?;
-        let mut rows: Vec<(Option<String>, Option<String>)> =
-            strings(&dl, "offset")?.into_iter().zip(strings(&dl, "error")?).collect();
+        let mut rows: Vec<(Option<String>, Option<String>)> = strings(&dl, "offset")?
+            .into_iter()
+            .zip(strings(&dl, "error")?)
+            .collect();
         rows.sort_by_key(|r| r.0.as_ref().and_then(|o| o.parse::<i64>().ok()));
-        let reasons: Vec<String> = rows.iter().map(|r| r.1.clone().unwrap_or_default()).collect();
-        assert!(reasons[0].contains("no table is configured for topic `unknown-topic`"), "{reasons:?}");
+        let reasons: Vec<String> = rows
+            .iter()
+            .map(|r| r.1.clone().unwrap_or_default())
+            .collect();
+        assert!(
+            reasons[0].contains("no table is configured for topic `unknown-topic`"),
+            "{reasons:?}"
+        );
         assert!(reasons[1].contains("not a JSON object"), "{reasons:?}");
         assert!(reasons[2].contains("order_id"), "{reasons:?}");
         assert!(reasons[3].contains("order_id"), "{reasons:?}");
         assert!(reasons[4].contains("UTF-8"), "{reasons:?}");
         assert!(reasons[5].contains("null value"), "{reasons:?}");
         let raw = strings(&dl, "raw_base64")?;
-        assert!(raw.contains(&Some("bm90IGpzb24=".to_string())), "raw bytes kept as base64: {raw:?}");
+        assert!(
+            raw.contains(&Some("bm90IGpzb24=".to_string())),
+            "raw bytes kept as base64: {raw:?}"
+        );
         // Replay: nothing new anywhere.
         let again = ing.ingest(&recs).await?;
         assert_accounted(&again);
-        assert_eq!((again.written, again.dead_lettered, again.duplicates), (0, 0, 8), "{b:?}");
+        assert_eq!(
+            (again.written, again.dead_lettered, again.duplicates),
+            (0, 0, 8),
+            "{b:?}"
+        );
         assert_eq!(lake.read("dead_letters").await?.num_rows(), 6);
     }
     Ok(())
@@ -173,18 +228,27 @@ async fn schema_evolution_adds_a_column_and_older_rows_read_null() -> Result<()>
         let lake = TestLake::new(b, "evolve")?;
         let ing = lake.ingestor()?;
         let m = |off: i64, json: &str| SourceRecord::new("members", 0, off, 1, json.as_bytes());
-        ing.ingest(&[m(1, r#"{"order_owner":"alice","membership":"gold","timestamp":"2022-04-04T10:00:00Z"}"#)]).await?;
+        ing.ingest(&[m(
+            1,
+            r#"{"order_owner":"alice","membership":"gold","timestamp":"2022-04-04T10:00:00Z"}"#,
+        )])
+        .await?;
         let r = ing
             .ingest(&[m(2, r#"{"order_owner":"alice","membership":"platinum","timestamp":"2022-04-04T11:00:00Z","points":250}"#)])
             .await?;
         assert_eq!(r.tables[0].columns_added, ["points"], "{b:?}");
         let rows = lake.read("raw/member").await?;
-        let mut pairs: Vec<(Option<String>, Option<String>)> =
-            strings(&rows, "membership")?.into_iter().zip(strings(&rows, "points")?).collect();
+        let mut pairs: Vec<(Option<String>, Option<String>)> = strings(&rows, "membership")?
+            .into_iter()
+            .zip(strings(&rows, "points")?)
+            .collect();
         pairs.sort();
         assert_eq!(
             pairs,
-            [(Some("gold".into()), None), (Some("platinum".into()), Some("250".into()))],
+            [
+                (Some("gold".into()), None),
+                (Some("platinum".into()), Some("250".into()))
+            ],
             "{b:?}"
         );
         // Enforce mode (orders) ignores and counts unknown fields instead.
@@ -197,7 +261,12 @@ async fn schema_evolution_adds_a_column_and_older_rows_read_null() -> Result<()>
         );
         let r = ing.ingest(&[o]).await?;
         assert_eq!((r.written, r.tables[0].unknown_fields_ignored), (1, 1));
-        assert!(lake.read("raw/order").await?.column_by_name("coupon").is_none());
+        assert!(
+            lake.read("raw/order")
+                .await?
+                .column_by_name("coupon")
+                .is_none()
+        );
     }
     Ok(())
 }
@@ -214,6 +283,11 @@ async fn processing_time_partitions_use_two_digit_strings() -> Result<()> {
     assert_eq!(strings(&rows, "day")?[0].as_deref(), Some("29"));
     assert_eq!(strings(&rows, "hour")?[0].as_deref(), Some("07"));
     let ts = strings(&rows, "timestamp")?;
-    assert!(ts.iter().all(|t| t.as_deref().is_some_and(|t| t.starts_with("2022-04-04T10:15:3"))), "{ts:?}");
+    assert!(
+        ts.iter().all(|t| t
+            .as_deref()
+            .is_some_and(|t| t.starts_with("2022-04-04T10:15:3"))),
+        "{ts:?}"
+    );
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! The msk-ingest handler with the real event samples under `events/`: against a recording
 //! sink (adapter behaviour) and against the core ingestor on a filesystem lake.
 
-use lakestream_core::{Error, FixedClock, IngestReport, Ingestor, PipelineConfig, RecordValue, SourceRecord};
+use lakestream_core::{
+    Error, FixedClock, IngestReport, Ingestor, PipelineConfig, RecordValue, SourceRecord,
+};
 use lakestream_lambda::kafka::KafkaEvent;
 use lambda_runtime::Diagnostic;
 use msk_ingest::{RecordSink, handle};
@@ -24,15 +26,18 @@ impl RecordSink for Recording {
         if let Ok(mut v) = self.0.lock() {
             v.extend_from_slice(records);
         }
-        Ok(IngestReport { received: records.len(), written: records.len(), ..Default::default() })
+        Ok(IngestReport {
+            received: records.len(),
+            written: records.len(),
+            ..Default::default()
+        })
     }
 }
 
 fn event(bytes: &[u8]) -> KafkaEvent {
-    match KafkaEvent::from_json(bytes) {
-        Ok(e) => e,
-        Err(e) => panic!("sample event does not parse: {e}"),
-    }
+    let parsed = KafkaEvent::from_json(bytes);
+    assert!(parsed.is_ok(), "sample event does not parse: {parsed:?}");
+    parsed.unwrap_or_default()
 }
 
 #[tokio::test]
@@ -40,8 +45,26 @@ async fn records_reach_the_sink_in_partition_offset_order() -> anyhow::Result<()
     let sink = Recording::default();
     let out = handle(&sink, event(ORDERS)).await?;
     assert_eq!(out.report.received, 6);
-    let got = sink.0.lock().map(|v| v.iter().map(|r| (r.partition, r.offset)).collect::<Vec<_>>()).unwrap_or_default();
-    assert_eq!(got, [(0, 1204310), (0, 1204311), (1, 1205207), (1, 1205208), (2, 1206118), (2, 1206119)]);
+    let got = sink
+        .0
+        .lock()
+        .map(|v| {
+            v.iter()
+                .map(|r| (r.partition, r.offset))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        got,
+        [
+            (0, 1204310),
+            (0, 1204311),
+            (1, 1205207),
+            (1, 1205208),
+            (2, 1206118),
+            (2, 1206119)
+        ]
+    );
     let metrics: serde_json::Value = serde_json::from_str(&out.metrics_line())?;
     assert_eq!(metrics["RecordsReceived"], 6.0);
 
@@ -55,7 +78,14 @@ async fn records_reach_the_sink_in_partition_offset_order() -> anyhow::Result<()
 
 #[tokio::test]
 async fn only_retryable_failures_fail_the_invocation_with_a_named_cause() {
-    let sink = Recording(Mutex::default(), Some(|| Error::Contention { table: "raw/order".into(), attempts: 10, last: "x".into() }));
+    let sink = Recording(
+        Mutex::default(),
+        Some(|| Error::Contention {
+            table: "raw/order".into(),
+            attempts: 10,
+            last: "x".into(),
+        }),
+    );
     let err = match handle(&sink, event(ORDERS)).await {
         Ok(_) => panic!("must fail"),
         Err(e) => e,
@@ -71,7 +101,8 @@ async fn sample_events_through_the_real_ingestor() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut cfg = PipelineConfig::from_toml(CONFIG)?;
     cfg.lake.root = dir.path().to_string_lossy().into_owned();
-    let clock = FixedClock::new(chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default());
+    let clock =
+        FixedClock::new(chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default());
     let ing = Ingestor::new(cfg, Arc::new(clock))?;
 
     let first = handle(&ing, event(ORDERS)).await?.report;
@@ -84,7 +115,11 @@ async fn sample_events_through_the_real_ingestor() -> anyhow::Result<()> {
     let bad = handle(&ing, event(BAD)).await?.report;
     assert_eq!((bad.received, bad.written, bad.dead_lettered), (10, 1, 9));
     let ev = event(BAD);
-    let invalid = ev.into_source_records().into_iter().filter(|r| matches!(r.value, RecordValue::Invalid { .. })).count();
+    let invalid = ev
+        .into_source_records()
+        .into_iter()
+        .filter(|r| matches!(r.value, RecordValue::Invalid { .. }))
+        .count();
     assert_eq!(invalid, 1, "the not-base64 value is carried, not dropped");
     Ok(())
 }

@@ -332,9 +332,6 @@ impl PipelineConfig {
                         ));
                     }
                 }
-                if t.schema_mode == SchemaMode::Merge {
-                    // Fine: evolution adds nullable data columns, never partition columns.
-                }
             }
         }
         Ok(())

@@ -14,7 +14,7 @@ use crate::decode::decode_values;
 use crate::error::Result;
 use crate::handle::TableHandle;
 use crate::record::{RecordValue, SourceRecord, app_id};
-use crate::schema::{ColumnSource, TableLayout, timestamp_type};
+use crate::schema::{ColumnSource, TableLayout};
 use crate::storage::Lake;
 use chrono::{DateTime, Datelike, Timelike, Utc};
 use deltalake::arrow::array::{
@@ -532,7 +532,6 @@ impl<'a> TopicPlanner<'a> {
                     }
                 }
             };
-            debug_assert!(col.data_type() == f.data_type() || f.data_type() == &timestamp_type());
             cols.push(col);
         }
         let relaxed = Arc::new(Schema::new(

@@ -1,0 +1,66 @@
+//! `LAKESTREAM_CONFIG` sources: inline, file, and an `s3://` object on the S3 emulator.
+
+use deltalake::logstore::object_store::{
+    ObjectStoreExt, PutPayload, aws::AmazonS3Builder, path::Path,
+};
+use lakestream_lambda::config_source::{S3Access, load_config};
+
+const EXAMPLE: &str = include_str!("../../../../lakestream.toml");
+
+#[tokio::test]
+async fn file_and_inline_sources() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("p.toml");
+    std::fs::write(&path, EXAMPLE)?;
+    let from_file = load_config(&path.to_string_lossy(), &S3Access::default()).await?;
+    let inline = load_config(EXAMPLE, &S3Access::default()).await?;
+    assert_eq!(from_file.pipeline, "orders-raw");
+    assert_eq!(inline.topics.len(), 2);
+    let missing = load_config("/nonexistent/lakestream.toml", &S3Access::default()).await;
+    assert!(missing.is_err_and(|e| e.to_string().contains("/nonexistent/lakestream.toml")));
+    Ok(())
+}
+
+#[tokio::test]
+async fn s3_source_on_the_emulator() -> anyhow::Result<()> {
+    let Ok(endpoint) = std::env::var("LAKESTREAM_TEST_S3_ENDPOINT") else {
+        assert!(
+            !std::env::var("LAKESTREAM_REQUIRE_S3").is_ok_and(|v| v == "1"),
+            "LAKESTREAM_REQUIRE_S3=1 but LAKESTREAM_TEST_S3_ENDPOINT is not set"
+        );
+        eprintln!("note: S3 config source skipped (no LAKESTREAM_TEST_S3_ENDPOINT)");
+        return Ok(());
+    };
+    let store = AmazonS3Builder::new()
+        .with_bucket_name("lakestream-test")
+        .with_endpoint(&endpoint)
+        .with_allow_http(true)
+        .with_region("us-east-1")
+        .with_access_key_id("test")
+        .with_secret_access_key("test")
+        .build()?;
+    let key = format!("configs/{:x}/lakestream.toml", fastrand_u64());
+    store
+        .put(
+            &Path::from(key.as_str()),
+            PutPayload::from(EXAMPLE.as_bytes().to_vec()),
+        )
+        .await?;
+    let access = S3Access {
+        endpoint_url: Some(endpoint),
+        region: Some("us-east-1".into()),
+        allow_http: true,
+    };
+    let cfg = load_config(&format!("s3://lakestream-test/{key}"), &access).await?;
+    assert_eq!(cfg.topics[0].table, "raw/order");
+    let missing = load_config("s3://lakestream-test/configs/none.toml", &access).await;
+    assert!(missing.is_err_and(|e| e.to_string().contains("could not be read")));
+    Ok(())
+}
+
+fn fastrand_u64() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}

@@ -228,8 +228,26 @@ impl Ingestor {
             late_letters.extend(p.take_new_rejects());
             match r {
                 Ok(outcome) => p.settle(&outcome, &mut status),
-                Err(e) => {
+                Err(e) if e.is_retryable() => {
                     first_err.get_or_insert(e);
+                }
+                Err(e) => {
+                    // Retrying cannot help (e.g. the table's schema cannot take these rows):
+                    // dead-letter them with the reason instead of blocking the partition.
+                    tracing::error!(table = %p.layout.table, error = %e, "table rejected the batch; dead-lettering its records");
+                    let reason = format!("table `{}` rejected the write: {e}", p.layout.table);
+                    for &i in &p.idx {
+                        if status[i] == Status::Pending
+                            && !p.duplicates.contains(&i)
+                            && !p.dead_lettered.contains(&i)
+                        {
+                            late_letters.push((
+                                i,
+                                letter(&records[i], Some(&p.layout.table), reason.clone()),
+                            ));
+                        }
+                    }
+                    p.settle(&CommitOutcome::default(), &mut status);
                 }
             }
         }
@@ -243,12 +261,17 @@ impl Ingestor {
         if let Some(e) = first_err {
             return Err(e);
         }
+        let replanned_rejects = late_letters
+            .iter()
+            .any(|(i, _)| planners.iter().any(|p| p.new_rejects_seen.contains(i)));
         if !late_letters.is_empty() {
-            // Rejects that appeared only on a re-plan after a concurrent schema change: the
-            // table was not committed; dead-letter them and have the batch redelivered.
             let mut late = late_letters;
             self.dead_letter(&mut late, &mut status, &mut report, now)
                 .await?;
+        }
+        if replanned_rejects {
+            // Rejects that appeared only on a re-plan after a concurrent schema change: that
+            // table was not committed; they are dead-lettered now, have the batch redelivered.
             return Err(crate::error::Error::Contention {
                 table: planners.iter().map(|p| p.layout.table.as_str()).collect::<Vec<_>>().join(","),
                 attempts: 1,
@@ -341,6 +364,10 @@ struct TopicPlanner<'a> {
     cache: Option<CachedPlan>,
     dead_lettered: HashSet<usize>,
     new_rejects: Vec<(usize, DeadLetter)>,
+    /// Rejects found on a re-plan (phase B), which forces a redelivery.
+    new_rejects_seen: HashSet<usize>,
+    /// Set after phase A's rejects were taken.
+    phase_b: bool,
     duplicates: Vec<usize>,
     unknown_ignored: u64,
     columns_added: Vec<String>,
@@ -365,6 +392,8 @@ impl<'a> TopicPlanner<'a> {
             cache: None,
             dead_lettered: HashSet::new(),
             new_rejects: vec![],
+            new_rejects_seen: HashSet::new(),
+            phase_b: false,
             duplicates: vec![],
             unknown_ignored: 0,
             columns_added: vec![],
@@ -376,6 +405,10 @@ impl<'a> TopicPlanner<'a> {
     fn take_new_rejects(&mut self) -> Vec<(usize, DeadLetter)> {
         let out = std::mem::take(&mut self.new_rejects);
         self.dead_lettered.extend(out.iter().map(|r| r.0));
+        if self.phase_b {
+            self.new_rejects_seen.extend(out.iter().map(|r| r.0));
+        }
+        self.phase_b = true;
         out
     }
 

@@ -291,3 +291,61 @@ async fn processing_time_partitions_use_two_digit_strings() -> Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_schema_changes_are_not_lost() -> Result<()> {
+    for b in backends() {
+        let lake = TestLake::new(b, "evolve-race")?;
+        let (a, c) = (lake.ingestor()?, lake.ingestor()?);
+        let m = |p: i32, off: i64, extra: &str| {
+            let json = format!(
+                r#"{{"order_owner":"o{p}","membership":"gold","timestamp":"2022-04-04T10:00:00Z"{extra}}}"#
+            );
+            SourceRecord::new("members", p, off, 1, json.as_bytes())
+        };
+        // Create the table first so both writers race on appends, not on creation.
+        a.ingest(&[m(0, 0, "")]).await?;
+        let evolver = async {
+            for off in 1..=8i64 {
+                let r = a.ingest(&[m(0, off, &format!(r#","f{off}":{off}"#))]).await?;
+                assert_accounted(&r);
+                assert_eq!(r.written, 1);
+            }
+            anyhow::Ok(())
+        };
+        let appender = async {
+            for off in 0..8i64 {
+                let r = c.ingest(&[m(1, off, "")]).await?;
+                assert_accounted(&r);
+                assert_eq!(r.written, 1);
+            }
+            anyhow::Ok(())
+        };
+        let (x, y) = tokio::join!(evolver, appender);
+        x?;
+        y?;
+        let rows = lake.read("raw/member").await?;
+        assert_eq!(rows.num_rows(), 17, "{b:?}");
+        for off in 1..=8 {
+            let col = strings(&rows, &format!("f{off}"))?;
+            assert_eq!(col.iter().filter(|v| v.is_some()).count(), 1, "{b:?}: f{off} kept");
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_every_ten_versions() -> Result<()> {
+    let lake = TestLake::new(Backend::Fs, "checkpoint")?;
+    let ing = lake.ingestor()?;
+    let all = orders(24);
+    for chunk in all.chunks(2) {
+        ing.ingest(chunk).await?;
+    }
+    assert_eq!(lake.version("raw/order").await?, 11);
+    let log = std::path::Path::new(&lake.config.lake.root).join("raw/order/_delta_log");
+    // delta-rs checkpoints after every 10th commit: version 9, 19, ...
+    assert!(log.join("00000000000000000009.checkpoint.parquet").exists());
+    assert!(!log.join("00000000000000000005.checkpoint.parquet").exists());
+    Ok(())
+}

@@ -32,6 +32,7 @@ moto-stop: ## Stop the emulator started by moto-start
 
 test: moto-start ## All tests: Rust (filesystem + S3 emulator) and the independent-reader suite
 	$(TEST_ENV) cargo test --workspace
+	cargo build --workspace --bins
 	$(TEST_ENV) $(VENV)/bin/pytest -q tests/e2e
 
 check: fmt clippy no-datafusion ## fmt --check, clippy -D warnings, no DataFusion in functions

@@ -230,7 +230,8 @@ impl PipelineConfig {
             let msg = inner.message().to_string();
             let line = inner
                 .span()
-                .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+                .and_then(|s| text.get(..s.start))
+                .map(|before| before.lines().count().max(1));
             match line {
                 Some(l) => Error::Config(format!("`{path}` (line {l}): {msg}")),
                 None => Error::Config(format!("`{path}`: {msg}")),

@@ -307,7 +307,9 @@ async fn concurrent_schema_changes_are_not_lost() -> Result<()> {
         a.ingest(&[m(0, 0, "")]).await?;
         let evolver = async {
             for off in 1..=8i64 {
-                let r = a.ingest(&[m(0, off, &format!(r#","f{off}":{off}"#))]).await?;
+                let r = a
+                    .ingest(&[m(0, off, &format!(r#","f{off}":{off}"#))])
+                    .await?;
                 assert_accounted(&r);
                 assert_eq!(r.written, 1);
             }
@@ -328,7 +330,11 @@ async fn concurrent_schema_changes_are_not_lost() -> Result<()> {
         assert_eq!(rows.num_rows(), 17, "{b:?}");
         for off in 1..=8 {
             let col = strings(&rows, &format!("f{off}"))?;
-            assert_eq!(col.iter().filter(|v| v.is_some()).count(), 1, "{b:?}: f{off} kept");
+            assert_eq!(
+                col.iter().filter(|v| v.is_some()).count(),
+                1,
+                "{b:?}: f{off} kept"
+            );
         }
     }
     Ok(())

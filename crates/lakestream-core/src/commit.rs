@@ -154,15 +154,20 @@ pub async fn append(
             _ => write_files(lake, name, table, exists, &plan).await?,
         };
         let result = commit(handle, exists, &plan, &adds, settings, &commit_id, now_ms).await;
-        match result {
-            Ok(version) => {
-                outcome.version = Some(version);
-                outcome.files = adds.len();
-                outcome.bytes = adds.iter().map(|a| a.size.max(0) as u64).sum();
-                outcome.rows = plan.batch.num_rows();
-                outcome.schema_changed = schema_changed;
-                return Ok(outcome);
+        let done = |version: Option<u64>, resolved_from_log: bool, outcome: &CommitOutcome| {
+            CommitOutcome {
+                version,
+                files: adds.len(),
+                bytes: adds.iter().map(|a| a.size.max(0) as u64).sum(),
+                rows: plan.batch.num_rows(),
+                attempts: outcome.attempts,
+                conflicts: outcome.conflicts,
+                resolved_from_log,
+                schema_changed,
             }
+        };
+        match result {
+            Ok(version) => return Ok(done(Some(version), false, &outcome)),
             Err(e) if is_conflict(&e) => {
                 outcome.conflicts += 1;
                 last_conflict = e.to_string();
@@ -173,13 +178,7 @@ pub async fn append(
                 tracing::warn!(table = name, attempt, error = %e, "commit outcome unknown, reading the log");
                 handle.refresh().await?;
                 if landed(handle, read_version, &plan.txns, &commit_id).await? {
-                    outcome.version = handle.version();
-                    outcome.files = adds.len();
-                    outcome.bytes = adds.iter().map(|a| a.size.max(0) as u64).sum();
-                    outcome.rows = plan.batch.num_rows();
-                    outcome.schema_changed = schema_changed;
-                    outcome.resolved_from_log = true;
-                    return Ok(outcome);
+                    return Ok(done(handle.version(), true, &outcome));
                 }
                 if attempt == settings.max_attempts {
                     return Err(Error::storage(name, e));

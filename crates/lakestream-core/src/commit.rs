@@ -74,6 +74,8 @@ pub struct Planned {
     pub partition_columns: Vec<String>,
     /// `txn` actions committed with the data.
     pub txns: Vec<Transaction>,
+    /// Table properties set when this commit creates the table.
+    pub table_properties: Vec<(String, String)>,
 }
 
 /// Decides what to write given the table's state; called once per attempt.
@@ -267,6 +269,11 @@ async fn commit(
             .with_configuration_property(
                 TableProperty::CheckpointInterval,
                 Some(settings.checkpoint_interval.to_string()),
+            )
+            .with_configuration(
+                plan.table_properties
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Some(v.clone()))),
             )
             .with_save_mode(SaveMode::ErrorIfExists)
             .with_actions(add_actions)

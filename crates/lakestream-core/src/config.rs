@@ -23,6 +23,54 @@ pub struct PipelineConfig {
     /// One entry per Kafka topic.
     #[serde(default)]
     pub topics: Vec<TopicConfig>,
+    /// S3 server access log ingestion.
+    #[serde(default)]
+    pub access_logs: AccessLogsConfig,
+}
+
+/// Where S3 server access logs land.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessLogsConfig {
+    /// Table prefix: per-bucket tables are `<prefix>/<bucket>`; the single table is `<prefix>`.
+    #[serde(default = "default_access_log_prefix")]
+    pub table_prefix: String,
+    /// `per_bucket` (one table per observed bucket, partitioned by `date`) or `single` (one
+    /// table partitioned by `bucket` and `date`).
+    #[serde(default)]
+    pub layout: AccessLogLayout,
+    /// How long a log object's `txn` is kept for redelivery checks
+    /// (`delta.setTransactionRetentionDuration`); must exceed the queue's message retention.
+    #[serde(default = "default_txn_retention_days")]
+    pub txn_retention_days: u32,
+}
+
+fn default_access_log_prefix() -> String {
+    "access_logs".into()
+}
+fn default_txn_retention_days() -> u32 {
+    14
+}
+
+impl Default for AccessLogsConfig {
+    fn default() -> Self {
+        Self {
+            table_prefix: default_access_log_prefix(),
+            layout: AccessLogLayout::default(),
+            txn_retention_days: default_txn_retention_days(),
+        }
+    }
+}
+
+/// Table layout for access logs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessLogLayout {
+    /// `<prefix>/<bucket>`, partitioned by `date`.
+    #[default]
+    PerBucket,
+    /// `<prefix>`, partitioned by `bucket`, `date`.
+    Single,
 }
 
 fn default_dead_letter_table() -> String {
@@ -285,6 +333,10 @@ impl PipelineConfig {
             return bad("`commit.max_attempts` must be >= 1".into());
         }
         validate_table_name("dead_letter_table", &self.dead_letter_table)?;
+        validate_table_name("access_logs.table_prefix", &self.access_logs.table_prefix)?;
+        if self.access_logs.txn_retention_days == 0 {
+            return bad("`access_logs.txn_retention_days` must be >= 1".into());
+        }
         let mut topics = HashSet::new();
         for (i, t) in self.topics.iter().enumerate() {
             let key = format!("topics[{i}]");

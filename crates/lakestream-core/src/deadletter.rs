@@ -40,6 +40,9 @@ pub struct DeadLetter {
     pub error: String,
     /// Table it was meant for, if known.
     pub target_table: Option<String>,
+    /// Idempotency key for non-Kafka sources: (`txn` appId, version). Kafka letters derive it
+    /// from topic/partition/offset.
+    pub txn: Option<(String, i64)>,
 }
 
 impl DeadLetter {
@@ -82,12 +85,24 @@ struct DeadLetterPlanner<'a> {
     written: Vec<bool>,
 }
 
+impl DeadLetterPlanner<'_> {
+    fn key(&self, l: &DeadLetter) -> Option<(String, i64)> {
+        if let Some(k) = &l.txn {
+            return Some(k.clone());
+        }
+        Some((
+            app_id(self.pipeline, l.topic.as_deref()?, l.partition?),
+            l.offset?,
+        ))
+    }
+}
+
 impl Planner for DeadLetterPlanner<'_> {
     fn app_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = self
             .letters
             .iter()
-            .filter_map(|l| Some(app_id(self.pipeline, l.topic.as_deref()?, l.partition?)))
+            .filter_map(|l| self.key(l).map(|k| k.0))
             .collect();
         ids.sort();
         ids.dedup();
@@ -99,8 +114,7 @@ impl Planner for DeadLetterPlanner<'_> {
         let mut high: BTreeMap<String, i64> = BTreeMap::new();
         self.written = vec![false; self.letters.len()];
         for (i, l) in self.letters.iter().enumerate() {
-            if let (Some(t), Some(p), Some(o)) = (&l.topic, l.partition, l.offset) {
-                let id = app_id(self.pipeline, t, p);
+            if let Some((id, o)) = self.key(l) {
                 if state.committed.get(&id).is_some_and(|c| o <= *c) {
                     continue;
                 }
@@ -124,6 +138,7 @@ impl Planner for DeadLetterPlanner<'_> {
             schema,
             partition_columns: vec!["date".into()],
             txns,
+            table_properties: vec![],
         }))
     }
 }

@@ -51,6 +51,17 @@ pub enum Error {
     #[error("arrow error: {0}")]
     Arrow(#[from] deltalake::arrow::error::ArrowError),
 
+    /// Fetching a source object failed.
+    #[error("cannot read {object}: {message}")]
+    Fetch {
+        /// The object (`s3://bucket/key`).
+        object: String,
+        /// What went wrong.
+        message: String,
+        /// Whether a later attempt may succeed (throttling, 5xx, network).
+        retryable: bool,
+    },
+
     /// Reading a local file (config, event) failed.
     #[error("cannot read {path}: {source}")]
     Io {
@@ -66,7 +77,11 @@ impl Error {
     /// True when retrying the same input later may succeed (storage and contention errors).
     /// Configuration and schema errors need a human; retrying them only burns invocations.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Storage { .. } | Error::Contention { .. })
+        match self {
+            Error::Storage { .. } | Error::Contention { .. } => true,
+            Error::Fetch { retryable, .. } => *retryable,
+            _ => false,
+        }
     }
 
     pub(crate) fn storage(table: &str, source: impl Into<DeltaTableError>) -> Self {

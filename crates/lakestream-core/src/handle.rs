@@ -24,6 +24,8 @@ pub struct TableHandle {
     /// appId -> committed version (`None` = known absent), valid as of `txn_version`.
     txns: HashMap<String, Option<i64>>,
     txn_version: Option<u64>,
+    /// `txns` holds every appId of the table (loaded in one log pass), so a miss means absent.
+    txns_complete: bool,
 }
 
 impl std::fmt::Debug for TableHandle {
@@ -51,6 +53,7 @@ impl TableHandle {
             exists: false,
             txns: HashMap::new(),
             txn_version: None,
+            txns_complete: false,
         })
     }
 
@@ -109,11 +112,13 @@ impl TableHandle {
         };
         let Some(cached) = self.txn_version else {
             self.txns.clear();
+            self.txns_complete = false;
             self.txn_version = Some(latest);
             return Ok(());
         };
         if latest < cached || latest - cached > MAX_INCREMENTAL_COMMITS {
             self.txns.clear();
+            self.txns_complete = false;
             self.txn_version = Some(latest);
             return Ok(());
         }
@@ -125,6 +130,7 @@ impl TableHandle {
                 .map_err(|e| Error::storage(&self.name, e))?
             else {
                 self.txns.clear();
+                self.txns_complete = false;
                 break;
             };
             for (app_id, version) in txns_in_commit(&bytes) {
@@ -144,6 +150,7 @@ impl TableHandle {
         for id in app_ids {
             let v = match self.txns.get(id) {
                 Some(v) => *v,
+                None if self.txns_complete => None,
                 None => {
                     let snapshot = self
                         .table
@@ -162,6 +169,28 @@ impl TableHandle {
             }
         }
         Ok(out)
+    }
+
+    /// Load every `txn` of the table in one pass over the log (checkpoint `txn` column + the
+    /// commits after it), for tables with many appIds (one per log object). Afterwards an
+    /// unknown appId is known to be absent without asking delta-rs (one replay per appId).
+    /// Falls back silently to per-appId lookups if the checkpoint cannot be read this way.
+    pub async fn load_all_txns(&mut self) -> Result<()> {
+        if self.txns_complete || !self.exists {
+            return Ok(());
+        }
+        let Some(latest) = self.table.version() else {
+            return Ok(());
+        };
+        match read_all_txns(&self.table, latest).await {
+            Ok(all) => {
+                self.txns = all.into_iter().map(|(k, v)| (k, Some(v))).collect();
+                self.txns_complete = true;
+                self.txn_version = Some(latest);
+            }
+            Err(e) => tracing::debug!(table = %self.name, error = %e, "txn preload skipped"),
+        }
+        Ok(())
     }
 
     /// Arrow schema of the loaded table.
@@ -192,6 +221,97 @@ impl TableHandle {
             committed: self.committed(app_ids).await?,
         })
     }
+}
+
+async fn read_all_txns(
+    table: &DeltaTable,
+    latest: u64,
+) -> std::result::Result<HashMap<String, i64>, String> {
+    use deltalake::arrow::array::{Array, AsArray};
+    use deltalake::arrow::datatypes::Int64Type;
+    use deltalake::logstore::object_store::{ObjectStoreExt, path::Path};
+    use deltalake::parquet::arrow::ProjectionMask;
+    use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    #[derive(serde::Deserialize)]
+    struct LastCheckpoint {
+        version: u64,
+        parts: Option<u64>,
+    }
+    let store = table.object_store();
+    let mut all = HashMap::new();
+    let last: Option<LastCheckpoint> =
+        match store.get(&Path::from("_delta_log/_last_checkpoint")).await {
+            Ok(r) => {
+                let bytes = r.bytes().await.map_err(|e| e.to_string())?;
+                Some(serde_json::from_slice(&bytes).map_err(|e| e.to_string())?)
+            }
+            Err(deltalake::ObjectStoreError::NotFound { .. }) => None,
+            Err(e) => return Err(e.to_string()),
+        };
+    let first_commit = match last {
+        Some(cp) if cp.version <= latest => {
+            let files: Vec<String> = match cp.parts {
+                None => vec![format!("_delta_log/{:020}.checkpoint.parquet", cp.version)],
+                Some(n) => (1..=n)
+                    .map(|i| {
+                        format!(
+                            "_delta_log/{:020}.checkpoint.{i:010}.{n:010}.parquet",
+                            cp.version
+                        )
+                    })
+                    .collect(),
+            };
+            for f in files {
+                let bytes = store
+                    .get(&Path::from(f.as_str()))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .bytes()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let builder =
+                    ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| e.to_string())?;
+                let mask = ProjectionMask::columns(builder.parquet_schema(), ["txn"]);
+                let reader = builder
+                    .with_projection(mask)
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                for batch in reader {
+                    let batch = batch.map_err(|e| e.to_string())?;
+                    let txn = batch
+                        .column_by_name("txn")
+                        .ok_or("no txn column")?
+                        .as_struct();
+                    let ids = txn
+                        .column_by_name("appId")
+                        .ok_or("no appId")?
+                        .as_string::<i32>();
+                    let versions = txn
+                        .column_by_name("version")
+                        .ok_or("no version")?
+                        .as_primitive::<Int64Type>();
+                    for i in 0..txn.len() {
+                        if txn.is_valid(i) && ids.is_valid(i) {
+                            all.insert(ids.value(i).to_string(), versions.value(i));
+                        }
+                    }
+                }
+            }
+            cp.version + 1
+        }
+        _ => 0,
+    };
+    let log_store = table.log_store();
+    for v in first_commit..=latest {
+        let bytes = log_store
+            .read_commit_entry(v)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("commit {v} is missing"))?;
+        all.extend(txns_in_commit(&bytes));
+    }
+    Ok(all)
 }
 
 /// `(appId, version)` of every `txn` action in one commit file.

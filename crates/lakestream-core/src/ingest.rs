@@ -348,6 +348,7 @@ fn letter(r: &SourceRecord, table: Option<&str>, error: String) -> DeadLetter {
         raw_base64,
         error,
         target_table: table.map(str::to_string),
+        txn: None,
     }
 }
 
@@ -514,6 +515,7 @@ impl<'a> TopicPlanner<'a> {
                 schema,
                 partition_columns: self.layout.partition_columns.clone(),
                 txns,
+                table_properties: vec![],
             },
             rows,
         ))
@@ -626,6 +628,7 @@ impl Planner for TopicPlanner<'_> {
             schema: planned.schema.clone(),
             partition_columns: planned.partition_columns.clone(),
             txns: planned.txns.clone(),
+            table_properties: planned.table_properties.clone(),
         }))
     }
 }

@@ -2,6 +2,7 @@
 //! the Delta commit engine. It never imports Lambda or AWS-event types: the function crates
 //! adapt their events into [`SourceRecord`]s and call [`Ingestor::ingest`].
 
+pub mod access_log;
 pub mod clock;
 pub mod commit;
 pub mod config;

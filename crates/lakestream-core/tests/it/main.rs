@@ -3,5 +3,6 @@
 //! test command and `.ci/run` start moto and set it; `LAKESTREAM_REQUIRE_S3=1` makes its
 //! absence a failure rather than a skip).
 
+mod access_logs;
 mod ingest;
 mod support;

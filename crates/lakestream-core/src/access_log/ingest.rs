@@ -1,0 +1,457 @@
+//! Log objects -> per-bucket access-log tables, idempotent per object.
+//!
+//! Each object's rows are committed with one `txn` per object (appId
+//! `<pipeline>/s3/<bucket>/<key>#<etag>`), in the same commit as the rows, on a table whose
+//! `delta.setTransactionRetentionDuration` bounds how long those appIds are kept. A redelivered
+//! notification (or two notifications for the same object) finds the appId committed and adds
+//! nothing. See ARCHITECTURE.md "Access logs" for the choice and its limits.
+
+use super::arrow::{AccessLogBatchBuilder, access_log_schema};
+use super::parse::parse_line;
+use crate::clock::Clock;
+use crate::commit::{self, CommitSettings, Planned, Planner, TableState};
+use crate::config::{AccessLogLayout, PipelineConfig};
+use crate::deadletter::{DeadLetter, write_dead_letters};
+use crate::error::{Error, Result};
+use crate::handle::TableHandle;
+use crate::storage::Lake;
+use deltalake::arrow::compute::concat_batches;
+use deltalake::arrow::record_batch::RecordBatch;
+use deltalake::kernel::Transaction;
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufRead;
+use std::sync::{Arc, Mutex};
+
+/// An object named by a notification.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LogObject {
+    /// Bucket holding the log object.
+    pub bucket: String,
+    /// Object key (already URL-decoded).
+    pub key: String,
+    /// ETag from the notification, if given (distinguishes overwrites of the same key).
+    pub etag: Option<String>,
+}
+
+impl LogObject {
+    /// `s3://bucket/key`.
+    pub fn uri(&self) -> String {
+        format!("s3://{}/{}", self.bucket, self.key)
+    }
+
+    fn app_id(&self, pipeline: &str) -> String {
+        format!(
+            "{pipeline}/s3/{}/{}#{}",
+            self.bucket,
+            self.key,
+            self.etag.as_deref().unwrap_or("")
+        )
+    }
+}
+
+/// Reads log objects. `Ok(None)` means the object does not exist (any more).
+#[allow(async_fn_in_trait)]
+pub trait ObjectSource {
+    /// The object's bytes as stored (possibly gzip).
+    async fn fetch(&self, object: &LogObject) -> Result<Option<Vec<u8>>>;
+}
+
+/// A directory standing in for buckets: `<root>/<bucket>/<key>`.
+#[derive(Debug, Clone)]
+pub struct LocalObjects(pub std::path::PathBuf);
+
+impl ObjectSource for LocalObjects {
+    async fn fetch(&self, object: &LogObject) -> Result<Option<Vec<u8>>> {
+        let path = self.0.join(&object.bucket).join(&object.key);
+        match tokio::fs::read(&path).await {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::Io {
+                path: path.display().to_string(),
+                source: e,
+            }),
+        }
+    }
+}
+
+/// What happened to one object.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum ObjectOutcome {
+    /// Rows committed now (plus lines dead-lettered).
+    Committed {
+        /// Rows written.
+        rows: usize,
+        /// Lines dead-lettered.
+        dead_lettered: usize,
+    },
+    /// An earlier delivery already committed it.
+    AlreadyCommitted,
+    /// The object no longer exists; recorded in dead letters.
+    Missing,
+    /// Could not be processed now; retry later (the message must not be acknowledged).
+    Failed {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Result of one ingest call.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ObjectIngestReport {
+    /// Outcome per object, in input order.
+    pub objects: Vec<(String, ObjectOutcome)>,
+    /// Lines parsed into rows (committed now).
+    pub rows_written: usize,
+    /// Lines dead-lettered.
+    pub lines_dead_lettered: usize,
+    /// Commits per table: table -> version.
+    pub versions: BTreeMap<String, u64>,
+    /// Bytes read from objects.
+    pub bytes_read: usize,
+}
+
+impl ObjectIngestReport {
+    /// True when `object` must be retried.
+    pub fn failed(&self, object: &LogObject) -> bool {
+        let uri = object.uri();
+        self.objects
+            .iter()
+            .any(|(u, o)| *u == uri && matches!(o, ObjectOutcome::Failed { .. }))
+    }
+}
+
+/// Parsed content of one object, split by target table.
+struct Parsed {
+    by_table: BTreeMap<String, RecordBatch>,
+    letters: Vec<DeadLetter>,
+}
+
+/// Ingests access-log objects into the lake. Build once, reuse across invocations.
+pub struct AccessLogIngestor {
+    config: PipelineConfig,
+    lake: Lake,
+    settings: CommitSettings,
+    clock: Arc<dyn Clock>,
+    handles: Mutex<HashMap<String, TableHandle>>,
+}
+
+impl AccessLogIngestor {
+    /// Build from a validated config.
+    pub fn new(config: PipelineConfig, clock: Arc<dyn Clock>) -> Result<Self> {
+        let lake = Lake::new(&config.lake)?;
+        let settings = CommitSettings::from(&config.commit);
+        Ok(Self {
+            config,
+            lake,
+            settings,
+            clock,
+            handles: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The table a bucket's rows go to.
+    pub fn table_for(&self, bucket: &str) -> String {
+        match self.config.access_logs.layout {
+            AccessLogLayout::PerBucket => {
+                format!("{}/{bucket}", self.config.access_logs.table_prefix)
+            }
+            AccessLogLayout::Single => self.config.access_logs.table_prefix.clone(),
+        }
+    }
+
+    fn take(&self, table: &str) -> Result<TableHandle> {
+        let cached = self.handles.lock().ok().and_then(|mut m| m.remove(table));
+        cached.map_or_else(|| TableHandle::open(&self.lake, table), Ok)
+    }
+
+    fn put(&self, h: TableHandle) {
+        if let Ok(mut m) = self.handles.lock() {
+            m.insert(h.name().to_string(), h);
+        }
+    }
+
+    /// Read, parse and commit `objects`: one commit per table, dead letters first.
+    pub async fn ingest(
+        &self,
+        objects: &[LogObject],
+        source: &impl ObjectSource,
+    ) -> Result<ObjectIngestReport> {
+        let pipeline = self.config.pipeline.as_str();
+        let now = self.clock.now();
+        let mut report = ObjectIngestReport::default();
+        let mut outcomes: Vec<Option<ObjectOutcome>> = vec![None; objects.len()];
+        let mut parsed: Vec<Option<Parsed>> = Vec::with_capacity(objects.len());
+        let mut letters: Vec<DeadLetter> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (i, obj) in objects.iter().enumerate() {
+            if !seen.insert(obj.clone()) {
+                outcomes[i] = Some(ObjectOutcome::AlreadyCommitted);
+                parsed.push(None);
+                continue;
+            }
+            match source.fetch(obj).await {
+                Ok(Some(bytes)) => {
+                    report.bytes_read += bytes.len();
+                    let p = self.parse_object(obj, &bytes)?;
+                    letters.extend(p.letters.iter().cloned());
+                    parsed.push(Some(p));
+                }
+                Ok(None) => {
+                    tracing::warn!(object = %obj.uri(), "log object no longer exists; dead-lettered");
+                    letters.push(object_letter(
+                        obj,
+                        pipeline,
+                        "object no longer exists".into(),
+                    ));
+                    outcomes[i] = Some(ObjectOutcome::Missing);
+                    parsed.push(None);
+                }
+                Err(e) if e.is_retryable() => {
+                    outcomes[i] = Some(ObjectOutcome::Failed {
+                        reason: e.to_string(),
+                    });
+                    parsed.push(None);
+                }
+                Err(e) => {
+                    letters.push(object_letter(obj, pipeline, e.to_string()));
+                    outcomes[i] = Some(ObjectOutcome::Missing);
+                    parsed.push(None);
+                }
+            }
+        }
+
+        // Dead letters first: the object's data commit is what marks it done.
+        if !letters.is_empty() {
+            let mut h = self.take(&self.config.dead_letter_table)?;
+            let out =
+                write_dead_letters(&self.lake, &mut h, pipeline, &self.settings, &letters, now)
+                    .await;
+            self.put(h);
+            let out = out?;
+            if let Some(v) = out.commit.version {
+                report
+                    .versions
+                    .insert(self.config.dead_letter_table.clone(), v);
+            }
+        }
+
+        // One commit per table, over all objects that have rows for it.
+        let mut tables: BTreeMap<String, Vec<(usize, RecordBatch)>> = BTreeMap::new();
+        for (i, p) in parsed.iter().enumerate() {
+            if let Some(p) = p {
+                for (t, b) in &p.by_table {
+                    tables.entry(t.clone()).or_default().push((i, b.clone()));
+                }
+            }
+        }
+        let mut committed_objects: HashMap<usize, bool> = HashMap::new();
+        for (table, parts) in tables {
+            let mut h = self.take(&table)?;
+            let mut planner = ObjectPlanner {
+                pipeline,
+                objects,
+                parts: &parts,
+                retention_days: self.config.access_logs.txn_retention_days,
+                layout: self.config.access_logs.layout,
+                written: vec![],
+            };
+            h.refresh().await?;
+            h.load_all_txns().await?;
+            let res = commit::append(
+                &self.lake,
+                &mut h,
+                &self.settings,
+                &mut planner,
+                now.timestamp_millis(),
+            )
+            .await;
+            self.put(h);
+            match res {
+                Ok(outcome) => {
+                    if let Some(v) = outcome.version {
+                        report.versions.insert(table.clone(), v);
+                    }
+                    for (i, _) in &parts {
+                        let wrote = outcome.version.is_some() && planner.written.contains(i);
+                        let e = committed_objects.entry(*i).or_insert(false);
+                        *e |= wrote;
+                    }
+                }
+                Err(e) if e.is_retryable() => {
+                    for (i, _) in &parts {
+                        outcomes[*i] = Some(ObjectOutcome::Failed {
+                            reason: e.to_string(),
+                        });
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        for (i, obj) in objects.iter().enumerate() {
+            let outcome = match (outcomes[i].take(), &parsed[i]) {
+                (Some(o), _) => o,
+                (None, Some(p)) => {
+                    let rows: usize = p.by_table.values().map(RecordBatch::num_rows).sum();
+                    if committed_objects.get(&i).copied().unwrap_or(false)
+                        || (rows == 0 && !p.letters.is_empty())
+                    {
+                        report.rows_written += rows;
+                        report.lines_dead_lettered += p.letters.len();
+                        ObjectOutcome::Committed {
+                            rows,
+                            dead_lettered: p.letters.len(),
+                        }
+                    } else {
+                        ObjectOutcome::AlreadyCommitted
+                    }
+                }
+                (None, None) => ObjectOutcome::AlreadyCommitted,
+            };
+            report.objects.push((obj.uri(), outcome));
+        }
+        Ok(report)
+    }
+
+    /// Parse an object's lines (gzip or plain), routing rows by bucket.
+    fn parse_object(&self, obj: &LogObject, bytes: &[u8]) -> Result<Parsed> {
+        let uri = obj.uri();
+        let app = obj.app_id(&self.config.pipeline);
+        let mut builders: BTreeMap<String, AccessLogBatchBuilder> = BTreeMap::new();
+        let mut letters = Vec::new();
+        let mut reject = |line_no: i64, raw: &[u8], reason: String| {
+            letters.push(DeadLetter {
+                topic: None,
+                partition: None,
+                offset: None,
+                kafka_timestamp_ms: None,
+                object_uri: Some(uri.clone()),
+                line_number: Some(line_no),
+                raw_base64: Some(DeadLetter::encode_raw(raw)),
+                error: reason,
+                target_table: None,
+                txn: Some((app.clone(), 1)),
+            });
+        };
+        let mut on_line = |line_no: i64, raw: &[u8]| {
+            let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+            if raw.iter().all(u8::is_ascii_whitespace) {
+                return;
+            }
+            let Ok(text) = std::str::from_utf8(raw) else {
+                reject(line_no, raw, "line is not valid UTF-8".into());
+                return;
+            };
+            match parse_line(text) {
+                Ok(rec) => match rec.bucket() {
+                    Some(b) => builders
+                        .entry(self.table_for(b))
+                        .or_default()
+                        .append(&rec, &uri, line_no),
+                    None => reject(line_no, raw, "bucket field is `-`".into()),
+                },
+                Err(e) => reject(line_no, raw, e.0),
+            }
+        };
+        if bytes.starts_with(&[0x1f, 0x8b]) {
+            let mut reader = std::io::BufReader::new(flate2::read::MultiGzDecoder::new(bytes));
+            let mut buf = Vec::new();
+            let mut n = 0i64;
+            loop {
+                buf.clear();
+                match reader.read_until(b'\n', &mut buf) {
+                    Ok(0) => break,
+                    Ok(_) => {
+                        n += 1;
+                        let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+                        on_line(n, line);
+                    }
+                    Err(e) => {
+                        reject(
+                            n + 1,
+                            &[],
+                            format!("gzip stream is corrupt after line {n}: {e}"),
+                        );
+                        break;
+                    }
+                }
+            }
+        } else {
+            for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+                on_line(i as i64 + 1, line);
+            }
+        }
+        let mut by_table = BTreeMap::new();
+        for (t, mut b) in builders {
+            by_table.insert(t, b.finish()?);
+        }
+        Ok(Parsed { by_table, letters })
+    }
+}
+
+fn object_letter(obj: &LogObject, pipeline: &str, error: String) -> DeadLetter {
+    DeadLetter {
+        topic: None,
+        partition: None,
+        offset: None,
+        kafka_timestamp_ms: None,
+        object_uri: Some(obj.uri()),
+        line_number: None,
+        raw_base64: None,
+        error,
+        target_table: None,
+        txn: Some((obj.app_id(pipeline), 1)),
+    }
+}
+
+struct ObjectPlanner<'a> {
+    pipeline: &'a str,
+    objects: &'a [LogObject],
+    parts: &'a [(usize, RecordBatch)],
+    retention_days: u32,
+    layout: AccessLogLayout,
+    written: Vec<usize>,
+}
+
+impl Planner for ObjectPlanner<'_> {
+    fn app_ids(&self) -> Vec<String> {
+        self.parts
+            .iter()
+            .map(|(i, _)| self.objects[*i].app_id(self.pipeline))
+            .collect()
+    }
+
+    async fn plan(&mut self, state: &TableState) -> Result<Option<Planned>> {
+        self.written.clear();
+        let mut batches = Vec::new();
+        let mut txns = Vec::new();
+        for (i, b) in self.parts {
+            let id = self.objects[*i].app_id(self.pipeline);
+            if state.committed.contains_key(&id) {
+                continue;
+            }
+            self.written.push(*i);
+            batches.push(b.clone());
+            txns.push(Transaction::new(id, 1));
+        }
+        if batches.is_empty() {
+            return Ok(None);
+        }
+        let schema = access_log_schema();
+        let batch = concat_batches(&schema, &batches)?;
+        let partition_columns = match self.layout {
+            AccessLogLayout::PerBucket => vec!["date".to_string()],
+            AccessLogLayout::Single => vec!["bucket".to_string(), "date".to_string()],
+        };
+        Ok(Some(Planned {
+            batch,
+            schema: state.schema.clone().unwrap_or(schema),
+            partition_columns,
+            txns,
+            table_properties: vec![(
+                "delta.setTransactionRetentionDuration".into(),
+                format!("interval {} days", self.retention_days),
+            )],
+        }))
+    }
+}

@@ -1,0 +1,12 @@
+//! S3 server access logs: the line parser, the Arrow builder and the ingestion of log objects
+//! into per-bucket Delta tables.
+
+pub mod arrow;
+pub mod ingest;
+pub mod parse;
+
+pub use arrow::{AccessLogBatchBuilder, access_log_schema};
+pub use ingest::{
+    AccessLogIngestor, LocalObjects, LogObject, ObjectIngestReport, ObjectOutcome, ObjectSource,
+};
+pub use parse::{AccessLogRecord, ParseError, parse_line};

@@ -5,6 +5,7 @@
 pub mod config_source;
 pub mod diagnostic;
 pub mod kafka;
+pub mod s3_notification;
 pub mod telemetry;
 
 pub use diagnostic::FunctionError;

@@ -1,1 +1,139 @@
-//! s3-log-ingest
+//! The `s3-log-ingest` handler: S3 server access log objects named by S3 notifications,
+//! delivered by an SQS trigger (partial batch responses) or pulled from the queue by a
+//! scheduled drain, parsed into per-bucket Delta tables.
+
+pub mod drain;
+pub mod s3;
+
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use lakestream_core::access_log::{AccessLogIngestor, LogObject, ObjectIngestReport, ObjectSource};
+use lakestream_lambda::s3_notification::{Notification, parse_body};
+use std::collections::BTreeSet;
+
+/// One queue message, from an SQS event or from ReceiveMessage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueMessage {
+    /// SQS message id.
+    pub id: String,
+    /// Receipt handle (needed to delete in drain mode).
+    pub receipt: String,
+    /// Body.
+    pub body: String,
+}
+
+/// What happened to a set of messages.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct MessagesReport {
+    /// Message ids that must be retried (not acknowledged / not deleted).
+    pub failed: Vec<String>,
+    /// Messages acknowledged.
+    pub acknowledged: usize,
+    /// Test events skipped.
+    pub test_events: usize,
+    /// Bodies that were not notifications (dead-lettered).
+    pub unusable: usize,
+    /// The object ingestion report.
+    pub objects: ObjectIngestReport,
+}
+
+/// Process messages: parse bodies, ingest every named object (few large commits), and decide
+/// per message whether it is done. A message fails only if one of its objects failed with a
+/// retryable error; a storage failure of the commit itself fails every message with objects.
+pub async fn process_messages(
+    ingestor: &AccessLogIngestor,
+    source: &impl ObjectSource,
+    messages: &[QueueMessage],
+) -> MessagesReport {
+    let mut report = MessagesReport::default();
+    let mut per_message: Vec<Vec<LogObject>> = Vec::with_capacity(messages.len());
+    let mut unusable = Vec::new();
+    for m in messages {
+        match parse_body(&m.body) {
+            Ok(Notification::Objects(o)) => per_message.push(o),
+            Ok(Notification::TestEvent) => {
+                report.test_events += 1;
+                per_message.push(vec![]);
+            }
+            Ok(Notification::Ignored(why)) => {
+                tracing::info!(message = %m.id, %why, "notification ignored");
+                per_message.push(vec![]);
+            }
+            Err(reason) => {
+                tracing::error!(message = %m.id, %reason, "message body is not a notification; dead-lettered");
+                unusable.push((
+                    format!("sqs-message:{}", m.id),
+                    m.body.clone().into_bytes(),
+                    reason,
+                ));
+                per_message.push(vec![]);
+            }
+        }
+    }
+    report.unusable = unusable.len();
+    let mut failed: BTreeSet<usize> = BTreeSet::new();
+    if let Err(e) = ingestor.dead_letter_inputs(&unusable).await {
+        tracing::error!(error = %e, "could not record unusable messages");
+        for (i, m) in messages.iter().enumerate() {
+            if unusable
+                .iter()
+                .any(|u| u.0 == format!("sqs-message:{}", m.id))
+            {
+                failed.insert(i);
+            }
+        }
+    }
+    let objects: Vec<LogObject> = per_message.iter().flatten().cloned().collect();
+    if !objects.is_empty() {
+        match ingestor.ingest(&objects, source).await {
+            Ok(r) => {
+                for (i, objs) in per_message.iter().enumerate() {
+                    if objs.iter().any(|o| r.failed(o)) {
+                        failed.insert(i);
+                    }
+                }
+                report.objects = r;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "ingest failed; messages will be retried");
+                for (i, objs) in per_message.iter().enumerate() {
+                    if !objs.is_empty() {
+                        failed.insert(i);
+                    }
+                }
+            }
+        }
+    }
+    report.failed = failed.iter().map(|&i| messages[i].id.clone()).collect();
+    report.acknowledged = messages.len() - report.failed.len();
+    report
+}
+
+/// Handle an SQS-triggered invocation: the response lists exactly the messages to retry.
+pub async fn handle_sqs(
+    ingestor: &AccessLogIngestor,
+    source: &impl ObjectSource,
+    event: SqsEvent,
+) -> (SqsBatchResponse, MessagesReport) {
+    let messages: Vec<QueueMessage> = event
+        .records
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| QueueMessage {
+            id: m.message_id.unwrap_or_else(|| format!("missing-id-{i}")),
+            receipt: m.receipt_handle.unwrap_or_default(),
+            body: m.body.unwrap_or_default(),
+        })
+        .collect();
+    let report = process_messages(ingestor, source, &messages).await;
+    let mut response = SqsBatchResponse::default();
+    response.batch_item_failures = report
+        .failed
+        .iter()
+        .map(|id| {
+            let mut f = BatchItemFailure::default();
+            f.item_identifier = id.clone();
+            f
+        })
+        .collect();
+    (response, report)
+}

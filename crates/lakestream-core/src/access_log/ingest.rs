@@ -29,6 +29,8 @@ pub struct LogObject {
     pub bucket: String,
     /// Object key (already URL-decoded).
     pub key: String,
+    /// Key to try when `key` does not exist (sources that may or may not URL-encode keys).
+    pub alt_key: Option<String>,
     /// ETag from the notification, if given (distinguishes overwrites of the same key).
     pub etag: Option<String>,
 }
@@ -62,15 +64,20 @@ pub struct LocalObjects(pub std::path::PathBuf);
 
 impl ObjectSource for LocalObjects {
     async fn fetch(&self, object: &LogObject) -> Result<Option<Vec<u8>>> {
-        let path = self.0.join(&object.bucket).join(&object.key);
-        match tokio::fs::read(&path).await {
-            Ok(b) => Ok(Some(b)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::Io {
-                path: path.display().to_string(),
-                source: e,
-            }),
+        for key in std::iter::once(&object.key).chain(object.alt_key.as_ref()) {
+            let path = self.0.join(&object.bucket).join(key);
+            match tokio::fs::read(&path).await {
+                Ok(b) => return Ok(Some(b)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(Error::Io {
+                        path: path.display().to_string(),
+                        source: e,
+                    });
+                }
+            }
         }
+        Ok(None)
     }
 }
 
@@ -169,6 +176,41 @@ impl AccessLogIngestor {
         if let Ok(mut m) = self.handles.lock() {
             m.insert(h.name().to_string(), h);
         }
+    }
+
+    /// Record inputs that cannot be used at all (e.g. a message body that is not a
+    /// notification) in the dead-letter table, idempotently per `id`.
+    pub async fn dead_letter_inputs(&self, items: &[(String, Vec<u8>, String)]) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let letters: Vec<DeadLetter> = items
+            .iter()
+            .map(|(id, raw, reason)| DeadLetter {
+                topic: None,
+                partition: None,
+                offset: None,
+                kafka_timestamp_ms: None,
+                object_uri: Some(id.clone()),
+                line_number: None,
+                raw_base64: Some(DeadLetter::encode_raw(raw)),
+                error: reason.clone(),
+                target_table: None,
+                txn: Some((format!("{}/input/{id}", self.config.pipeline), 1)),
+            })
+            .collect();
+        let mut h = self.take(&self.config.dead_letter_table)?;
+        let out = write_dead_letters(
+            &self.lake,
+            &mut h,
+            &self.config.pipeline,
+            &self.settings,
+            &letters,
+            self.clock.now(),
+        )
+        .await;
+        self.put(h);
+        out.map(|_| ())
     }
 
     /// Read, parse and commit `objects`: one commit per table, dead letters first.

@@ -1,0 +1,56 @@
+//! Log objects read with aws-sdk-s3. A missing object is `None` (dead-lettered by the core);
+//! every other error is retryable (the message goes back to the queue, and after
+//! `maxReceiveCount` to the queue's dead-letter queue).
+
+use aws_sdk_s3::Client;
+use aws_sdk_s3::operation::get_object::GetObjectError;
+use lakestream_core::access_log::{LogObject, ObjectSource};
+use lakestream_core::{Error, Result};
+
+/// Reads objects from S3.
+#[derive(Debug, Clone)]
+pub struct S3Objects {
+    client: Client,
+}
+
+impl S3Objects {
+    /// Wrap a client built once in `main`.
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+}
+
+impl ObjectSource for S3Objects {
+    async fn fetch(&self, object: &LogObject) -> Result<Option<Vec<u8>>> {
+        for key in std::iter::once(&object.key).chain(object.alt_key.as_ref()) {
+            let res = self
+                .client
+                .get_object()
+                .bucket(&object.bucket)
+                .key(key)
+                .send()
+                .await;
+            match res {
+                Ok(out) => {
+                    let body = out.body.collect().await.map_err(|e| Error::Fetch {
+                        object: object.uri(),
+                        message: format!("reading the body failed: {e}"),
+                        retryable: true,
+                    })?;
+                    return Ok(Some(body.into_bytes().to_vec()));
+                }
+                Err(e) => {
+                    if matches!(e.as_service_error(), Some(GetObjectError::NoSuchKey(_))) {
+                        continue;
+                    }
+                    return Err(Error::Fetch {
+                        object: object.uri(),
+                        message: aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
+                        retryable: true,
+                    });
+                }
+            }
+        }
+        Ok(None)
+    }
+}

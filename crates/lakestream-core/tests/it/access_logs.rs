@@ -16,6 +16,7 @@ fn object(key: &str, etag: &str) -> LogObject {
     LogObject {
         bucket: "raw-logs".into(),
         key: key.into(),
+        alt_key: None,
         etag: Some(etag.into()),
     }
 }

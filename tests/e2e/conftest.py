@@ -51,10 +51,10 @@ class Lake:
     def table_uri(self, name):
         return f"{self.root}/{name}"
 
-    def invoke(self, event):
+    def invoke(self, event, function="msk", extra=()):
         out = subprocess.run(
             [os.environ.get("LAKESTREAM_BIN", str(ROOT / "target/debug/lakestream")),
-             "invoke", "msk", "--event", str(EVENTS / event), "--config", str(self.config)],
+             "invoke", function, "--event", str(EVENTS / event), "--config", str(self.config), *extra],
             capture_output=True, text=True, check=False,
         )
         assert out.returncode == 0, out.stderr

@@ -90,7 +90,13 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
         events.len(),
         started.elapsed().as_secs_f64()
     );
-    for table in ["raw/order", "raw/member", config.dead_letter_table.as_str()] {
+    access_logs(&config).await?;
+    for table in [
+        "raw/order",
+        "raw/member",
+        "access_logs/datalake-prod",
+        config.dead_letter_table.as_str(),
+    ] {
         crate::show(&lake, table, 5).await?;
         println!();
     }
@@ -98,5 +104,76 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
         "Look around: lakestream tables --lake {}   |   lakestream show raw/member --lake {}",
         config.lake.root, config.lake.root
     );
+    Ok(())
+}
+
+/// The access-log pipeline: log objects (one gzip) in a directory standing for the raw-logs
+/// bucket, S3 notifications in an SQS event, the s3-log-ingest handler, per-bucket tables.
+async fn access_logs(config: &PipelineConfig) -> Result<()> {
+    use lakestream_core::access_log::generate::generate_lines;
+    use lakestream_core::access_log::{AccessLogIngestor, LocalObjects};
+    use std::io::Write;
+    let dir = std::env::temp_dir().join(format!("lakestream-demo-logs-{}", std::process::id()));
+    let logs = dir.join("raw-logs/logs");
+    std::fs::create_dir_all(&logs)?;
+    let start = chrono::Utc::now() - chrono::Duration::hours(3);
+    let mut bodies = Vec::new();
+    for (i, name) in [
+        "2026-11-29-08-00-00-A1B2C3D4E5F6",
+        "2026-11-29-09-00-00-B2C3D4E5F6A1",
+        "2026-11-29-10-00-00-C3D4E5F6A1B2.gz",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let text = generate_lines(
+            i as u64,
+            400,
+            &["datalake-prod", "analytics-archive"],
+            start + chrono::Duration::hours(i as i64),
+        );
+        let text = if i == 1 {
+            format!("{text}this line is not an access log record\n")
+        } else {
+            text
+        };
+        if name.ends_with(".gz") {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            gz.write_all(text.as_bytes())?;
+            std::fs::write(logs.join(name), gz.finish()?)?;
+        } else {
+            std::fs::write(logs.join(name), text)?;
+        }
+        bodies.push(json!({"Records": [{"eventVersion": "2.1", "eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
+            "s3": {"bucket": {"name": "raw-logs"}, "object": {"key": format!("logs/{name}"), "eTag": format!("etag{i}")}}}]}));
+    }
+    bodies.push(json!({"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": "raw-logs"}));
+    let records: Vec<serde_json::Value> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| json!({"messageId": format!("msg-{i}"), "receiptHandle": "rh", "body": b.to_string(), "eventSource": "aws:sqs"}))
+        .collect();
+    let event: aws_lambda_events::sqs::SqsEvent =
+        serde_json::from_value(json!({"Records": records}))?;
+    let ingestor = AccessLogIngestor::new(config.clone(), Arc::new(SystemClock))?;
+    let started = Instant::now();
+    let (response, report) =
+        s3_log_ingest::handle_sqs(&ingestor, &LocalObjects(dir.clone()), event).await;
+    println!(
+        "access logs: {} messages ({} test event) -> {} rows in {} tables, {} lines dead-lettered, {} to retry ({:.2}s)\n",
+        report.acknowledged + report.failed.len(),
+        report.test_events,
+        report.objects.rows_written,
+        report
+            .objects
+            .versions
+            .keys()
+            .filter(|t| t.starts_with("access_logs/"))
+            .count(),
+        report.objects.lines_dead_lettered,
+        response.batch_item_failures.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

@@ -49,6 +49,11 @@ enum Command {
         #[command(subcommand)]
         function: InvokeCommand,
     },
+    /// S3 server access log tools.
+    AccessLogs {
+        #[command(subcommand)]
+        command: AccessLogsCommand,
+    },
     /// List the tables of the lake.
     Tables {
         #[command(flatten)]
@@ -67,12 +72,33 @@ enum Command {
 }
 
 #[derive(Subcommand)]
+enum AccessLogsCommand {
+    /// Parse a log file (plain or gzip): one JSON object per line, the record or its error.
+    Parse {
+        /// Access log file.
+        file: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
 enum InvokeCommand {
     /// The msk-ingest handler with an MSK event (e.g. events/msk-orders.json).
     Msk {
         /// Event JSON file.
         #[arg(long)]
         event: PathBuf,
+        #[command(flatten)]
+        lake: LakeArgs,
+    },
+    /// The s3-log-ingest handler with an SQS event (e.g. events/sqs-s3-notifications.json).
+    S3Logs {
+        /// SQS event JSON file.
+        #[arg(long)]
+        event: PathBuf,
+        /// A directory standing in for buckets (`DIR/<bucket>/<key>`); default: read from S3
+        /// (AWS_ENDPOINT_URL and the usual AWS variables apply).
+        #[arg(long)]
+        objects: Option<PathBuf>,
         #[command(flatten)]
         lake: LakeArgs,
     },
@@ -109,6 +135,44 @@ async fn main() -> Result<()> {
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(())
         }
+        Command::Invoke {
+            function:
+                InvokeCommand::S3Logs {
+                    event,
+                    objects,
+                    lake,
+                },
+        } => {
+            let cfg = load_config(&lake)?;
+            let bytes =
+                std::fs::read(&event).with_context(|| format!("reading {}", event.display()))?;
+            let ev: aws_lambda_events::sqs::SqsEvent = serde_json::from_slice(&bytes)
+                .with_context(|| format!("{} is not an SQS event", event.display()))?;
+            let ingestor =
+                lakestream_core::access_log::AccessLogIngestor::new(cfg, Arc::new(SystemClock))?;
+            let (response, report) = match objects {
+                Some(dir) => {
+                    let src = lakestream_core::access_log::LocalObjects(dir);
+                    s3_log_ingest::handle_sqs(&ingestor, &src, ev).await
+                }
+                None => {
+                    let aws =
+                        aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+                    let conf = aws_sdk_s3::config::Builder::from(&aws)
+                        .force_path_style(true)
+                        .build();
+                    let src =
+                        s3_log_ingest::s3::S3Objects::new(aws_sdk_s3::Client::from_conf(conf));
+                    s3_log_ingest::handle_sqs(&ingestor, &src, ev).await
+                }
+            };
+            let out = serde_json::json!({"response": response, "report": report});
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            Ok(())
+        }
+        Command::AccessLogs {
+            command: AccessLogsCommand::Parse { file },
+        } => access_logs_parse(&file),
         Command::Tables { lake } => {
             let cfg = load_config(&lake)?;
             let l = Lake::new(&cfg.lake)?;
@@ -133,6 +197,52 @@ async fn main() -> Result<()> {
             show(&l, &table, limit).await
         }
     }
+}
+
+/// `lakestream access-logs parse FILE`: one JSON object per input line; exit 0 even when
+/// some lines fail.
+fn access_logs_parse(file: &Path) -> Result<()> {
+    use lakestream_core::access_log::parse::{FIELDS, parse_line};
+    use std::io::{BufRead, Write};
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let reader: Box<dyn BufRead> = if bytes.starts_with(&[0x1f, 0x8b]) {
+        Box::new(std::io::BufReader::new(flate2::read::MultiGzDecoder::new(
+            &bytes[..],
+        )))
+    } else {
+        Box::new(&bytes[..])
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    for (i, line) in reader.split(b'\n').enumerate() {
+        let n = i + 1;
+        let line = line?;
+        let value = match std::str::from_utf8(&line) {
+            Err(_) => serde_json::json!({"line": n, "error": "line is not valid UTF-8"}),
+            Ok(text) if text.trim().is_empty() => continue,
+            Ok(text) => match parse_line(text) {
+                Ok(rec) => {
+                    let mut m = serde_json::Map::new();
+                    for (k, name) in FIELDS.iter().enumerate() {
+                        let v = match (k, rec.field(k)) {
+                            (9 | 11..=14, Some(_)) => match k {
+                                9 => serde_json::json!(rec.http_status),
+                                _ => serde_json::json!(rec.numbers[k - 11]),
+                            },
+                            (_, Some(s)) => serde_json::Value::String(s.into_owned()),
+                            (_, None) => serde_json::Value::Null,
+                        };
+                        m.insert((*name).to_string(), v);
+                    }
+                    m.insert("extra_fields".into(), serde_json::json!(rec.extra));
+                    serde_json::Value::Object(m)
+                }
+                Err(e) => serde_json::json!({"line": n, "error": e.0}),
+            },
+        };
+        writeln!(out, "{value}")?;
+    }
+    Ok(())
 }
 
 /// Tables of a lake: found on disk for a filesystem lake, else those the config names.

@@ -2,6 +2,7 @@
 //! into per-bucket Delta tables.
 
 pub mod arrow;
+pub mod generate;
 pub mod ingest;
 pub mod parse;
 

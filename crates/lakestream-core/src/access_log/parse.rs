@@ -359,4 +359,65 @@ mod tests {
         assert!(err(&status).contains("http_status"));
         assert!(err("").contains("truncated"));
     }
+
+    /// Property: no input makes the parser (or the Arrow builder) panic. Random mutations of
+    /// real lines plus random strings over the characters that matter to the grammar.
+    #[test]
+    fn random_and_mutated_lines_never_panic() {
+        let seeds = [
+            AWS_EXAMPLE.to_string(),
+            crate::access_log::generate::generate_lines(
+                9,
+                20,
+                &["b"],
+                chrono::DateTime::from_timestamp(0, 0).unwrap_or_default(),
+            ),
+        ];
+        let alphabet: Vec<char> = " \"[]-+:/0123456789abcXYZ\r\té€\u{1F600}".chars().collect();
+        let mut rng = fastrand::Rng::with_seed(0x5eed);
+        let mut builder = crate::access_log::AccessLogBatchBuilder::new();
+        let mut parsed = 0;
+        for _ in 0..30_000 {
+            let base: Vec<char> = seeds[rng.usize(0..seeds.len())]
+                .lines()
+                .nth(rng.usize(0..3))
+                .unwrap_or(AWS_EXAMPLE)
+                .chars()
+                .collect();
+            let mut chars = base;
+            for _ in 0..rng.usize(1..6) {
+                match rng.u8(0..5) {
+                    0 if !chars.is_empty() => {
+                        let at = rng.usize(0..chars.len());
+                        let len = rng.usize(0..(chars.len() - at).min(40) + 1);
+                        chars.drain(at..at + len);
+                    }
+                    1 => {
+                        let at = rng.usize(0..=chars.len());
+                        chars.insert(at, alphabet[rng.usize(0..alphabet.len())]);
+                    }
+                    2 if !chars.is_empty() => {
+                        let at = rng.usize(0..chars.len());
+                        chars[at] = alphabet[rng.usize(0..alphabet.len())];
+                    }
+                    3 => chars.truncate(rng.usize(0..=chars.len())),
+                    _ => {
+                        chars = (0..rng.usize(0..300))
+                            .map(|_| alphabet[rng.usize(0..alphabet.len())])
+                            .collect();
+                    }
+                }
+            }
+            let line: String = chars.into_iter().collect();
+            if let Ok(rec) = parse_line(&line) {
+                builder.append(&rec, "s3://x/y", 1);
+                parsed += 1;
+            }
+        }
+        assert!(builder.finish().is_ok_and(|b| b.num_rows() == parsed));
+        assert!(
+            parsed > 100,
+            "mutations should leave some lines valid: {parsed}"
+        );
+    }
 }

@@ -37,7 +37,8 @@ impl ObjectSource for S3Objects {
                         message: format!("reading the body failed: {e}"),
                         retryable: true,
                     })?;
-                    return Ok(Some(body.into_bytes().to_vec()));
+                    // `Vec::from(Bytes)` reuses the buffer when it is unique: no second copy.
+                    return Ok(Some(Vec::from(body.into_bytes())));
                 }
                 Err(e) => {
                     if matches!(e.as_service_error(), Some(GetObjectError::NoSuchKey(_))) {

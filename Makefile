@@ -9,7 +9,7 @@ TEST_ENV = LAKESTREAM_TEST_S3_ENDPOINT=http://127.0.0.1:$(MOTO_PORT) LAKESTREAM_
 	AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 \
 	MOTO_PORT=$(MOTO_PORT) LAKESTREAM_BIN=$(CURDIR)/target/debug/lakestream
 
-.PHONY: help demo test test-rust test-e2e check fmt clippy no-datafusion bench venv moto-start moto-stop clean
+.PHONY: help demo test check fmt clippy no-datafusion bench bench-logs venv moto-start moto-stop clean
 
 help: ## List targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-14s %s\n", $$1, $$2}'
@@ -43,11 +43,18 @@ fmt:
 clippy:
 	cargo clippy --workspace --all-targets -- -D warnings
 
-no-datafusion: ## Prove the ingest function does not link DataFusion
-	@if cargo tree -p msk-ingest -e normal | grep -qi datafusion; then echo "msk-ingest links DataFusion"; exit 1; else echo "msk-ingest: no DataFusion"; fi
+no-datafusion: ## Prove the ingest functions do not link DataFusion
+	@for f in msk-ingest s3-log-ingest; do \
+	  if cargo tree -p $$f -e normal | grep -qi datafusion; then echo "$$f links DataFusion"; exit 1; else echo "$$f: no DataFusion"; fi; \
+	done
 
-bench: ## Decode+write throughput on 1M generated orders (release build)
-	cargo bench -p lakestream-core --bench ingest_throughput
+bench: ## Decode+write throughput on 1M generated orders (release build, one core)
+	cargo bench -p lakestream-core --bench ingest_throughput --no-run
+	taskset -c 0 cargo bench -p lakestream-core --bench ingest_throughput
+
+bench-logs: ## Access-log parse -> Arrow vs Rust regex vs Python re (Athena pattern), one core
+	cargo bench -p lakestream-core --bench access_log_parse --no-run
+	taskset -c 0 cargo bench -p lakestream-core --bench access_log_parse
 
 clean:
 	cargo clean; rm -rf lake $(VENV)

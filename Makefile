@@ -3,13 +3,24 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 VENV ?= .venv
 MOTO_PORT ?= 5055
+ARCH ?= arm64
+REGION ?= us-east-1
+FUNCTIONS := msk-ingest s3-log-ingest
+# x86_64 builds with plain cargo; arm64 cross-compiles with zig (from the cargo-lambda wheel) and
+# needs the aarch64-unknown-linux-gnu std (`rustup target add aarch64-unknown-linux-gnu`).
+ifeq ($(ARCH),x86_64)
+LAMBDA_TARGET := --x86-64 --compiler cargo
+else
+LAMBDA_TARGET := --arm64
+endif
+SAM := AWS_DEFAULT_REGION=$(REGION) SAM_CLI_TELEMETRY=0 $(VENV)/bin/sam
 export CARGO_TERM_COLOR ?= never
 
 TEST_ENV = LAKESTREAM_TEST_S3_ENDPOINT=http://127.0.0.1:$(MOTO_PORT) LAKESTREAM_REQUIRE_S3=1 \
 	AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 \
 	MOTO_PORT=$(MOTO_PORT) LAKESTREAM_BIN=$(CURDIR)/target/debug/lakestream
 
-.PHONY: help demo test check fmt clippy no-datafusion bench bench-logs venv moto-start moto-stop clean
+.PHONY: help demo test check fmt clippy no-datafusion validate build package deploy bench bench-logs venv moto-start moto-stop clean
 
 help: ## List targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-14s %s\n", $$1, $$2}'
@@ -17,12 +28,12 @@ help: ## List targets
 demo: ## Run the seed pipeline on a local lake (./lake)
 	cargo run --bin lakestream -- demo
 
-$(VENV)/.installed: tests/requirements.txt
+$(VENV)/.installed: tests/requirements.txt requirements-deploy.txt
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt -r requirements-deploy.txt
 	touch $@
 
-venv: $(VENV)/.installed ## Python tools for the tests (moto, deltalake, pyarrow, pytest)
+venv: $(VENV)/.installed ## Python tools: moto, deltalake, pyarrow, pytest, cargo-lambda, sam, cfn-lint
 
 moto-start: venv ## Start the S3/SQS emulator on 127.0.0.1:$(MOTO_PORT)
 	MOTO_PORT=$(MOTO_PORT) scripts/moto.sh start
@@ -34,6 +45,7 @@ test: moto-start ## All tests: Rust (filesystem + S3 emulator) and the independe
 	$(TEST_ENV) cargo test --workspace
 	cargo build --workspace --bins
 	$(TEST_ENV) $(VENV)/bin/pytest -q tests/e2e
+	$(TEST_ENV) tests/lambda-runtime.sh
 
 check: fmt clippy no-datafusion ## fmt --check, clippy -D warnings, no DataFusion in functions
 
@@ -47,6 +59,23 @@ no-datafusion: ## Prove the ingest functions do not link DataFusion
 	@for f in msk-ingest s3-log-ingest; do \
 	  if cargo tree -p $$f -e normal | grep -qi datafusion; then echo "$$f links DataFusion"; exit 1; else echo "$$f: no DataFusion"; fi; \
 	done
+
+validate: venv ## cfn-lint and sam validate (with and without --lint) on template.yaml
+	$(VENV)/bin/cfn-lint template.yaml
+	$(SAM) validate --lint
+	$(SAM) validate
+
+build: venv ## cargo lambda release build of every function (ARCH=arm64|x86_64), prints sizes
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cargo lambda build --release $(LAMBDA_TARGET) $(addprefix --bin ,$(FUNCTIONS))
+	@for f in $(FUNCTIONS); do ls -l target/lambda/$$f/bootstrap | awk -v f=$$f '{printf "%-14s bootstrap %6.1f MB\n", f, $$5/1048576}'; done
+
+package: venv ## Zip each function (target/lambda/<fn>/bootstrap.zip) for any deploy tool
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cargo lambda build --release $(LAMBDA_TARGET) --output-format zip $(addprefix --bin ,$(FUNCTIONS))
+	@ls -l target/lambda/*/bootstrap.zip
+
+deploy: venv ## sam build + deploy (guided the first time; see DEPLOY.md)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(SAM) build --beta-features --parameter-overrides Architecture=$(ARCH)
+	@if [ -f samconfig.toml ]; then $(SAM) deploy; else $(SAM) deploy --guided; fi
 
 bench: ## Decode+write throughput on 1M generated orders (release build, one core)
 	cargo bench -p lakestream-core --bench ingest_throughput --no-run

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Local Lambda runtime check: the real Runtime API path. Starts `cargo lambda watch` on
+# 127.0.0.1, invokes each function with `cargo lambda invoke --data-file events/...`, and checks
+# the tables afterwards. The lake is a temporary directory; s3-log-ingest reads the log objects
+# from the S3 emulator (moto, started by `make moto-start`).
+# Usage: tests/lambda-runtime.sh   (needs .venv with cargo-lambda; MOTO_PORT, default 5055)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${VENV:-.venv}"
+export PATH="$PWD/$VENV/bin:$PATH"
+PORT="${LAMBDA_PORT:-9455}"
+MOTO="http://127.0.0.1:${MOTO_PORT:-5055}"
+work="$(mktemp -d)"
+watch_pid=""
+cleanup() { [ -n "$watch_pid" ] && kill "$watch_pid" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+
+sed "s#^root = \"./lake\"#root = \"$work/lake\"#" lakestream.toml > "$work/lakestream.toml"
+cat > "$work/env" <<ENV
+LAKESTREAM_CONFIG=$work/lakestream.toml
+RUST_LOG=warn
+AWS_ENDPOINT_URL=$MOTO
+AWS_ACCESS_KEY_ID=test
+AWS_SECRET_ACCESS_KEY=test
+AWS_REGION=us-east-1
+ENV
+
+# Log objects the sample SQS event names, in the emulator's raw-logs bucket.
+"$VENV/bin/python" - "$MOTO" <<'PY'
+import sys, boto3
+s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1",
+                  aws_access_key_id="test", aws_secret_access_key="test")
+try:
+    s3.create_bucket(Bucket="raw-logs")
+except s3.exceptions.BucketAlreadyOwnedByYou:
+    pass
+base = "tests/fixtures/access-logs/"
+s3.upload_file(base + "2026-11-29-08-00-00-A1B2C3D4E5F6.log", "raw-logs", "logs/2026-11-29-08-00-00-A1B2C3D4E5F6")
+s3.upload_file(base + "2026-11-29-09-00-00-F6E5D4C3B2A1.log.gz", "raw-logs", "logs/2026-11-29-09-00-00-F6E5D4C3B2A1.gz")
+s3.put_object(Bucket="raw-logs", Key="logs/2026-11-29-10-00-00-0A1B2C3D4E5F",
+              Body=b'owner eventbridge-demo [29/Nov/2026:10:00:00 +0000] 1.2.3.4 req ID REST.GET.OBJECT k "GET /k HTTP/1.1" 200 - 1 1 1 1 "-" "ua" -\n')
+PY
+
+cargo lambda watch -A 127.0.0.1 -P "$PORT" --env-file "$work/env" > "$work/watch.log" 2>&1 &
+watch_pid=$!
+for _ in $(seq 1 150); do
+  (echo > "/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
+  sleep 0.2
+done
+
+invoke() { cargo lambda invoke -A 127.0.0.1 -P "$PORT" --data-file "$2" "$1"; }
+fail() { echo "lambda-runtime: FAIL: $*"; cat "$work/watch.log" | tail -30; exit 1; }
+
+out=$(invoke msk-ingest events/msk-orders.json) || fail "msk-ingest invoke: $out"
+echo "$out" | grep -q '"written":6' || fail "msk-ingest wrote: $out"
+out=$(invoke msk-ingest events/msk-orders.json) || fail "msk-ingest replay: $out"
+echo "$out" | grep -q '"duplicates":6' || fail "msk-ingest replay: $out"
+out=$(invoke s3-log-ingest events/sqs-s3-notifications.json) || fail "s3-log-ingest invoke: $out"
+echo "$out" | grep -q '"batchItemFailures":\[\]' || fail "s3-log-ingest response: $out"
+
+tables=$(target/debug/lakestream tables --config "$work/lakestream.toml")
+echo "$tables"
+echo "$tables" | grep -qE '^raw/order +version +0 .* rows +6 ' || fail "raw/order"
+echo "$tables" | grep -qE '^access_logs/datalake-prod +version +0 .* rows +4 ' || fail "access_logs/datalake-prod"
+echo "$tables" | grep -qE '^access_logs/eventbridge-demo .* rows +1 ' || fail "access_logs/eventbridge-demo"
+echo "2 passed, 0 failed"

@@ -11,6 +11,7 @@ pub mod decode;
 pub mod error;
 pub mod handle;
 pub mod ingest;
+pub mod maintenance;
 pub mod read;
 pub mod record;
 pub mod schema;

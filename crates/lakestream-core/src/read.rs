@@ -84,7 +84,9 @@ pub async fn read_table(lake: &Lake, table: &str, version: Option<u64>) -> Resul
     Ok(concat_batches(&schema, &batches)?)
 }
 
-fn with_partitions(
+/// Rebuild a data file's batch in the table schema: partition values (from the path) become
+/// columns again, missing columns (older files) read null.
+pub(crate) fn with_partitions(
     schema: &SchemaRef,
     batch: &RecordBatch,
     partitions: &std::collections::HashMap<String, Option<String>>,

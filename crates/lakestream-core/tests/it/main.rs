@@ -5,4 +5,5 @@
 
 mod access_logs;
 mod ingest;
+mod maintenance;
 mod support;

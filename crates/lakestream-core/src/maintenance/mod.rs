@@ -1,0 +1,12 @@
+//! Table maintenance, safe to run while ingestion keeps writing: compaction, vacuum,
+//! checkpoints with log cleanup, and incremental symlink manifests for Athena/Presto/Hive.
+
+pub mod checkpoint;
+pub mod compact;
+pub mod manifest;
+pub mod vacuum;
+
+pub use checkpoint::{CheckpointReport, checkpoint};
+pub use compact::{CompactOptions, CompactReport, compact};
+pub use manifest::{ManifestReport, manifest};
+pub use vacuum::{VacuumOptions, VacuumReport, vacuum};

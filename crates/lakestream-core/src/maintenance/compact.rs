@@ -130,10 +130,10 @@ pub async fn compact(
     let mut plan: Vec<(String, Vec<Vec<&FileInfo>>)> = Vec::new();
     let mut planned_bytes = 0u64;
     for (label, files) in by_partition {
-        if let Some(c) = cutoff {
-            if files.iter().all(|f| f.modified_ms < c) {
-                continue;
-            }
+        if let Some(c) = cutoff
+            && files.iter().all(|f| f.modified_ms < c)
+        {
+            continue;
         }
         let mut small: Vec<&FileInfo> = files
             .into_iter()
@@ -142,7 +142,7 @@ pub async fn compact(
         if small.len() < opts.min_small_files.max(2) {
             continue;
         }
-        small.sort_by(|a, b| b.size.cmp(&a.size));
+        small.sort_by_key(|f| std::cmp::Reverse(f.size));
         let mut bins: Vec<(u64, Vec<&FileInfo>)> = Vec::new();
         for f in small {
             match bins.iter_mut().find(|b| b.0 + f.size <= opts.target_size) {

@@ -47,6 +47,30 @@ pub async fn summarize(lake: &Lake, table: &str) -> Result<Option<TableSummary>>
     }))
 }
 
+/// Tables directly under `prefix` (e.g. `access_logs/<bucket>`), found by listing.
+pub async fn child_tables(lake: &Lake, prefix: &str) -> Result<Vec<String>> {
+    let h = TableHandle::open(lake, prefix)?;
+    let listing = h
+        .table()
+        .object_store()
+        .list_with_delimiter(None)
+        .await
+        .map_err(|e| Error::storage(prefix, e))?;
+    let mut out = Vec::new();
+    for dir in listing.common_prefixes {
+        let name = dir.filename().unwrap_or_default().to_string();
+        if name.is_empty() || name.starts_with('_') {
+            continue;
+        }
+        let table = format!("{}/{name}", prefix.trim_end_matches('/'));
+        let mut t = TableHandle::open(lake, &table)?;
+        if t.refresh().await? {
+            out.push(table);
+        }
+    }
+    Ok(out)
+}
+
 /// All rows of `table` at its latest version (or `version`), in the table schema.
 pub async fn read_table(lake: &Lake, table: &str, version: Option<u64>) -> Result<RecordBatch> {
     let mut h = TableHandle::open(lake, table)?;

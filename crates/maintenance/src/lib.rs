@@ -1,0 +1,160 @@
+//! The scheduled maintenance function: an EventBridge Scheduler (ScheduleV2) `Input` such as
+//! `{"job":"optimize","tables":["raw/order"]}` names the job; with no table named it runs on
+//! every configured table (topic tables, the dead-letter table, and every access-log table found
+//! under the access-log prefix). Each job is safe to overlap with ingestion and with itself.
+
+use lakestream_core::maintenance::{
+    CompactOptions, VacuumOptions, checkpoint, compact, manifest, vacuum,
+};
+use lakestream_core::{Clock, Lake, PipelineConfig};
+use lakestream_lambda::telemetry::{Metric, emf_line};
+use serde::Deserialize;
+use std::sync::Arc;
+
+/// A maintenance job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Job {
+    /// Compact small files.
+    Optimize,
+    /// Delete unreferenced files past retention.
+    Vacuum,
+    /// Write a checkpoint when due, clean expired logs.
+    Checkpoint,
+    /// Regenerate changed symlink manifests.
+    Manifest,
+}
+
+/// The schedule's input.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// The job.
+    pub job: Job,
+    /// Tables; all configured tables when absent.
+    #[serde(default)]
+    pub tables: Option<Vec<String>>,
+    /// Only report what would happen (vacuum).
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Only partitions changed within this many hours (optimize).
+    #[serde(default)]
+    pub changed_within_hours: Option<i64>,
+    /// Stop after rewriting this many MiB (optimize); the rest is picked up next run.
+    #[serde(default)]
+    pub max_mib: Option<u64>,
+}
+
+impl Request {
+    /// Parse the invocation payload: a ScheduleV2 `Input`; a classic scheduled event without
+    /// input is refused with what to do.
+    pub fn from_event(v: &serde_json::Value) -> Result<Self, String> {
+        if v.get("detail-type").and_then(|d| d.as_str()) == Some("Scheduled Event") {
+            return Err("a scheduled event without input: give the schedule an Input such as {\"job\":\"optimize\"}".into());
+        }
+        serde_json::from_value(v.clone()).map_err(|e| format!("bad maintenance input ({e}); expected {{\"job\":\"optimize|vacuum|checkpoint|manifest\",\"tables\":[...]}}"))
+    }
+}
+
+/// One job on one table.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct JobResult {
+    /// Table.
+    pub table: String,
+    /// Job.
+    pub job: Job,
+    /// The job's report, or the error.
+    pub outcome: Result<serde_json::Value, String>,
+    /// Wall time.
+    pub duration_ms: u64,
+}
+
+/// Tables a job without `tables` runs on.
+pub async fn all_tables(config: &PipelineConfig, lake: &Lake) -> Vec<String> {
+    let mut tables: Vec<String> = config.topics.iter().map(|t| t.table.clone()).collect();
+    tables.push(config.dead_letter_table.clone());
+    if let Ok(found) = lakestream_core::read::child_tables(lake, &config.access_logs.table_prefix).await {
+        tables.extend(found);
+    }
+    tables.sort();
+    tables.dedup();
+    tables
+}
+
+/// Run a request; one result per table (a failing table does not stop the others).
+pub async fn run(config: &PipelineConfig, lake: &Lake, req: &Request, clock: Arc<dyn Clock>) -> Vec<JobResult> {
+    let tables = match &req.tables {
+        Some(t) => t.clone(),
+        None => all_tables(config, lake).await,
+    };
+    let mut out = Vec::with_capacity(tables.len());
+    for table in tables {
+        let started = std::time::Instant::now();
+        let outcome = run_one(lake, &table, req, clock.clone()).await;
+        let duration_ms = started.elapsed().as_millis() as u64;
+        match &outcome {
+            Ok(v) => {
+                tracing::info!(table = %table, job = ?req.job, report = %v, "maintenance done");
+                println!("{}", metrics_line(req.job, &table, v, duration_ms, clock.now().timestamp_millis()));
+            }
+            Err(e) => tracing::error!(table = %table, job = ?req.job, error = %e, "maintenance failed"),
+        }
+        out.push(JobResult { table, job: req.job, outcome, duration_ms });
+    }
+    out
+}
+
+async fn run_one(lake: &Lake, table: &str, req: &Request, clock: Arc<dyn Clock>) -> Result<serde_json::Value, String> {
+    // A configured table that nothing has written yet has nothing to maintain.
+    let mut h = lakestream_core::handle::TableHandle::open(lake, table).map_err(|e| e.to_string())?;
+    if !h.refresh().await.map_err(|e| e.to_string())? {
+        return Ok(serde_json::json!({"table": table, "skipped": "table does not exist yet"}));
+    }
+    match req.job {
+        Job::Optimize => {
+            let opts = CompactOptions {
+                changed_within: req.changed_within_hours.map(chrono::Duration::hours),
+                max_bytes: req.max_mib.map(|m| m << 20),
+                ..Default::default()
+            };
+            json(compact(lake, table, &opts, clock.now(), &|_, _| {}).await)
+        }
+        Job::Vacuum => {
+            let opts = VacuumOptions { dry_run: req.dry_run, ..Default::default() };
+            json(vacuum(lake, table, &opts, clock).await)
+        }
+        Job::Checkpoint => json(checkpoint(lake, table, false, clock.as_ref()).await),
+        Job::Manifest => json(manifest(lake, table).await),
+    }
+}
+
+fn json<T: serde::Serialize>(r: Result<T, lakestream_core::Error>) -> Result<serde_json::Value, String> {
+    r.map_err(|e| e.to_string())
+        .and_then(|v| serde_json::to_value(v).map_err(|e| e.to_string()))
+}
+
+/// The EMF line of one job on one table.
+pub fn metrics_line(job: Job, table: &str, report: &serde_json::Value, duration_ms: u64, ts: i64) -> String {
+    let n = |k: &str| report.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
+    let job_name = match job {
+        Job::Optimize => "optimize",
+        Job::Vacuum => "vacuum",
+        Job::Checkpoint => "checkpoint",
+        Job::Manifest => "manifest",
+    };
+    let files_vacuumed = report.get("files").and_then(|f| f.as_array()).map_or(0.0, |a| a.len() as f64);
+    emf_line(
+        "Lakestream",
+        &[("Function", "maintenance"), ("Job", job_name), ("Table", table)],
+        &[
+            Metric::new("FilesBefore", "Count", n("files_before")),
+            Metric::new("FilesAfter", "Count", n("files_after")),
+            Metric::new("BytesRewritten", "Bytes", n("bytes_rewritten")),
+            Metric::new("FilesVacuumed", "Count", files_vacuumed),
+            Metric::new("BytesVacuumed", "Bytes", n("bytes")),
+            Metric::new("ManifestsWritten", "Count", n("written")),
+            Metric::new("DurationMs", "Milliseconds", duration_ms as f64),
+        ],
+        ts,
+    )
+}

@@ -5,7 +5,7 @@ VENV ?= .venv
 MOTO_PORT ?= 5055
 ARCH ?= arm64
 REGION ?= us-east-1
-FUNCTIONS := msk-ingest s3-log-ingest
+FUNCTIONS := msk-ingest s3-log-ingest maintenance
 # x86_64 builds with plain cargo; arm64 cross-compiles with zig (from the cargo-lambda wheel) and
 # needs the aarch64-unknown-linux-gnu std (`rustup target add aarch64-unknown-linux-gnu`).
 ifeq ($(ARCH),x86_64)
@@ -55,8 +55,8 @@ fmt:
 clippy:
 	cargo clippy --workspace --all-targets -- -D warnings
 
-no-datafusion: ## Prove the ingest functions do not link DataFusion
-	@for f in msk-ingest s3-log-ingest; do \
+no-datafusion: ## Prove the functions do not link DataFusion
+	@for f in $(FUNCTIONS); do \
 	  if cargo tree -p $$f -e normal | grep -qi datafusion; then echo "$$f links DataFusion"; exit 1; else echo "$$f: no DataFusion"; fi; \
 	done
 

@@ -58,9 +58,15 @@ echo "$out" | grep -q '"duplicates":6' || fail "msk-ingest replay: $out"
 out=$(invoke s3-log-ingest events/sqs-s3-notifications.json) || fail "s3-log-ingest invoke: $out"
 echo "$out" | grep -q '"batchItemFailures":\[\]' || fail "s3-log-ingest response: $out"
 
+out=$(invoke msk-ingest events/msk-replay.json) || fail "msk-ingest re-split: $out"
+out=$(invoke maintenance events/maintenance-optimize.json) || fail "maintenance optimize: $out"
+echo "$out" | grep -q '"files_after":1' || fail "maintenance optimize: $out"
+out=$(invoke maintenance events/maintenance-manifest.json) || fail "maintenance manifest: $out"
+[ -f "$work/lake/raw/order/_symlink_format_manifest/_lakestream_state.json" ] || fail "no manifest state"
+
 tables=$(target/debug/lakestream tables --config "$work/lakestream.toml")
 echo "$tables"
-echo "$tables" | grep -qE '^raw/order +version +0 .* rows +6 ' || fail "raw/order"
+echo "$tables" | grep -qE '^raw/order +version +2 +files +1 +rows +8 ' || fail "raw/order"
 echo "$tables" | grep -qE '^access_logs/datalake-prod +version +0 .* rows +4 ' || fail "access_logs/datalake-prod"
 echo "$tables" | grep -qE '^access_logs/eventbridge-demo .* rows +1 ' || fail "access_logs/eventbridge-demo"
-echo "2 passed, 0 failed"
+echo "3 passed, 0 failed"

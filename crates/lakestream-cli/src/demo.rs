@@ -91,6 +91,26 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
         started.elapsed().as_secs_f64()
     );
     access_logs(&config).await?;
+    // Streaming leaves many small files: compact them (what the scheduled maintenance does).
+    let opts = lakestream_core::maintenance::CompactOptions {
+        min_small_files: 2,
+        ..Default::default()
+    };
+    for table in ["raw/order", "raw/member"] {
+        let r = lakestream_core::maintenance::compact(
+            &lake,
+            table,
+            &opts,
+            chrono::Utc::now(),
+            &|_, _| {},
+        )
+        .await?;
+        println!(
+            "optimize {table}: {} -> {} files ({} partitions, dataChange=false)",
+            r.files_before, r.files_after, r.partitions_compacted
+        );
+    }
+    println!();
     for table in [
         "raw/order",
         "raw/member",

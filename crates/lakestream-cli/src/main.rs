@@ -54,6 +54,64 @@ enum Command {
         #[command(subcommand)]
         command: AccessLogsCommand,
     },
+    /// Compact small files (bin-packing, dataChange=false).
+    Optimize {
+        /// Table, e.g. raw/order.
+        table: String,
+        /// Show the plan, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Target file size in MiB.
+        #[arg(long, default_value_t = 128)]
+        target_mib: u64,
+        /// Minimum small files in a partition before it is compacted.
+        #[arg(long, default_value_t = 4)]
+        min_files: usize,
+        /// Only partitions changed within this many hours.
+        #[arg(long)]
+        changed_within_hours: Option<i64>,
+        /// Z-order rows by these columns (comma separated).
+        #[arg(long, value_delimiter = ',')]
+        zorder: Vec<String>,
+        #[command(flatten)]
+        lake: LakeArgs,
+    },
+    /// Delete files no version inside the retention window references (and old orphans).
+    Vacuum {
+        /// Table.
+        table: String,
+        /// List what would be deleted.
+        #[arg(long)]
+        dry_run: bool,
+        /// Retention in hours (default: the table's, 168 h).
+        #[arg(long)]
+        retention_hours: Option<i64>,
+        /// Allow a window shorter than the table's.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        lake: LakeArgs,
+    },
+    /// Write a checkpoint now and clean expired log files.
+    Checkpoint {
+        /// Table.
+        table: String,
+        /// Report only.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        lake: LakeArgs,
+    },
+    /// Generate the symlink manifests (incremental) for Athena/Presto/Hive.
+    Manifest {
+        /// Table.
+        table: String,
+        /// Report only.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        lake: LakeArgs,
+    },
     /// List the tables of the lake.
     Tables {
         #[command(flatten)]
@@ -173,6 +231,145 @@ async fn main() -> Result<()> {
         Command::AccessLogs {
             command: AccessLogsCommand::Parse { file },
         } => access_logs_parse(&file),
+        Command::Optimize {
+            table,
+            dry_run,
+            target_mib,
+            min_files,
+            changed_within_hours,
+            zorder,
+            lake,
+        } => {
+            let l = Lake::new(&load_config(&lake)?.lake)?;
+            let opts = lakestream_core::maintenance::CompactOptions {
+                target_size: target_mib << 20,
+                small_file_threshold: (target_mib << 20) / 4,
+                min_small_files: min_files,
+                changed_within: changed_within_hours.map(chrono::Duration::hours),
+                zorder_by: zorder,
+                max_bytes: dry_run.then_some(0),
+                ..Default::default()
+            };
+            let bar = indicatif::ProgressBar::new(0);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            bar.set_message(format!("optimize {table}"));
+            let progress = |done: u64, total: u64| {
+                bar.set_length(total);
+                bar.set_position(done);
+            };
+            let started = std::time::Instant::now();
+            let r = lakestream_core::maintenance::compact(
+                &l,
+                &table,
+                &opts,
+                chrono::Utc::now(),
+                &progress,
+            )
+            .await?;
+            bar.finish_and_clear();
+            println!(
+                "{table}: {} -> {} files, {} partitions compacted, {} files rewritten ({:.1} MiB) in {:.2}s{}{}",
+                r.files_before,
+                r.files_after,
+                r.partitions_compacted,
+                r.files_removed,
+                r.bytes_rewritten as f64 / 1048576.0,
+                started.elapsed().as_secs_f64(),
+                if r.partitions_conflicted.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ", skipped (concurrent change): {:?}",
+                        r.partitions_conflicted
+                    )
+                },
+                if r.bins_deferred > 0 {
+                    format!(", {} bins left for the next run", r.bins_deferred)
+                } else {
+                    String::new()
+                }
+            );
+            Ok(())
+        }
+        Command::Vacuum {
+            table,
+            dry_run,
+            retention_hours,
+            force,
+            lake,
+        } => {
+            let l = Lake::new(&load_config(&lake)?.lake)?;
+            let opts = lakestream_core::maintenance::VacuumOptions {
+                retention: retention_hours.map(chrono::Duration::hours),
+                force,
+                dry_run,
+            };
+            let r = lakestream_core::maintenance::vacuum(&l, &table, &opts, Arc::new(SystemClock))
+                .await?;
+            for f in &r.files {
+                println!("{} {f}", if dry_run { "would delete" } else { "deleted" });
+            }
+            println!(
+                "{table}: {} files, {:.1} MiB {}",
+                r.files.len(),
+                r.bytes as f64 / 1048576.0,
+                if dry_run {
+                    "would be removed (dry run)"
+                } else {
+                    "removed"
+                }
+            );
+            Ok(())
+        }
+        Command::Checkpoint {
+            table,
+            dry_run,
+            lake,
+        } => {
+            let l = Lake::new(&load_config(&lake)?.lake)?;
+            if dry_run {
+                let s = read::summarize(&l, &table)
+                    .await?
+                    .with_context(|| format!("no table `{table}`"))?;
+                println!("{table}: would checkpoint version {}", s.version);
+                return Ok(());
+            }
+            let r =
+                lakestream_core::maintenance::checkpoint(&l, &table, true, &SystemClock).await?;
+            println!(
+                "{table}: checkpoint {:?}, {} expired log files removed",
+                r.checkpoint_version, r.logs_removed
+            );
+            Ok(())
+        }
+        Command::Manifest {
+            table,
+            dry_run,
+            lake,
+        } => {
+            let l = Lake::new(&load_config(&lake)?.lake)?;
+            if dry_run {
+                let s = read::summarize(&l, &table)
+                    .await?
+                    .with_context(|| format!("no table `{table}`"))?;
+                println!(
+                    "{table}: would describe version {} ({} live files)",
+                    s.version, s.files
+                );
+                return Ok(());
+            }
+            let r = lakestream_core::maintenance::manifest(&l, &table).await?;
+            println!(
+                "{table}: manifests for version {}: {} written, {} removed, {} unchanged",
+                r.version, r.written, r.removed, r.unchanged
+            );
+            Ok(())
+        }
         Command::Tables { lake } => {
             let cfg = load_config(&lake)?;
             let l = Lake::new(&cfg.lake)?;

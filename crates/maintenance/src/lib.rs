@@ -43,6 +43,9 @@ pub struct Request {
     /// Stop after rewriting this many MiB (optimize); the rest is picked up next run.
     #[serde(default)]
     pub max_mib: Option<u64>,
+    /// Minimum small files in a partition before it is compacted (optimize; default 4).
+    #[serde(default)]
+    pub min_files: Option<usize>,
 }
 
 impl Request {
@@ -73,7 +76,9 @@ pub struct JobResult {
 pub async fn all_tables(config: &PipelineConfig, lake: &Lake) -> Vec<String> {
     let mut tables: Vec<String> = config.topics.iter().map(|t| t.table.clone()).collect();
     tables.push(config.dead_letter_table.clone());
-    if let Ok(found) = lakestream_core::read::child_tables(lake, &config.access_logs.table_prefix).await {
+    if let Ok(found) =
+        lakestream_core::read::child_tables(lake, &config.access_logs.table_prefix).await
+    {
         tables.extend(found);
     }
     tables.sort();
@@ -82,7 +87,12 @@ pub async fn all_tables(config: &PipelineConfig, lake: &Lake) -> Vec<String> {
 }
 
 /// Run a request; one result per table (a failing table does not stop the others).
-pub async fn run(config: &PipelineConfig, lake: &Lake, req: &Request, clock: Arc<dyn Clock>) -> Vec<JobResult> {
+pub async fn run(
+    config: &PipelineConfig,
+    lake: &Lake,
+    req: &Request,
+    clock: Arc<dyn Clock>,
+) -> Vec<JobResult> {
     let tables = match &req.tables {
         Some(t) => t.clone(),
         None => all_tables(config, lake).await,
@@ -95,18 +105,40 @@ pub async fn run(config: &PipelineConfig, lake: &Lake, req: &Request, clock: Arc
         match &outcome {
             Ok(v) => {
                 tracing::info!(table = %table, job = ?req.job, report = %v, "maintenance done");
-                println!("{}", metrics_line(req.job, &table, v, duration_ms, clock.now().timestamp_millis()));
+                println!(
+                    "{}",
+                    metrics_line(
+                        req.job,
+                        &table,
+                        v,
+                        duration_ms,
+                        clock.now().timestamp_millis()
+                    )
+                );
             }
-            Err(e) => tracing::error!(table = %table, job = ?req.job, error = %e, "maintenance failed"),
+            Err(e) => {
+                tracing::error!(table = %table, job = ?req.job, error = %e, "maintenance failed")
+            }
         }
-        out.push(JobResult { table, job: req.job, outcome, duration_ms });
+        out.push(JobResult {
+            table,
+            job: req.job,
+            outcome,
+            duration_ms,
+        });
     }
     out
 }
 
-async fn run_one(lake: &Lake, table: &str, req: &Request, clock: Arc<dyn Clock>) -> Result<serde_json::Value, String> {
+async fn run_one(
+    lake: &Lake,
+    table: &str,
+    req: &Request,
+    clock: Arc<dyn Clock>,
+) -> Result<serde_json::Value, String> {
     // A configured table that nothing has written yet has nothing to maintain.
-    let mut h = lakestream_core::handle::TableHandle::open(lake, table).map_err(|e| e.to_string())?;
+    let mut h =
+        lakestream_core::handle::TableHandle::open(lake, table).map_err(|e| e.to_string())?;
     if !h.refresh().await.map_err(|e| e.to_string())? {
         return Ok(serde_json::json!({"table": table, "skipped": "table does not exist yet"}));
     }
@@ -115,12 +147,18 @@ async fn run_one(lake: &Lake, table: &str, req: &Request, clock: Arc<dyn Clock>)
             let opts = CompactOptions {
                 changed_within: req.changed_within_hours.map(chrono::Duration::hours),
                 max_bytes: req.max_mib.map(|m| m << 20),
+                min_small_files: req
+                    .min_files
+                    .unwrap_or(CompactOptions::default().min_small_files),
                 ..Default::default()
             };
             json(compact(lake, table, &opts, clock.now(), &|_, _| {}).await)
         }
         Job::Vacuum => {
-            let opts = VacuumOptions { dry_run: req.dry_run, ..Default::default() };
+            let opts = VacuumOptions {
+                dry_run: req.dry_run,
+                ..Default::default()
+            };
             json(vacuum(lake, table, &opts, clock).await)
         }
         Job::Checkpoint => json(checkpoint(lake, table, false, clock.as_ref()).await),
@@ -128,13 +166,21 @@ async fn run_one(lake: &Lake, table: &str, req: &Request, clock: Arc<dyn Clock>)
     }
 }
 
-fn json<T: serde::Serialize>(r: Result<T, lakestream_core::Error>) -> Result<serde_json::Value, String> {
+fn json<T: serde::Serialize>(
+    r: Result<T, lakestream_core::Error>,
+) -> Result<serde_json::Value, String> {
     r.map_err(|e| e.to_string())
         .and_then(|v| serde_json::to_value(v).map_err(|e| e.to_string()))
 }
 
 /// The EMF line of one job on one table.
-pub fn metrics_line(job: Job, table: &str, report: &serde_json::Value, duration_ms: u64, ts: i64) -> String {
+pub fn metrics_line(
+    job: Job,
+    table: &str,
+    report: &serde_json::Value,
+    duration_ms: u64,
+    ts: i64,
+) -> String {
     let n = |k: &str| report.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
     let job_name = match job {
         Job::Optimize => "optimize",
@@ -142,10 +188,17 @@ pub fn metrics_line(job: Job, table: &str, report: &serde_json::Value, duration_
         Job::Checkpoint => "checkpoint",
         Job::Manifest => "manifest",
     };
-    let files_vacuumed = report.get("files").and_then(|f| f.as_array()).map_or(0.0, |a| a.len() as f64);
+    let files_vacuumed = report
+        .get("files")
+        .and_then(|f| f.as_array())
+        .map_or(0.0, |a| a.len() as f64);
     emf_line(
         "Lakestream",
-        &[("Function", "maintenance"), ("Job", job_name), ("Table", table)],
+        &[
+            ("Function", "maintenance"),
+            ("Job", job_name),
+            ("Table", table),
+        ],
         &[
             Metric::new("FilesBefore", "Count", n("files_before")),
             Metric::new("FilesAfter", "Count", n("files_after")),

@@ -12,7 +12,9 @@ use std::sync::Arc;
 async fn main() -> Result<(), lambda_runtime::Error> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     init_tracing(&env("RUST_LOG").unwrap_or_else(|| "info".into()), true);
-    let source = env("LAKESTREAM_CONFIG").ok_or("LAKESTREAM_CONFIG is not set: give a TOML file path, an s3:// URI or inline TOML")?;
+    let source = env("LAKESTREAM_CONFIG").ok_or(
+        "LAKESTREAM_CONFIG is not set: give a TOML file path, an s3:// URI or inline TOML",
+    )?;
     let s3 = S3Access {
         endpoint_url: env("AWS_ENDPOINT_URL_S3").or_else(|| env("AWS_ENDPOINT_URL")),
         region: env("AWS_REGION"),
@@ -24,18 +26,34 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     }
     let lake = Lake::new(&config.lake)?;
     let (config, lake) = (&config, &lake);
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
-        let req = Request::from_event(&event.payload).map_err(|e| Diagnostic { error_type: "Lakestream.BadInput".into(), error_message: e })?;
-        let results = run(config, lake, &req, Arc::new(SystemClock)).await;
-        let failed: Vec<String> = results
-            .iter()
-            .filter_map(|r| r.outcome.as_ref().err().map(|e| format!("{}: {e}", r.table)))
-            .collect();
-        if !failed.is_empty() {
-            // Scheduled invocations are retried twice by Lambda; every job is idempotent.
-            return Err(Diagnostic { error_type: "Lakestream.MaintenanceFailed".into(), error_message: failed.join("; ") });
-        }
-        serde_json::to_value(&results).map_err(|e| Diagnostic { error_type: "Lakestream.Internal".into(), error_message: e.to_string() })
-    }))
+    lambda_runtime::run(service_fn(
+        move |event: LambdaEvent<serde_json::Value>| async move {
+            let req = Request::from_event(&event.payload).map_err(|e| Diagnostic {
+                error_type: "Lakestream.BadInput".into(),
+                error_message: e,
+            })?;
+            let results = run(config, lake, &req, Arc::new(SystemClock)).await;
+            let failed: Vec<String> = results
+                .iter()
+                .filter_map(|r| {
+                    r.outcome
+                        .as_ref()
+                        .err()
+                        .map(|e| format!("{}: {e}", r.table))
+                })
+                .collect();
+            if !failed.is_empty() {
+                // Scheduled invocations are retried twice by Lambda; every job is idempotent.
+                return Err(Diagnostic {
+                    error_type: "Lakestream.MaintenanceFailed".into(),
+                    error_message: failed.join("; "),
+                });
+            }
+            serde_json::to_value(&results).map_err(|e| Diagnostic {
+                error_type: "Lakestream.Internal".into(),
+                error_message: e.to_string(),
+            })
+        },
+    ))
     .await
 }

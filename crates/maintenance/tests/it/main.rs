@@ -7,15 +7,22 @@ use maintenance::{Job, Request, run};
 use std::sync::Arc;
 
 const CONFIG: &str = include_str!("../../../../lakestream.toml");
-const LOGS: &[u8] = include_bytes!("../../../../tests/fixtures/access-logs/2026-11-29-08-00-00-A1B2C3D4E5F6.log");
+const LOGS: &[u8] =
+    include_bytes!("../../../../tests/fixtures/access-logs/2026-11-29-08-00-00-A1B2C3D4E5F6.log");
 
 #[test]
 fn schedule_inputs() {
     let r = Request::from_event(&serde_json::json!({"job": "optimize", "tables": ["raw/order"]}));
-    assert!(r.is_ok_and(|r| r.job == Job::Optimize && r.tables == Some(vec!["raw/order".to_string()])));
-    let classic = serde_json::json!({"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}});
+    assert!(
+        r.is_ok_and(|r| r.job == Job::Optimize && r.tables == Some(vec!["raw/order".to_string()]))
+    );
+    let classic =
+        serde_json::json!({"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}});
     assert!(Request::from_event(&classic).is_err_and(|e| e.contains("Input")));
-    assert!(Request::from_event(&serde_json::json!({"job": "defrag"})).is_err_and(|e| e.contains("optimize|vacuum")));
+    assert!(
+        Request::from_event(&serde_json::json!({"job": "defrag"}))
+            .is_err_and(|e| e.contains("optimize|vacuum"))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -23,31 +30,71 @@ async fn every_table_when_none_is_named() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut cfg = PipelineConfig::from_toml(CONFIG)?;
     cfg.lake.root = dir.path().join("lake").to_string_lossy().into_owned();
-    let clock = Arc::new(FixedClock::new(chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default()));
+    let clock = Arc::new(FixedClock::new(
+        chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default(),
+    ));
     let ing = Ingestor::new(cfg.clone(), clock.clone())?;
     for off in 0..6 {
-        let v = format!(r#"{{"order_id":1,"order_owner":"a","order_value":{off},"timestamp":"2022-04-04T10:15:30Z"}}"#);
-        ing.ingest(&[SourceRecord::new("orders", 0, off, 1, v.as_bytes())]).await?;
+        let v = format!(
+            r#"{{"order_id":1,"order_owner":"a","order_value":{off},"timestamp":"2022-04-04T10:15:30Z"}}"#
+        );
+        ing.ingest(&[SourceRecord::new("orders", 0, off, 1, v.as_bytes())])
+            .await?;
     }
     std::fs::create_dir_all(dir.path().join("objs/raw-logs"))?;
     std::fs::write(dir.path().join("objs/raw-logs/a.log"), LOGS)?;
     let logs = AccessLogIngestor::new(cfg.clone(), clock.clone())?;
-    let obj = LogObject { bucket: "raw-logs".into(), key: "a.log".into(), alt_key: None, etag: None };
-    logs.ingest(&[obj], &LocalObjects(dir.path().join("objs"))).await?;
+    let obj = LogObject {
+        bucket: "raw-logs".into(),
+        key: "a.log".into(),
+        alt_key: None,
+        etag: None,
+    };
+    logs.ingest(&[obj], &LocalObjects(dir.path().join("objs")))
+        .await?;
 
     let lake = Lake::new(&cfg.lake)?;
     let tables = maintenance::all_tables(&cfg, &lake).await;
-    assert_eq!(tables, ["access_logs/datalake-prod", "dead_letters", "raw/member", "raw/order"]);
-    let req = Request::from_event(&serde_json::json!({"job": "optimize"})).map_err(anyhow::Error::msg)?;
+    assert_eq!(
+        tables,
+        [
+            "access_logs/datalake-prod",
+            "dead_letters",
+            "raw/member",
+            "raw/order"
+        ]
+    );
+    let req =
+        Request::from_event(&serde_json::json!({"job": "optimize"})).map_err(anyhow::Error::msg)?;
     let results = run(&cfg, &lake, &req, clock.clone()).await;
-    let order = results.iter().find(|r| r.table == "raw/order").map(|r| r.outcome.clone());
+    let order = results
+        .iter()
+        .find(|r| r.table == "raw/order")
+        .map(|r| r.outcome.clone());
     let report = order.and_then(|o| o.ok()).unwrap_or_default();
-    assert_eq!((report["files_before"].as_u64(), report["files_after"].as_u64()), (Some(6), Some(1)));
-    let member = results.iter().find(|r| r.table == "raw/member").and_then(|r| r.outcome.clone().ok());
-    assert_eq!(member.map(|m| m["skipped"].clone()), Some(serde_json::json!("table does not exist yet")));
+    assert_eq!(
+        (
+            report["files_before"].as_u64(),
+            report["files_after"].as_u64()
+        ),
+        (Some(6), Some(1))
+    );
+    let member = results
+        .iter()
+        .find(|r| r.table == "raw/member")
+        .and_then(|r| r.outcome.clone().ok());
+    assert_eq!(
+        member.map(|m| m["skipped"].clone()),
+        Some(serde_json::json!("table does not exist yet"))
+    );
     let req = Request::from_event(&serde_json::json!({"job": "manifest", "tables": ["raw/order", "access_logs/datalake-prod"]}))
         .map_err(anyhow::Error::msg)?;
     let results = run(&cfg, &lake, &req, clock).await;
-    assert!(results.iter().all(|r| r.outcome.as_ref().is_ok_and(|v| v["written"] == 1)), "{results:?}");
+    assert!(
+        results
+            .iter()
+            .all(|r| r.outcome.as_ref().is_ok_and(|v| v["written"] == 1)),
+        "{results:?}"
+    );
     Ok(())
 }

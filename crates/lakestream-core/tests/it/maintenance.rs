@@ -299,3 +299,56 @@ async fn checkpoint_on_demand_and_log_cleanup_after_retention() -> Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zorder_rewrites_sorted_or_refuses_clearly() -> Result<()> {
+    let lake = TestLake::new(Backend::Fs, "zorder")?;
+    let ing = lake.ingestor()?;
+    // Values arrive in descending order across commits.
+    for c in 0..4i64 {
+        let recs: Vec<SourceRecord> = (0..3).map(|k| {
+            let off = c * 3 + k;
+            let json = format!(r#"{{"order_id":{},"order_owner":"o","order_value":{},"timestamp":"2022-04-04T10:15:30Z"}}"#, off % 2, 100 - off);
+            SourceRecord::new("orders", 0, off, 1, json.as_bytes())
+        }).collect();
+        ing.ingest(&recs).await?;
+    }
+    let l = Lake::new(&lake.config.lake)?;
+    let missing = CompactOptions {
+        zorder_by: vec!["nope".into()],
+        ..Default::default()
+    };
+    assert!(
+        compact(&l, "raw/order", &missing, t0(), &no_progress)
+            .await
+            .is_err_and(|e| e.to_string().contains("`nope`"))
+    );
+    let tiny = CompactOptions {
+        zorder_by: vec!["order_value".into()],
+        memory_budget: 16,
+        ..Default::default()
+    };
+    assert!(
+        compact(&l, "raw/order", &tiny, t0(), &no_progress)
+            .await
+            .is_err_and(|e| e.to_string().contains("budget"))
+    );
+    let ok = CompactOptions {
+        zorder_by: vec!["order_value".into()],
+        ..Default::default()
+    };
+    let r = compact(&l, "raw/order", &ok, t0(), &no_progress).await?;
+    assert_eq!(r.files_after, 1);
+    let rows = lake.read("raw/order").await?;
+    let values = crate::support::strings(&rows, "order_value")?;
+    let values: Vec<i64> = values
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let mut sorted = values.clone();
+    sorted.sort();
+    assert_eq!(values, sorted, "one z-order column = sorted by it");
+    assert_eq!(values.len(), 12);
+    Ok(())
+}

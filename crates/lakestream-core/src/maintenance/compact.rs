@@ -18,6 +18,9 @@ use deltalake::protocol::DeltaOperation;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use std::collections::{BTreeMap, HashMap};
 
+/// Files of one bin fetched at once.
+const FETCH_CONCURRENCY: usize = 32;
+
 /// Compaction settings.
 #[derive(Debug, Clone)]
 pub struct CompactOptions {
@@ -177,23 +180,40 @@ pub async fn compact(
         let mut removed = 0usize;
         let mut bytes = 0u64;
         for bin in &bins {
-            let mut batches = Vec::new();
-            for f in bin {
-                let data = store
-                    .get(&f.path)
-                    .await
-                    .map_err(|e| Error::storage(table, e))?
-                    .bytes()
-                    .await
-                    .map_err(|e| Error::storage(table, e))?;
-                let reader = ParquetRecordBatchReaderBuilder::try_new(data)
-                    .and_then(|b| b.build())
-                    .map_err(|e| Error::storage(table, e))?;
-                let values: HashMap<String, Option<String>> = f.partition.iter().cloned().collect();
-                for b in reader {
-                    batches.push(with_partitions(&schema, &b?, &values)?);
-                }
-            }
+            // Fetch the bin's files concurrently (S3 latency, not bandwidth, bounds small files),
+            // decode them in order.
+            let fetched: Vec<deltalake::arrow::array::RecordBatch> = {
+                use futures::{StreamExt, TryStreamExt};
+                let store = &store;
+                let schema = &schema;
+                futures::stream::iter(bin.iter())
+                    .map(|f| async move {
+                        let data = store
+                            .get(&f.path)
+                            .await
+                            .map_err(|e| Error::storage(table, e))?
+                            .bytes()
+                            .await
+                            .map_err(|e| Error::storage(table, e))?;
+                        let reader = ParquetRecordBatchReaderBuilder::try_new(data)
+                            .and_then(|b| b.build())
+                            .map_err(|e| Error::storage(table, e))?;
+                        let values: HashMap<String, Option<String>> =
+                            f.partition.iter().cloned().collect();
+                        let mut out = Vec::new();
+                        for b in reader {
+                            out.push(with_partitions(schema, &b?, &values)?);
+                        }
+                        Ok::<_, Error>(out)
+                    })
+                    .buffered(FETCH_CONCURRENCY)
+                    .try_collect::<Vec<_>>()
+                    .await?
+                    .into_iter()
+                    .flatten()
+                    .collect()
+            };
+            let batches = fetched;
             let mut batch = concat_batches(&schema, &batches)?;
             if !opts.zorder_by.is_empty() {
                 let size = batch.get_array_memory_size() as u64;

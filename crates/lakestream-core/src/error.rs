@@ -19,9 +19,9 @@ pub enum Error {
     Storage {
         /// Table name as configured (e.g. `raw/order`).
         table: String,
-        /// The underlying delta-rs error.
+        /// The underlying delta-rs error (boxed: it is large).
         #[source]
-        source: DeltaTableError,
+        source: Box<DeltaTableError>,
     },
 
     /// Commit conflicts persisted after every retry.
@@ -87,7 +87,7 @@ impl Error {
     pub(crate) fn storage(table: &str, source: impl Into<DeltaTableError>) -> Self {
         Error::Storage {
             table: table.to_string(),
-            source: source.into(),
+            source: Box::new(source.into()),
         }
     }
 }

@@ -46,3 +46,49 @@ pub async fn load_config(source: &str, s3: &S3Access) -> Result<PipelineConfig, 
         .map_err(|_| Error::Config(format!("LAKESTREAM_CONFIG `{source}` is not UTF-8")))?;
     PipelineConfig::from_toml(&text)
 }
+
+/// The environment every Lakestream function reads, typed. `main` passes the lookup (so this
+/// library never reads the process environment itself).
+#[derive(Debug, Clone)]
+pub struct FunctionEnv {
+    /// `LAKESTREAM_CONFIG`: file path, `s3://` URI or inline TOML.
+    pub config_source: String,
+    /// `LAKESTREAM_LAKE_ROOT`: overrides `lake.root`.
+    pub lake_root: Option<String>,
+    /// `RUST_LOG` (default `info`).
+    pub log_filter: String,
+    /// `LAKESTREAM_QUEUE_URL` (s3-log-ingest drain mode).
+    pub queue_url: Option<String>,
+    /// S3 access for an `s3://` config (`AWS_ENDPOINT_URL_S3`/`AWS_ENDPOINT_URL`, `AWS_REGION`,
+    /// `AWS_ALLOW_HTTP`).
+    pub s3: S3Access,
+}
+
+impl FunctionEnv {
+    /// Read the variables through `get` (`|k| std::env::var(k).ok()` in `main`).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, Error> {
+        let get = |k: &str| get(k).filter(|v| !v.is_empty());
+        Ok(Self {
+            config_source: get("LAKESTREAM_CONFIG").ok_or_else(|| {
+                Error::Config("LAKESTREAM_CONFIG is not set: give a TOML file path, an s3:// URI or inline TOML".into())
+            })?,
+            lake_root: get("LAKESTREAM_LAKE_ROOT"),
+            log_filter: get("RUST_LOG").unwrap_or_else(|| "info".into()),
+            queue_url: get("LAKESTREAM_QUEUE_URL"),
+            s3: S3Access {
+                endpoint_url: get("AWS_ENDPOINT_URL_S3").or_else(|| get("AWS_ENDPOINT_URL")),
+                region: get("AWS_REGION"),
+                allow_http: get("AWS_ALLOW_HTTP").is_some_and(|v| v == "true"),
+            },
+        })
+    }
+
+    /// Load and validate the pipeline config, applying `LAKESTREAM_LAKE_ROOT`.
+    pub async fn load_config(&self) -> Result<PipelineConfig, Error> {
+        let mut config = load_config(&self.config_source, &self.s3).await?;
+        if let Some(root) = &self.lake_root {
+            config.lake.root = root.clone();
+        }
+        Ok(config)
+    }
+}

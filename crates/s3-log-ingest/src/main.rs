@@ -4,7 +4,7 @@
 
 use lakestream_core::SystemClock;
 use lakestream_core::access_log::AccessLogIngestor;
-use lakestream_lambda::config_source::{S3Access, load_config};
+use lakestream_lambda::config_source::FunctionEnv;
 use lakestream_lambda::telemetry::{Metric, emf_line, init_tracing};
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use s3_log_ingest::drain::{DrainSettings, SqsQueue, drain};
@@ -14,28 +14,19 @@ use std::sync::Arc;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    init_tracing(&env("RUST_LOG").unwrap_or_else(|| "info".into()), true);
-    let source = env("LAKESTREAM_CONFIG").ok_or(
-        "LAKESTREAM_CONFIG is not set: give a TOML file path, an s3:// URI or inline TOML",
-    )?;
-    let endpoint = env("AWS_ENDPOINT_URL_S3").or_else(|| env("AWS_ENDPOINT_URL"));
-    let s3 = S3Access {
-        endpoint_url: endpoint.clone(),
-        region: env("AWS_REGION"),
-        allow_http: env("AWS_ALLOW_HTTP").is_some_and(|v| v == "true"),
-    };
-    let mut config = load_config(&source, &s3).await?;
-    if let Some(root) = env("LAKESTREAM_LAKE_ROOT") {
-        config.lake.root = root;
-    }
+    let env = FunctionEnv::from_lookup(|k| std::env::var(k).ok())?;
+    init_tracing(&env.log_filter, true);
+    let config = env.load_config().await?;
+    let endpoint = env.s3.endpoint_url.clone();
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let s3_conf = aws_sdk_s3::config::Builder::from(&aws)
         .force_path_style(endpoint.is_some())
         .build();
     let objects = S3Objects::new(aws_sdk_s3::Client::from_conf(s3_conf));
-    let queue =
-        env("LAKESTREAM_QUEUE_URL").map(|url| SqsQueue::new(aws_sdk_sqs::Client::new(&aws), url));
+    let queue = env
+        .queue_url
+        .clone()
+        .map(|url| SqsQueue::new(aws_sdk_sqs::Client::new(&aws), url));
     let ingestor = AccessLogIngestor::new(config, Arc::new(SystemClock))?;
     let settings = DrainSettings::default();
     let (ingestor, objects, queue, settings) = (&ingestor, &objects, &queue, &settings);

@@ -57,6 +57,18 @@ impl TableHandle {
         })
     }
 
+    /// A handle on an already built (not loaded) table, e.g. one over a custom object store.
+    pub fn from_table(name: &str, table: DeltaTable) -> Self {
+        Self {
+            name: name.to_string(),
+            table,
+            exists: false,
+            txns: HashMap::new(),
+            txn_version: None,
+            txns_complete: false,
+        }
+    }
+
     /// Table name.
     pub fn name(&self) -> &str {
         &self.name

@@ -4,6 +4,7 @@
 //! absence a failure rather than a skip).
 
 mod access_logs;
+mod ambiguous;
 mod ingest;
 mod maintenance;
 mod support;

@@ -3,7 +3,7 @@
 
 mod demo;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use lakestream_core::{Ingestor, Lake, PipelineConfig, SystemClock, read};
 use lakestream_lambda::kafka::KafkaEvent;
@@ -333,9 +333,7 @@ async fn main() -> Result<()> {
         } => {
             let l = Lake::new(&load_config(&lake)?.lake)?;
             if dry_run {
-                let s = read::summarize(&l, &table)
-                    .await?
-                    .with_context(|| format!("no table `{table}`"))?;
+                let s = existing(&l, &table).await?;
                 println!("{table}: would checkpoint version {}", s.version);
                 return Ok(());
             }
@@ -354,9 +352,7 @@ async fn main() -> Result<()> {
         } => {
             let l = Lake::new(&load_config(&lake)?.lake)?;
             if dry_run {
-                let s = read::summarize(&l, &table)
-                    .await?
-                    .with_context(|| format!("no table `{table}`"))?;
+                let s = existing(&l, &table).await?;
                 println!(
                     "{table}: would describe version {} ({} live files)",
                     s.version, s.files
@@ -442,6 +438,13 @@ fn access_logs_parse(file: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Summary of a table that must exist.
+async fn existing(lake: &Lake, table: &str) -> Result<read::TableSummary> {
+    read::summarize(lake, table)
+        .await?
+        .with_context(|| format!("no table `{table}` under {}", lake.root()))
+}
+
 /// Tables of a lake: found on disk for a filesystem lake, else those the config names.
 fn table_names(cfg: &PipelineConfig, lake: &Lake) -> Vec<String> {
     let mut names: Vec<String> = cfg.topics.iter().map(|t| t.table.clone()).collect();
@@ -467,9 +470,7 @@ fn table_names(cfg: &PipelineConfig, lake: &Lake) -> Vec<String> {
 
 /// Print a summary and the first rows of a table.
 pub async fn show(lake: &Lake, table: &str, limit: usize) -> Result<()> {
-    let Some(s) = read::summarize(lake, table).await? else {
-        bail!("no table `{table}` under {}", lake.root());
-    };
+    let s = existing(lake, table).await?;
     println!(
         "{table}: version {}, {} files, {} rows, {} bytes, partitioned by [{}]",
         s.version,

@@ -38,6 +38,10 @@ pub enum Error {
         last: String,
     },
 
+    /// There is no Delta table at that name (nothing has written it yet).
+    #[error("table `{0}` does not exist")]
+    TableNotFound(String),
+
     /// The table exists but its schema cannot take our records (e.g. a column changed type).
     #[error("table `{table}` schema mismatch: {reason}. Fix the table or the pipeline config")]
     Schema {

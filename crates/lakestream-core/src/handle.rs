@@ -47,14 +47,16 @@ impl TableHandle {
                     .build()
             })
             .map_err(|e| Error::storage(name, e))?;
-        Ok(Self {
-            name: name.to_string(),
-            table,
-            exists: false,
-            txns: HashMap::new(),
-            txn_version: None,
-            txns_complete: false,
-        })
+        Ok(Self::from_table(name, table))
+    }
+
+    /// Open and load a table that must exist ([`Error::TableNotFound`] otherwise).
+    pub async fn open_existing(lake: &Lake, name: &str) -> Result<Self> {
+        let mut h = Self::open(lake, name)?;
+        if !h.refresh().await? {
+            return Err(Error::TableNotFound(name.to_string()));
+        }
+        Ok(h)
     }
 
     /// A handle on an already built (not loaded) table, e.g. one over a custom object store.

@@ -73,10 +73,7 @@ pub async fn child_tables(lake: &Lake, prefix: &str) -> Result<Vec<String>> {
 
 /// All rows of `table` at its latest version (or `version`), in the table schema.
 pub async fn read_table(lake: &Lake, table: &str, version: Option<u64>) -> Result<RecordBatch> {
-    let mut h = TableHandle::open(lake, table)?;
-    if !h.refresh().await? {
-        return Err(Error::Config(format!("table `{table}` does not exist")));
-    }
+    let mut h = TableHandle::open_existing(lake, table).await?;
     if let Some(v) = version {
         h.table_mut()
             .load_version(v)
@@ -89,28 +86,47 @@ pub async fn read_table(lake: &Lake, table: &str, version: Option<u64>) -> Resul
     let store = t.object_store();
     let mut batches = Vec::new();
     for file in snapshot.log_data().iter() {
-        let bytes = store
-            .get(&file.object_store_path())
-            .await
-            .map_err(|e| Error::storage(table, e))?
-            .bytes()
-            .await
-            .map_err(|e| Error::storage(table, e))?;
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .and_then(|b| b.build())
-            .map_err(|e| Error::storage(table, e))?;
         let partitions = file.partition_values_map();
-        for b in reader {
-            let b = b?;
-            batches.push(with_partitions(&schema, &b, &partitions)?);
-        }
+        batches.extend(
+            read_data_file(
+                &store,
+                &file.object_store_path(),
+                &partitions,
+                &schema,
+                table,
+            )
+            .await?,
+        );
     }
     Ok(concat_batches(&schema, &batches)?)
 }
 
+/// Read one data file in the table schema (partition values restored as columns).
+pub(crate) async fn read_data_file(
+    store: &deltalake::logstore::ObjectStoreRef,
+    path: &deltalake::Path,
+    partitions: &std::collections::HashMap<String, Option<String>>,
+    schema: &SchemaRef,
+    table: &str,
+) -> Result<Vec<RecordBatch>> {
+    let bytes = store
+        .get(path)
+        .await
+        .map_err(|e| Error::storage(table, e))?
+        .bytes()
+        .await
+        .map_err(|e| Error::storage(table, e))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .and_then(|b| b.build())
+        .map_err(|e| Error::storage(table, e))?;
+    reader
+        .map(|b| with_partitions(schema, &b?, partitions))
+        .collect()
+}
+
 /// Rebuild a data file's batch in the table schema: partition values (from the path) become
 /// columns again, missing columns (older files) read null.
-pub(crate) fn with_partitions(
+fn with_partitions(
     schema: &SchemaRef,
     batch: &RecordBatch,
     partitions: &std::collections::HashMap<String, Option<String>>,

@@ -136,12 +136,6 @@ async fn run_one(
     req: &Request,
     clock: Arc<dyn Clock>,
 ) -> Result<serde_json::Value, String> {
-    // A configured table that nothing has written yet has nothing to maintain.
-    let mut h =
-        lakestream_core::handle::TableHandle::open(lake, table).map_err(|e| e.to_string())?;
-    if !h.refresh().await.map_err(|e| e.to_string())? {
-        return Ok(serde_json::json!({"table": table, "skipped": "table does not exist yet"}));
-    }
     match req.job {
         Job::Optimize => {
             let opts = CompactOptions {
@@ -169,8 +163,14 @@ async fn run_one(
 fn json<T: serde::Serialize>(
     r: Result<T, lakestream_core::Error>,
 ) -> Result<serde_json::Value, String> {
-    r.map_err(|e| e.to_string())
-        .and_then(|v| serde_json::to_value(v).map_err(|e| e.to_string()))
+    match r {
+        Ok(v) => serde_json::to_value(v).map_err(|e| e.to_string()),
+        // A configured table that nothing has written yet has nothing to maintain.
+        Err(lakestream_core::Error::TableNotFound(table)) => {
+            Ok(serde_json::json!({"table": table, "skipped": "table does not exist yet"}))
+        }
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// The EMF line of one job on one table.

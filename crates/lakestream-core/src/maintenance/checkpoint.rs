@@ -52,10 +52,7 @@ pub async fn checkpoint(
     force: bool,
     clock: &dyn Clock,
 ) -> Result<CheckpointReport> {
-    let mut h = TableHandle::open(lake, table)?;
-    if !h.refresh().await? {
-        return Err(Error::Config(format!("table `{table}` does not exist")));
-    }
+    let h = TableHandle::open_existing(lake, table).await?;
     let version = h.version().unwrap_or(0);
     let snapshot = h.table().snapshot().map_err(|e| Error::storage(table, e))?;
     let interval = snapshot.table_config().checkpoint_interval().get();

@@ -5,15 +5,13 @@
 
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
-use crate::read::with_partitions;
+use crate::read::read_data_file;
 use crate::storage::Lake;
 use chrono::{DateTime, Utc};
 use deltalake::arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use deltalake::arrow::compute::{concat_batches, sort_to_indices, take_record_batch};
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{Action, Remove};
-use deltalake::logstore::object_store::ObjectStoreExt;
-use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use deltalake::protocol::DeltaOperation;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use std::collections::{BTreeMap, HashMap};
@@ -95,10 +93,7 @@ pub async fn compact(
     now: DateTime<Utc>,
     progress: &dyn Fn(u64, u64),
 ) -> Result<CompactReport> {
-    let mut h = TableHandle::open(lake, table)?;
-    if !h.refresh().await? {
-        return Err(Error::Config(format!("table `{table}` does not exist")));
-    }
+    let mut h = TableHandle::open_existing(lake, table).await?;
     let schema = h.arrow_schema()?;
     for c in &opts.zorder_by {
         if schema.field_with_name(c).is_err() {
@@ -188,23 +183,9 @@ pub async fn compact(
                 let schema = &schema;
                 futures::stream::iter(bin.iter())
                     .map(|f| async move {
-                        let data = store
-                            .get(&f.path)
-                            .await
-                            .map_err(|e| Error::storage(table, e))?
-                            .bytes()
-                            .await
-                            .map_err(|e| Error::storage(table, e))?;
-                        let reader = ParquetRecordBatchReaderBuilder::try_new(data)
-                            .and_then(|b| b.build())
-                            .map_err(|e| Error::storage(table, e))?;
                         let values: HashMap<String, Option<String>> =
                             f.partition.iter().cloned().collect();
-                        let mut out = Vec::new();
-                        for b in reader {
-                            out.push(with_partitions(schema, &b?, &values)?);
-                        }
-                        Ok::<_, Error>(out)
+                        read_data_file(store, &f.path, &values, schema, table).await
                     })
                     .buffered(FETCH_CONCURRENCY)
                     .try_collect::<Vec<_>>()

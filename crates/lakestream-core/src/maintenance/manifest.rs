@@ -48,10 +48,7 @@ fn fnv1a(parts: &[String]) -> u64 {
 
 /// Generate (incrementally) the symlink manifests of `table`.
 pub async fn manifest(lake: &Lake, table: &str) -> Result<ManifestReport> {
-    let mut h = TableHandle::open(lake, table)?;
-    if !h.refresh().await? {
-        return Err(Error::Config(format!("table `{table}` does not exist")));
-    }
+    let h = TableHandle::open_existing(lake, table).await?;
     let store = h.table().object_store();
     let root = lake.table_url(table)?;
     let snapshot = h.table().snapshot().map_err(|e| Error::storage(table, e))?;

@@ -58,10 +58,7 @@ pub async fn vacuum(
     opts: &VacuumOptions,
     clock: Arc<dyn Clock>,
 ) -> Result<VacuumReport> {
-    let mut h = TableHandle::open(lake, table)?;
-    if !h.refresh().await? {
-        return Err(Error::Config(format!("table `{table}` does not exist")));
-    }
+    let h = TableHandle::open_existing(lake, table).await?;
     // One listing for sizes (the vacuum lists the table too; S3 LIST returns sizes for free).
     let store = h.table().object_store();
     let sizes: HashMap<Path, u64> = store

@@ -8,6 +8,7 @@ use crate::commit::TableState;
 use crate::error::{Error, Result};
 use crate::storage::Lake;
 use deltalake::arrow::datatypes::{Schema, SchemaRef};
+use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::kernel::engine::arrow_conversion::TryIntoArrow;
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
 use std::collections::HashMap;
@@ -41,12 +42,20 @@ impl TableHandle {
     /// A handle on `name` in `lake` (nothing is read yet).
     pub fn open(lake: &Lake, name: &str) -> Result<Self> {
         let url = lake.table_url(name)?;
-        let table = DeltaTableBuilder::from_url(url)
-            .and_then(|b| {
+        let build = |url: url::Url| {
+            DeltaTableBuilder::from_url(url).and_then(|b| {
                 b.with_storage_options(lake.storage_options().clone())
                     .build()
             })
-            .map_err(|e| Error::storage(name, e))?;
+        };
+        let mut table = build(url.clone()).map_err(|e| Error::storage(name, e))?;
+        if let Some(wrap) = lake.store_wrapper() {
+            let store = wrap(table.log_store().root_object_store(None));
+            table = DeltaTableBuilder::from_url(url.clone())
+                .map(|b| b.with_storage_backend(store, url))
+                .and_then(|b| b.build())
+                .map_err(|e| Error::storage(name, e))?;
+        }
         Ok(Self::from_table(name, table))
     }
 
@@ -241,8 +250,6 @@ async fn read_all_txns(
     table: &DeltaTable,
     latest: u64,
 ) -> std::result::Result<HashMap<String, i64>, String> {
-    use deltalake::arrow::array::{Array, AsArray};
-    use deltalake::arrow::datatypes::Int64Type;
     use deltalake::logstore::object_store::{ObjectStoreExt, path::Path};
     use deltalake::parquet::arrow::ProjectionMask;
     use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -293,23 +300,7 @@ async fn read_all_txns(
                     .map_err(|e| e.to_string())?;
                 for batch in reader {
                     let batch = batch.map_err(|e| e.to_string())?;
-                    let txn = batch
-                        .column_by_name("txn")
-                        .ok_or("no txn column")?
-                        .as_struct();
-                    let ids = txn
-                        .column_by_name("appId")
-                        .ok_or("no appId")?
-                        .as_string::<i32>();
-                    let versions = txn
-                        .column_by_name("version")
-                        .ok_or("no version")?
-                        .as_primitive::<Int64Type>();
-                    for i in 0..txn.len() {
-                        if txn.is_valid(i) && ids.is_valid(i) {
-                            all.insert(ids.value(i).to_string(), versions.value(i));
-                        }
-                    }
+                    all.extend(txns_in_checkpoint_batch(&batch)?);
                 }
             }
             cp.version + 1
@@ -326,6 +317,33 @@ async fn read_all_txns(
         all.extend(txns_in_commit(&bytes));
     }
     Ok(all)
+}
+
+/// `(appId, version)` of every `txn` in one batch of a checkpoint's `txn` column.
+fn txns_in_checkpoint_batch(
+    batch: &RecordBatch,
+) -> std::result::Result<Vec<(String, i64)>, String> {
+    use deltalake::arrow::array::{Array, AsArray};
+    use deltalake::arrow::datatypes::Int64Type;
+    let mut out = Vec::new();
+    let txn = batch
+        .column_by_name("txn")
+        .ok_or("no txn column")?
+        .as_struct();
+    let ids = txn
+        .column_by_name("appId")
+        .ok_or("no appId")?
+        .as_string::<i32>();
+    let versions = txn
+        .column_by_name("version")
+        .ok_or("no version")?
+        .as_primitive::<Int64Type>();
+    for i in 0..txn.len() {
+        if txn.is_valid(i) && ids.is_valid(i) {
+            out.push((ids.value(i).to_string(), versions.value(i)));
+        }
+    }
+    Ok(out)
 }
 
 /// `(appId, version)` of every `txn` action in one commit file.
@@ -351,6 +369,30 @@ pub fn txns_in_commit(bytes: &[u8]) -> Vec<(String, i64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use deltalake::arrow::array::{ArrayRef, Int64Array, LargeStringArray, StructArray};
+    use deltalake::arrow::datatypes::{DataType, Field};
+
+    /// Another writer's checkpoint may use other Arrow types (large strings here): reading it
+    /// must work or fail with an error, never panic.
+    #[test]
+    fn checkpoint_txns_of_other_types_do_not_panic() -> anyhow::Result<()> {
+        let ids: ArrayRef = Arc::new(LargeStringArray::from(vec![Some("p/orders/0"), None]));
+        let versions: ArrayRef = Arc::new(Int64Array::from(vec![Some(41), None]));
+        let txn = StructArray::from(vec![
+            (
+                Arc::new(Field::new("appId", DataType::LargeUtf8, true)),
+                ids,
+            ),
+            (
+                Arc::new(Field::new("version", DataType::Int64, true)),
+                versions,
+            ),
+        ]);
+        let batch = RecordBatch::try_from_iter([("txn", Arc::new(txn) as ArrayRef)])?;
+        let got = txns_in_checkpoint_batch(&batch).map_err(anyhow::Error::msg)?;
+        assert_eq!(got, [("p/orders/0".to_string(), 41)]);
+        Ok(())
+    }
 
     #[test]
     fn txns_are_read_from_commit_json() {

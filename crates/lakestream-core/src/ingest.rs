@@ -106,20 +106,25 @@ impl Ingestor {
     /// Build from a validated config.
     pub fn new(config: PipelineConfig, clock: Arc<dyn Clock>) -> Result<Self> {
         let lake = Lake::new(&config.lake)?;
+        Ok(Self::with_lake(config, lake, clock))
+    }
+
+    /// Build over an already resolved lake (e.g. one with a store wrapper).
+    pub fn with_lake(config: PipelineConfig, lake: Lake, clock: Arc<dyn Clock>) -> Self {
         let layouts = config
             .topics
             .iter()
             .map(|t| (t.topic.clone(), TableLayout::for_topic(t)))
             .collect();
         let settings = CommitSettings::from(&config.commit);
-        Ok(Self {
+        Self {
             config,
             lake,
             layouts,
             settings,
             clock,
             handles: std::sync::Mutex::new(HashMap::new()),
-        })
+        }
     }
 
     /// The lake this ingestor writes to.

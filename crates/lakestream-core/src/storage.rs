@@ -3,14 +3,29 @@
 
 use crate::config::LakeConfig;
 use crate::error::{Error, Result};
+use deltalake::logstore::object_store::ObjectStore;
 use std::collections::HashMap;
+use std::sync::Arc;
 use url::Url;
 
+/// Wraps the object store a table's log and reads go through (fault injection, request counting).
+pub type StoreWrapper = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send + Sync>;
+
 /// A resolved lake: root URL and storage options.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Lake {
     root: Url,
     options: HashMap<String, String>,
+    wrapper: Option<StoreWrapper>,
+}
+
+impl std::fmt::Debug for Lake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lake")
+            .field("root", &self.root.as_str())
+            .field("wrapped", &self.wrapper.is_some())
+            .finish()
+    }
 }
 
 impl Lake {
@@ -33,7 +48,23 @@ impl Lake {
             // Commits rely on conditional put (If-None-Match: *); never on unsafe rename.
             options.insert("AWS_S3_ALLOW_UNSAFE_RENAME".into(), "false".into());
         }
-        Ok(Self { root, options })
+        Ok(Self {
+            root,
+            options,
+            wrapper: None,
+        })
+    }
+
+    /// The same lake with every table's object store wrapped by `wrapper` (tests inject faults
+    /// and hooks here; production never sets it).
+    pub fn with_store_wrapper(mut self, wrapper: StoreWrapper) -> Self {
+        self.wrapper = Some(wrapper);
+        self
+    }
+
+    /// The store wrapper, if any.
+    pub fn store_wrapper(&self) -> Option<&StoreWrapper> {
+        self.wrapper.as_ref()
     }
 
     /// A lake rooted at a local directory (created if missing).

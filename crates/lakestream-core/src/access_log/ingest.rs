@@ -147,14 +147,19 @@ impl AccessLogIngestor {
     /// Build from a validated config.
     pub fn new(config: PipelineConfig, clock: Arc<dyn Clock>) -> Result<Self> {
         let lake = Lake::new(&config.lake)?;
+        Ok(Self::with_lake(config, lake, clock))
+    }
+
+    /// Build over an already resolved lake (e.g. one with a store wrapper).
+    pub fn with_lake(config: PipelineConfig, lake: Lake, clock: Arc<dyn Clock>) -> Self {
         let settings = CommitSettings::from(&config.commit);
-        Ok(Self {
+        Self {
             config,
             lake,
             settings,
             clock,
             handles: Mutex::new(HashMap::new()),
-        })
+        }
     }
 
     /// The table a bucket's rows go to.

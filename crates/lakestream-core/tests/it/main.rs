@@ -5,6 +5,8 @@
 
 mod access_logs;
 mod ambiguous;
+mod checked_commit;
+mod faults;
 mod ingest;
 mod maintenance;
 mod support;

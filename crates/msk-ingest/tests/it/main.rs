@@ -123,3 +123,28 @@ async fn sample_events_through_the_real_ingestor() -> anyhow::Result<()> {
     assert_eq!(invalid, 1, "the not-base64 value is carried, not dropped");
     Ok(())
 }
+
+/// A permanent failure (retrying cannot help) dead-letters the batch and the invocation
+/// succeeds, so one poison batch does not block its partition until the records expire.
+#[tokio::test]
+async fn permanent_failures_dead_letter_the_batch_and_succeed() -> anyhow::Result<()> {
+    let sink = Recording(
+        Mutex::default(),
+        Some(|| Error::Schema {
+            table: "raw/order".into(),
+            reason: "column `x` is required".into(),
+        }),
+    );
+    let out = handle(&sink, event(ORDERS)).await?;
+    assert_eq!(
+        (
+            out.report.received,
+            out.report.dead_lettered,
+            out.report.written
+        ),
+        (6, 6, 0)
+    );
+    let letters = sink.0.lock().map(|v| v.len()).unwrap_or_default();
+    assert_eq!(letters, 6, "every record of the batch went to dead letters");
+    Ok(())
+}

@@ -228,3 +228,44 @@ async fn drain_empties_the_queue_and_deletes_only_committed() -> anyhow::Result<
     );
     Ok(())
 }
+
+/// An object overwritten before its first notification is processed: the notification names the
+/// old ETag, so that notification ingests nothing (recorded, acknowledged), and the overwrite's
+/// own notification ingests the new content once. Without `If-Match` the new content was
+/// ingested under both ETags.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_are_read_with_the_notified_etag() -> anyhow::Result<()> {
+    let Some(env) = env().await? else {
+        return Ok(());
+    };
+    let (ing, cfg) = ingestor(&env, "etag")?;
+    let source = S3Objects::new(env.s3.clone());
+    let key = format!("logs/overwritten-{}", fastrand_ms());
+    let put = |body: &'static [u8]| {
+        env.s3
+            .put_object()
+            .bucket("raw-logs")
+            .key(&key)
+            .body(body.to_vec().into())
+            .send()
+    };
+    let old = put(PLAIN).await?.e_tag.unwrap_or_default();
+    let new = put(EB_LINE.as_bytes()).await?.e_tag.unwrap_or_default();
+    assert_ne!(old, new);
+    let object = |etag: &str| lakestream_core::access_log::LogObject {
+        bucket: "raw-logs".into(),
+        key: key.clone(),
+        alt_key: None,
+        etag: Some(etag.trim_matches('"').to_string()),
+    };
+    let first = ing.ingest(&[object(&old)], &source).await?;
+    assert!(!first.failed(&object(&old)), "acknowledged: {first:?}");
+    assert_eq!(
+        first.rows_written, 0,
+        "the old ETag's content is gone: {first:?}"
+    );
+    let second = ing.ingest(&[object(&new)], &source).await?;
+    assert_eq!(second.rows_written, 1, "{second:?}");
+    assert_eq!(rows(&cfg, "access_logs/eventbridge-demo").await?, 1);
+    Ok(())
+}

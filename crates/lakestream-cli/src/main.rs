@@ -240,14 +240,16 @@ async fn main() -> Result<()> {
             zorder,
             lake,
         } => {
-            let l = Lake::new(&load_config(&lake)?.lake)?;
+            let config = load_config(&lake)?;
+            let l = Lake::new(&config.lake)?;
             let opts = lakestream_core::maintenance::CompactOptions {
                 target_size: target_mib << 20,
                 small_file_threshold: (target_mib << 20) / 4,
                 min_small_files: min_files,
                 changed_within: changed_within_hours.map(chrono::Duration::hours),
                 zorder_by: zorder,
-                max_bytes: dry_run.then_some(0),
+                dry_run,
+                commit: (&config.commit).into(),
                 ..Default::default()
             };
             let bar = indicatif::ProgressBar::new(0);
@@ -273,7 +275,12 @@ async fn main() -> Result<()> {
             .await?;
             bar.finish_and_clear();
             println!(
-                "{table}: {} -> {} files, {} partitions compacted, {} files rewritten ({:.1} MiB) in {:.2}s{}{}",
+                "{table}: {}{} -> {} files, {} partitions compacted, {} files rewritten ({:.1} MiB) in {:.2}s{}{}",
+                if r.dry_run {
+                    "(dry run, nothing written) "
+                } else {
+                    ""
+                },
                 r.files_before,
                 r.files_after,
                 r.partitions_compacted,

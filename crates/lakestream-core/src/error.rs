@@ -24,6 +24,19 @@ pub enum Error {
         source: Box<DeltaTableError>,
     },
 
+    /// The table refused a commit for a reason retrying cannot fix (validation, a protocol
+    /// feature this writer does not support, ...).
+    #[error(
+        "table `{table}` refused the commit: {source}. Retrying cannot help: fix the table or the pipeline config"
+    )]
+    Rejected {
+        /// Table name.
+        table: String,
+        /// The underlying delta-rs error (boxed: it is large).
+        #[source]
+        source: Box<DeltaTableError>,
+    },
+
     /// Commit conflicts persisted after every retry.
     #[error(
         "table `{table}`: gave up after {attempts} commit attempts under contention ({last}). \
@@ -85,6 +98,13 @@ impl Error {
             Error::Storage { .. } | Error::Contention { .. } => true,
             Error::Fetch { retryable, .. } => *retryable,
             _ => false,
+        }
+    }
+
+    pub(crate) fn rejected(table: &str, source: impl Into<DeltaTableError>) -> Self {
+        Error::Rejected {
+            table: table.to_string(),
+            source: Box::new(source.into()),
         }
     }
 

@@ -323,27 +323,34 @@ async fn read_all_txns(
 fn txns_in_checkpoint_batch(
     batch: &RecordBatch,
 ) -> std::result::Result<Vec<(String, i64)>, String> {
-    use deltalake::arrow::array::{Array, AsArray};
-    use deltalake::arrow::datatypes::Int64Type;
-    let mut out = Vec::new();
+    use deltalake::arrow::array::{Array, AsArray, StructArray};
+    use deltalake::arrow::compute::cast;
+    use deltalake::arrow::datatypes::{DataType, Int64Type};
     let txn = batch
         .column_by_name("txn")
-        .ok_or("no txn column")?
-        .as_struct();
-    let ids = txn
-        .column_by_name("appId")
-        .ok_or("no appId")?
-        .as_string::<i32>();
-    let versions = txn
-        .column_by_name("version")
-        .ok_or("no version")?
-        .as_primitive::<Int64Type>();
-    for i in 0..txn.len() {
-        if txn.is_valid(i) && ids.is_valid(i) {
-            out.push((ids.value(i).to_string(), versions.value(i)));
-        }
-    }
-    Ok(out)
+        .ok_or("checkpoint has no `txn` column")?;
+    let txn: &StructArray = txn
+        .as_struct_opt()
+        .ok_or_else(|| format!("checkpoint `txn` is {}, not a struct", txn.data_type()))?;
+    // Other writers may use large or view strings and other integer widths: cast, never assume.
+    let column = |name: &str, to: &DataType| {
+        let c = txn
+            .column_by_name(name)
+            .ok_or_else(|| format!("checkpoint `txn` has no `{name}`"))?;
+        cast(c, to).map_err(|e| format!("checkpoint `txn.{name}`: {e}"))
+    };
+    let ids = column("appId", &DataType::Utf8)?;
+    let versions = column("version", &DataType::Int64)?;
+    let (Some(ids), Some(versions)) = (
+        ids.as_string_opt::<i32>(),
+        versions.as_primitive_opt::<Int64Type>(),
+    ) else {
+        return Err("checkpoint `txn` columns could not be cast".into());
+    };
+    Ok((0..txn.len())
+        .filter(|&i| txn.is_valid(i) && ids.is_valid(i) && versions.is_valid(i))
+        .map(|i| (ids.value(i).to_string(), versions.value(i)))
+        .collect())
 }
 
 /// `(appId, version)` of every `txn` action in one commit file.

@@ -144,6 +144,7 @@ async fn run_one(
                 min_small_files: req
                     .min_files
                     .unwrap_or(CompactOptions::default().min_small_files),
+                dry_run: req.dry_run,
                 ..Default::default()
             };
             json(compact(lake, table, &opts, clock.now(), &|_, _| {}).await)

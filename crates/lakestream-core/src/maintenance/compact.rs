@@ -1,8 +1,10 @@
 //! Compaction: bin-pack the small files of each partition into files near a target size,
 //! committed with `dataChange=false` (streaming readers skip it; appends never conflict with
-//! it). One commit per partition, so a partition that a concurrent delete/merge touched is
-//! skipped and reported without losing the others. Optional z-order within each rewritten file.
+//! it). One commit per partition on the checked commit path, planned from one snapshot: a bin
+//! whose input files a concurrent commit removed (another compaction, a delete or an upsert) is
+//! dropped, the partition's other bins still land. Optional z-order within each rewritten file.
 
+use crate::commit::{Change, CommitSettings, Failure, ReadScope, backoff, land};
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
 use crate::read::read_data_file;
@@ -10,8 +12,7 @@ use crate::storage::Lake;
 use chrono::{DateTime, Utc};
 use deltalake::arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use deltalake::arrow::compute::{concat_batches, sort_to_indices, take_record_batch};
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
-use deltalake::kernel::{Action, Remove};
+use deltalake::kernel::{Add, Remove};
 use deltalake::protocol::DeltaOperation;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use std::collections::{BTreeMap, HashMap};
@@ -36,6 +37,10 @@ pub struct CompactOptions {
     pub zorder_by: Vec<String>,
     /// Memory allowed for one z-ordered bin (decoded); larger bins are refused.
     pub memory_budget: u64,
+    /// Plan only: report what would be rewritten, write nothing.
+    pub dry_run: bool,
+    /// Commit retries (conflicts re-check, storage errors back off).
+    pub commit: CommitSettings,
 }
 
 impl Default for CompactOptions {
@@ -48,6 +53,8 @@ impl Default for CompactOptions {
             max_bytes: None,
             zorder_by: vec![],
             memory_budget: 512 << 20,
+            dry_run: false,
+            commit: CommitSettings::from(&crate::config::CommitConfig::default()),
         }
     }
 }
@@ -75,6 +82,8 @@ pub struct CompactReport {
     pub bins_deferred: usize,
     /// Last version committed.
     pub version: Option<u64>,
+    /// A dry run: nothing was written; the counts are what a real run would do.
+    pub dry_run: bool,
 }
 
 struct FileInfo {
@@ -106,6 +115,7 @@ pub async fn compact(
     let mut report = CompactReport {
         table: table.to_string(),
         files_before: files.len(),
+        dry_run: opts.dry_run,
         ..Default::default()
     };
     let partition_columns = h
@@ -165,94 +175,41 @@ pub async fn compact(
         }
     }
 
+    if opts.dry_run {
+        for (_, bins) in &plan {
+            report.partitions_compacted += 1;
+            for bin in bins {
+                report.files_removed += bin.len();
+                report.files_added += 1;
+                report.bytes_rewritten += bin.iter().map(|f| f.size).sum::<u64>();
+            }
+        }
+        report.files_after = report.files_before - report.files_removed + report.files_added;
+        return Ok(report);
+    }
+
     // Execute: rewrite each partition's bins, then one commit for the partition.
-    let store = h.table().object_store();
-    let url = lake.table_url(table)?;
     let mut done_bytes = 0u64;
     progress(0, planned_bytes);
     for (label, bins) in plan {
-        let mut actions: Vec<Action> = Vec::new();
-        let mut removed = 0usize;
-        let mut bytes = 0u64;
+        let mut rewritten: Vec<(Vec<Remove>, Vec<Add>, u64)> = Vec::new();
         for bin in &bins {
-            // Fetch the bin's files concurrently (S3 latency, not bandwidth, bounds small files),
-            // decode them in order.
-            let fetched: Vec<deltalake::arrow::array::RecordBatch> = {
-                use futures::{StreamExt, TryStreamExt};
-                let store = &store;
-                let schema = &schema;
-                futures::stream::iter(bin.iter())
-                    .map(|f| async move {
-                        let values: HashMap<String, Option<String>> =
-                            f.partition.iter().cloned().collect();
-                        read_data_file(store, &f.path, &values, schema, table).await
-                    })
-                    .buffered(FETCH_CONCURRENCY)
-                    .try_collect::<Vec<_>>()
-                    .await?
-                    .into_iter()
-                    .flatten()
-                    .collect()
-            };
-            let batches = fetched;
-            let mut batch = concat_batches(&schema, &batches)?;
-            if !opts.zorder_by.is_empty() {
-                let size = batch.get_array_memory_size() as u64;
-                if size > opts.memory_budget {
-                    return Err(Error::Config(format!(
-                        "z-order of partition {label} of `{table}` needs ~{} MiB, over the {} MiB budget: \
-                         give the function more memory, lower the target size, or compact without z-order",
-                        size >> 20,
-                        opts.memory_budget >> 20
-                    )));
-                }
-                batch = zorder(&batch, &opts.zorder_by)?;
-            }
-            let mut writer = RecordBatchWriter::try_new(
-                url.as_str(),
-                schema.clone(),
-                Some(partition_columns.clone()),
-                Some(lake.storage_options().clone()),
+            let adds = rewrite_bin(
+                lake,
+                &h,
+                table,
+                &schema,
+                &partition_columns,
+                bin,
+                opts,
+                &label,
             )
-            .map_err(|e| Error::storage(table, e))?
-            .with_target_file_size(opts.target_size);
-            writer
-                .write(batch)
-                .await
-                .map_err(|e| Error::storage(table, e))?;
-            for mut add in writer.flush().await.map_err(|e| Error::storage(table, e))? {
-                add.data_change = false;
-                actions.push(Action::Add(add));
-                report.files_added += 1;
-            }
-            for f in bin {
-                actions.push(Action::Remove(f.remove.clone()));
-                removed += 1;
-                bytes += f.size;
-            }
+            .await?;
+            let removes = bin.iter().map(|f| f.remove.clone()).collect();
+            rewritten.push((removes, adds, bin.iter().map(|f| f.size).sum()));
         }
-        h.refresh().await?;
-        let snapshot = h.table().snapshot().map_err(|e| Error::storage(table, e))?;
-        let op = DeltaOperation::Optimize {
-            predicate: Some(label.clone()),
-            target_size: opts.target_size as i64,
-        };
-        let res = CommitBuilder::from(CommitProperties::default().with_max_retries(10))
-            .with_actions(actions)
-            .build(Some(snapshot), h.table().log_store(), op)
-            .await;
-        match res {
-            Ok(done) => {
-                report.version = Some(done.version());
-                report.partitions_compacted += 1;
-                report.files_removed += removed;
-                report.bytes_rewritten += bytes;
-            }
-            Err(e) => {
-                tracing::warn!(table, partition = %label, error = %e, "compaction of partition skipped (concurrent change)");
-                report.partitions_conflicted.push(label);
-            }
-        }
+        let bytes: u64 = rewritten.iter().map(|r| r.2).sum();
+        commit_partition(&mut h, table, &label, rewritten, opts, &mut report).await?;
         done_bytes += bytes;
         progress(done_bytes, planned_bytes);
     }
@@ -264,6 +221,134 @@ pub async fn compact(
         .log_data()
         .num_files();
     Ok(report)
+}
+
+/// Commit one partition's rewritten bins, planned from the handle's snapshot. A bin whose input
+/// files are gone is dropped (its new file stays unreferenced until vacuum); a schema or
+/// protocol change skips the partition until the next run.
+async fn commit_partition(
+    h: &mut TableHandle,
+    table: &str,
+    label: &str,
+    mut bins: Vec<(Vec<Remove>, Vec<Add>, u64)>,
+    opts: &CompactOptions,
+    report: &mut CompactReport,
+) -> Result<()> {
+    let settings = &opts.commit;
+    let schema = h.arrow_schema()?;
+    for attempt in 1..=settings.max_attempts {
+        if bins.is_empty() {
+            report.partitions_conflicted.push(label.to_string());
+            return Ok(());
+        }
+        if attempt > 1 {
+            tokio::time::sleep(backoff(settings, attempt, fastrand::f64())).await;
+        }
+        let change = Change {
+            operation: DeltaOperation::Optimize {
+                predicate: Some(label.to_string()),
+                target_size: opts.target_size as i64,
+            },
+            adds: bins.iter().flat_map(|b| b.1.iter().cloned()).collect(),
+            removes: bins.iter().flat_map(|b| b.0.iter().cloned()).collect(),
+            txns: vec![],
+            scope: ReadScope::Files,
+        };
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        match land(h, &change, &schema, None, settings, now_ms).await {
+            Ok(landed) => {
+                report.version = Some(landed.version);
+                report.partitions_compacted += 1;
+                report.files_removed += change.removes.len();
+                report.files_added += change.adds.len();
+                report.bytes_rewritten += bins.iter().map(|b| b.2).sum::<u64>();
+                return Ok(());
+            }
+            Err(Failure::Conflict(c)) if !c.gone.is_empty() => {
+                let before = bins.len();
+                bins.retain(|b| !b.0.iter().any(|r| c.gone.contains(&r.path)));
+                tracing::info!(table, partition = %label, dropped = before - bins.len(), reason = %c.reason, "compaction bins dropped: their files were rewritten or removed concurrently");
+            }
+            Err(Failure::Conflict(c)) => {
+                tracing::warn!(table, partition = %label, reason = %c.reason, "compaction of partition skipped until the next run");
+                report.partitions_conflicted.push(label.to_string());
+                return Ok(());
+            }
+            Err(Failure::Transient(e)) if attempt < settings.max_attempts => {
+                tracing::warn!(table, partition = %label, error = %e, "compaction commit failed and did not land, will retry");
+            }
+            Err(Failure::Transient(e) | Failure::Permanent(e)) => return Err(e),
+        }
+    }
+    Err(Error::Contention {
+        table: table.to_string(),
+        attempts: settings.max_attempts,
+        last: format!("compaction of partition {label}"),
+    })
+}
+
+/// Read, concatenate (and z-order) one bin's files and write them as new files
+/// (`dataChange=false`).
+#[allow(clippy::too_many_arguments)]
+async fn rewrite_bin(
+    lake: &Lake,
+    h: &TableHandle,
+    table: &str,
+    schema: &deltalake::arrow::datatypes::SchemaRef,
+    partition_columns: &[String],
+    bin: &[&FileInfo],
+    opts: &CompactOptions,
+    label: &str,
+) -> Result<Vec<Add>> {
+    let store = h.table().object_store();
+    let url = lake.table_url(table)?;
+    // Fetch the bin's files concurrently (S3 latency, not bandwidth, bounds small files),
+    // decode them in order.
+    let batches: Vec<RecordBatch> = {
+        use futures::{StreamExt, TryStreamExt};
+        let store = &store;
+        futures::stream::iter(bin.iter())
+            .map(|f| async move {
+                let values: HashMap<String, Option<String>> = f.partition.iter().cloned().collect();
+                read_data_file(store, &f.path, &values, schema, table).await
+            })
+            .buffered(FETCH_CONCURRENCY)
+            .try_collect::<Vec<_>>()
+            .await?
+            .into_iter()
+            .flatten()
+            .collect()
+    };
+    let mut batch = concat_batches(schema, &batches)?;
+    if !opts.zorder_by.is_empty() {
+        let size = batch.get_array_memory_size() as u64;
+        if size > opts.memory_budget {
+            return Err(Error::Config(format!(
+                "z-order of partition {label} of `{table}` needs ~{} MiB, over the {} MiB budget: \
+                 give the function more memory, lower the target size, or compact without z-order",
+                size >> 20,
+                opts.memory_budget >> 20
+            )));
+        }
+        batch = zorder(&batch, &opts.zorder_by)?;
+    }
+    let mut writer = RecordBatchWriter::try_new(
+        url.as_str(),
+        schema.clone(),
+        Some(partition_columns.to_vec()),
+        Some(lake.storage_options().clone()),
+    )
+    .map_err(|e| Error::storage(table, e))?
+    .with_target_file_size(opts.target_size);
+    writer
+        .write(batch)
+        .await
+        .map_err(|e| Error::storage(table, e))?;
+    let mut adds = writer.flush().await.map_err(|e| Error::storage(table, e))?;
+    for add in &mut adds {
+        add.data_change = false;
+    }
+    Ok(adds)
 }
 
 fn live_files(h: &TableHandle, table: &str) -> Result<Vec<FileInfo>> {

@@ -1,0 +1,291 @@
+//! What a commit changes, and the check that decides whether it may land on a table that moved
+//! since it was planned (the conflict table in ARCHITECTURE.md "Commit protocol").
+//!
+//! delta-rs's own conflict checker ignores a winning commit's removes with `dataChange=false`
+//! (two compactions of one file both pass it), so the engine never relies on it: it reads every
+//! commit between the planning snapshot and the one it commits on and applies the rules below.
+
+use deltalake::kernel::{Add, Remove, Transaction};
+use deltalake::protocol::DeltaOperation;
+use std::collections::{BTreeSet, HashSet};
+
+/// What a change read when it was planned, i.e. what a concurrent commit may not touch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadScope {
+    /// A blind append: depends only on its `txn` versions and the table schema.
+    Append,
+    /// A rewrite of named files (compaction): depends on every removed file still being live.
+    Files,
+    /// Reads the whole table (upsert, delete, join output): any data change conflicts.
+    Table,
+}
+
+/// One commit's worth of change, planned from the table at `base_version`.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// The operation recorded in the log (`WRITE`, `OPTIMIZE`, `MERGE`, ...).
+    pub operation: DeltaOperation,
+    /// Data files to add (already written).
+    pub adds: Vec<Add>,
+    /// Files to remove (`dataChange` per action).
+    pub removes: Vec<Remove>,
+    /// Idempotency state committed with the data.
+    pub txns: Vec<Transaction>,
+    /// What the plan read (decides which concurrent commits conflict).
+    pub scope: ReadScope,
+}
+
+impl Change {
+    /// An append of `adds` with `txns`.
+    pub fn append(operation: DeltaOperation, adds: Vec<Add>, txns: Vec<Transaction>) -> Self {
+        Self {
+            operation,
+            adds,
+            removes: vec![],
+            txns,
+            scope: ReadScope::Append,
+        }
+    }
+
+    /// The removed paths (delta-rs keeps them decoded in memory; the log stores them encoded).
+    fn removed_paths(&self) -> HashSet<&str> {
+        self.removes.iter().map(|r| r.path.as_str()).collect()
+    }
+}
+
+/// Why a change may not land on a newer version; the caller re-plans from a fresh snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Conflict {
+    /// The first conflicting version.
+    pub version: u64,
+    /// Human-readable reason.
+    pub reason: String,
+    /// Files this change removes that a concurrent commit already removed (decoded paths).
+    pub gone: BTreeSet<String>,
+}
+
+/// The actions of one commit file that matter to the conflict check.
+#[derive(Debug, Default)]
+pub(crate) struct CommitSummary {
+    /// Version of the commit.
+    pub version: u64,
+    /// `lakestream.commitId` of the commit, if it was ours.
+    pub commit_id: Option<String>,
+    /// Added paths with their `dataChange`.
+    pub adds: Vec<(String, bool)>,
+    /// Removed paths with their `dataChange`.
+    pub removes: Vec<(String, bool)>,
+    /// `txn` appIds.
+    pub txn_ids: Vec<String>,
+    /// A `metaData` action (schema, partitioning or properties changed).
+    pub metadata: bool,
+    /// A `protocol` action.
+    pub protocol: bool,
+}
+
+impl CommitSummary {
+    /// Parse a commit file (newline-delimited JSON actions). Unknown lines are skipped.
+    pub fn parse(version: u64, bytes: &[u8]) -> Self {
+        #[derive(serde::Deserialize)]
+        struct Line {
+            add: Option<File>,
+            remove: Option<File>,
+            #[serde(rename = "metaData")]
+            metadata: Option<serde::de::IgnoredAny>,
+            protocol: Option<serde::de::IgnoredAny>,
+            txn: Option<Txn>,
+            #[serde(rename = "commitInfo")]
+            commit_info: Option<serde_json::Map<String, serde_json::Value>>,
+        }
+        #[derive(serde::Deserialize)]
+        struct File {
+            path: String,
+            #[serde(rename = "dataChange", default)]
+            data_change: bool,
+        }
+        #[derive(serde::Deserialize)]
+        struct Txn {
+            #[serde(rename = "appId")]
+            app_id: String,
+        }
+        let mut s = CommitSummary {
+            version,
+            ..Default::default()
+        };
+        for line in bytes.split(|b| *b == b'\n') {
+            let Ok(l) = serde_json::from_slice::<Line>(line) else {
+                continue;
+            };
+            if let Some(a) = l.add {
+                s.adds.push((decode(&a.path), a.data_change));
+            }
+            if let Some(r) = l.remove {
+                s.removes.push((decode(&r.path), r.data_change));
+            }
+            if let Some(t) = l.txn {
+                s.txn_ids.push(t.app_id);
+            }
+            s.metadata |= l.metadata.is_some();
+            s.protocol |= l.protocol.is_some();
+            if let Some(info) = l.commit_info {
+                s.commit_id = info
+                    .get(COMMIT_ID_KEY)
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string);
+            }
+        }
+        s
+    }
+}
+
+/// Key of our commit id in `commitInfo`.
+pub const COMMIT_ID_KEY: &str = "lakestream.commitId";
+
+/// Check `change` against one commit that landed after its base version.
+pub(crate) fn check(change: &Change, winner: &CommitSummary) -> Result<(), Conflict> {
+    let conflict = |reason: String, gone: BTreeSet<String>| {
+        Err(Conflict {
+            version: winner.version,
+            reason,
+            gone,
+        })
+    };
+    if winner.protocol {
+        return conflict("the table protocol changed".into(), BTreeSet::new());
+    }
+    if winner.metadata {
+        return conflict(
+            "the table metadata (schema, partitioning or properties) changed".into(),
+            BTreeSet::new(),
+        );
+    }
+    let ours: HashSet<&str> = change.txns.iter().map(|t| t.app_id.as_str()).collect();
+    if let Some(id) = winner.txn_ids.iter().find(|id| ours.contains(id.as_str())) {
+        return conflict(
+            format!("another writer committed `txn` {id}"),
+            BTreeSet::new(),
+        );
+    }
+    let removed = change.removed_paths();
+    let gone: BTreeSet<String> = winner
+        .removes
+        .iter()
+        .filter(|(p, _)| removed.contains(p.as_str()))
+        .map(|(p, _)| p.clone())
+        .collect();
+    if !gone.is_empty() {
+        return conflict(
+            format!(
+                "{} file(s) this change removes were already removed",
+                gone.len()
+            ),
+            gone,
+        );
+    }
+    if change.scope == ReadScope::Table {
+        let data_change = winner.adds.iter().chain(&winner.removes).any(|(_, dc)| *dc);
+        if data_change {
+            return conflict(
+                "another writer changed the data this change read".into(),
+                BTreeSet::new(),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn decode(path: &str) -> String {
+    percent_encoding::percent_decode_str(path)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deltalake::protocol::SaveMode;
+
+    fn remove(path: &str) -> Remove {
+        Remove {
+            path: path.into(),
+            data_change: false,
+            deletion_timestamp: Some(1),
+            extended_file_metadata: None,
+            partition_values: None,
+            size: None,
+            tags: None,
+            deletion_vector: None,
+            base_row_id: None,
+            default_row_commit_version: None,
+        }
+    }
+
+    fn change(scope: ReadScope, removes: Vec<Remove>, txn: Option<&str>) -> Change {
+        Change {
+            operation: DeltaOperation::Write {
+                mode: SaveMode::Append,
+                partition_by: None,
+                predicate: None,
+            },
+            adds: vec![],
+            removes,
+            txns: txn.map(|t| Transaction::new(t, 1)).into_iter().collect(),
+            scope,
+        }
+    }
+
+    const APPEND: &[u8] = br#"{"commitInfo":{"operation":"WRITE","lakestream.commitId":"abc"}}
+{"txn":{"appId":"p/orders/1","version":9}}
+{"add":{"path":"year=26/x%20y.parquet","size":1,"partitionValues":{},"modificationTime":1,"dataChange":true}}"#;
+    const COMPACTION: &[u8] = br#"{"commitInfo":{"operation":"OPTIMIZE"}}
+{"add":{"path":"big.parquet","size":9,"partitionValues":{},"modificationTime":1,"dataChange":false}}
+{"remove":{"path":"a%3Db.parquet","deletionTimestamp":1,"dataChange":false}}"#;
+    const SCHEMA: &[u8] = br#"{"metaData":{"id":"x"}}"#;
+
+    #[test]
+    fn summaries_read_every_action_that_matters() {
+        let s = CommitSummary::parse(3, APPEND);
+        assert_eq!(s.commit_id.as_deref(), Some("abc"));
+        assert_eq!(s.txn_ids, ["p/orders/1"]);
+        assert_eq!(s.adds, [("year=26/x y.parquet".to_string(), true)]);
+        let c = CommitSummary::parse(4, COMPACTION);
+        assert_eq!(c.removes, [("a=b.parquet".to_string(), false)]);
+        assert!(CommitSummary::parse(5, SCHEMA).metadata);
+    }
+
+    /// One assertion per cell of the conflict table that can happen here.
+    #[test]
+    fn conflict_table() {
+        let append = CommitSummary::parse(3, APPEND);
+        let compaction = CommitSummary::parse(4, COMPACTION);
+        let schema = CommitSummary::parse(5, SCHEMA);
+        let blind = change(ReadScope::Append, vec![], Some("p/orders/0"));
+        let same_txn = change(ReadScope::Append, vec![], Some("p/orders/1"));
+        let rewrite_a = change(ReadScope::Files, vec![remove("a=b.parquet")], None);
+        let rewrite_c = change(ReadScope::Files, vec![remove("c.parquet")], None);
+        let upsert_c = change(ReadScope::Table, vec![remove("c.parquet")], None);
+        let upsert_a = change(ReadScope::Table, vec![remove("a=b.parquet")], None);
+
+        // append vs append: other partitions pass, the same appId re-plans.
+        assert!(check(&blind, &append).is_ok());
+        assert!(check(&same_txn, &append).is_err());
+        // append vs compaction: no conflict (dataChange=false, nothing removed by us).
+        assert!(check(&blind, &compaction).is_ok());
+        // compaction vs append: appends never touch the files it rewrites.
+        assert!(check(&rewrite_a, &append).is_ok());
+        // compaction vs compaction of the same file: conflict, even with dataChange=false.
+        let gone = check(&rewrite_a, &compaction).err().map(|c| c.gone);
+        assert_eq!(gone, Some(BTreeSet::from(["a=b.parquet".to_string()])));
+        // compaction vs compaction of other files: both land.
+        assert!(check(&rewrite_c, &compaction).is_ok());
+        // upsert vs append: the upsert read the table, new data conflicts.
+        assert!(check(&upsert_c, &append).is_err());
+        // upsert vs compaction of other files: same rows, no conflict; of its files: conflict.
+        assert!(check(&upsert_c, &compaction).is_ok());
+        assert!(check(&upsert_a, &compaction).is_err());
+        // anything vs a schema change: re-plan.
+        for c in [&blind, &rewrite_a, &upsert_c] {
+            assert!(check(c, &schema).is_err());
+        }
+    }
+}

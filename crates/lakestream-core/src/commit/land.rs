@@ -1,0 +1,232 @@
+//! Landing one [`Change`]: a single conditional PUT of the next log entry, checked by us.
+//!
+//! delta-rs is asked to commit with `max_retries = 0`, so it writes exactly the version after the
+//! snapshot we hand it and never rebases on its own. When that version is taken, we read every
+//! commit in between: our own commit id there means our write landed (a retried PUT answered
+//! "already exists", or an error after the upload); otherwise [`check`] decides whether the
+//! change may be rebased onto the newer version or must be re-planned. Creating a table is the
+//! same PUT at version 0, so the loser of a create race goes through the same check.
+
+use super::change::{COMMIT_ID_KEY, Change, CommitSummary, Conflict, check};
+use super::{CommitSettings, classify::ErrorClass};
+use crate::error::{Error, Result};
+use crate::handle::TableHandle;
+use deltalake::DeltaTableError;
+use deltalake::arrow::datatypes::SchemaRef;
+use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+use deltalake::kernel::{Action, MetadataExt, StructType, Transaction, new_metadata};
+use deltalake::protocol::{DeltaOperation, SaveMode};
+
+/// What a change needs when it creates the table (the table does not exist at its base).
+#[derive(Debug, Clone)]
+pub struct NewTable {
+    /// Partition columns.
+    pub partition_columns: Vec<String>,
+    /// Table properties.
+    pub configuration: Vec<(String, String)>,
+}
+
+/// A change landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Landed {
+    /// The version it landed at.
+    pub version: u64,
+    /// Established by reading the log after an error or an "already exists".
+    pub resolved_from_log: bool,
+    /// Newer versions the change was rebased over without re-planning.
+    pub rebases: u32,
+}
+
+/// Why a change did not land.
+#[derive(Debug)]
+pub enum Failure {
+    /// A concurrent commit invalidated the plan: re-plan from a fresh snapshot.
+    Conflict(Conflict),
+    /// Storage failed and the change is not in the log: retry later (same or re-planned).
+    Transient(Error),
+    /// Retrying cannot help (validation, unsupported protocol, ...).
+    Permanent(Error),
+}
+
+/// Land `change` on the table behind `handle`, planned from the handle's loaded version.
+/// `schema` is the table schema after the change; a metadata action is written when it differs
+/// from the base snapshot's (or the table is created with it when `create` is given and the
+/// table does not exist).
+pub async fn land(
+    handle: &mut TableHandle,
+    change: &Change,
+    schema: &SchemaRef,
+    create: Option<&NewTable>,
+    settings: &CommitSettings,
+    now_ms: i64,
+) -> std::result::Result<Landed, Failure> {
+    let commit_id = format!("{:032x}", fastrand::u128(..));
+    let name = handle.name().to_string();
+    let mut rebases = 0u32;
+    loop {
+        let base = if handle.exists() {
+            handle.version()
+        } else {
+            None
+        };
+        let res = put(handle, change, schema, create, &commit_id, now_ms).await;
+        let err = match res {
+            Ok(version) => {
+                return Ok(Landed {
+                    version,
+                    resolved_from_log: false,
+                    rebases,
+                });
+            }
+            Err(e) => e,
+        };
+        let class = super::classify::classify(&err);
+        if class == ErrorClass::Permanent {
+            return Err(Failure::Permanent(Error::rejected(&name, err)));
+        }
+        // Conflict or unknown outcome: read what landed after our base.
+        let winners = match since(handle, base).await {
+            Ok(w) => w,
+            Err(e) => return Err(Failure::Transient(e)),
+        };
+        if let Some(mine) = winners
+            .iter()
+            .find(|w| w.commit_id.as_deref() == Some(commit_id.as_str()))
+        {
+            tracing::info!(table = %name, version = mine.version, error = %err, "our commit landed despite the error");
+            return Ok(Landed {
+                version: mine.version,
+                resolved_from_log: true,
+                rebases,
+            });
+        }
+        if class == ErrorClass::Transient {
+            return Err(Failure::Transient(Error::storage(&name, err)));
+        }
+        for w in &winners {
+            check(change, w).map_err(Failure::Conflict)?;
+        }
+        rebases += 1;
+        if rebases as usize > settings.inner_retries {
+            return Err(Failure::Conflict(Conflict {
+                version: handle.version().unwrap_or_default(),
+                reason: format!("still behind after {rebases} rebases: {err}"),
+                gone: Default::default(),
+            }));
+        }
+        tracing::debug!(table = %name, base = ?base, to = ?handle.version(), "rebased over non-conflicting commits");
+    }
+}
+
+/// Refresh and summarize the commits after `base` (all of them when the table was new).
+async fn since(handle: &mut TableHandle, base: Option<u64>) -> Result<Vec<CommitSummary>> {
+    if !handle.refresh().await? {
+        return Ok(vec![]);
+    }
+    let Some(latest) = handle.version() else {
+        return Ok(vec![]);
+    };
+    let first = base.map_or(0, |b| b + 1);
+    let log_store = handle.table().log_store();
+    let mut out = Vec::new();
+    for v in first..=latest {
+        let bytes = log_store
+            .read_commit_entry(v)
+            .await
+            .map_err(|e| Error::storage(handle.name(), e))?
+            .ok_or_else(|| {
+                Error::storage(
+                    handle.name(),
+                    DeltaTableError::Generic(format!(
+                        "commit {v} is missing from the log; cannot check for conflicts"
+                    )),
+                )
+            })?;
+        out.push(CommitSummary::parse(v, &bytes));
+    }
+    Ok(out)
+}
+
+/// One conditional PUT of the change at the version after the handle's snapshot.
+async fn put(
+    handle: &TableHandle,
+    change: &Change,
+    schema: &SchemaRef,
+    create: Option<&NewTable>,
+    commit_id: &str,
+    now_ms: i64,
+) -> std::result::Result<u64, DeltaTableError> {
+    let table = handle.table();
+    let txns: Vec<Transaction> = change
+        .txns
+        .iter()
+        .map(|t| Transaction::new_with_last_update(&t.app_id, t.version, Some(now_ms)))
+        .collect();
+    let props = CommitProperties::default()
+        .with_application_transactions(txns)
+        .with_max_retries(0)
+        .with_metadata([(
+            COMMIT_ID_KEY.to_string(),
+            serde_json::Value::String(commit_id.to_string()),
+        )]);
+    let struct_type: StructType =
+        schema
+            .as_ref()
+            .try_into_kernel()
+            .map_err(|e: deltalake::arrow::error::ArrowError| {
+                DeltaTableError::Generic(e.to_string())
+            })?;
+    let files = change
+        .adds
+        .iter()
+        .cloned()
+        .map(Action::Add)
+        .chain(change.removes.iter().cloned().map(Action::Remove));
+    if !handle.exists() {
+        let Some(new) = create else {
+            return Err(DeltaTableError::NotATable(handle.name().to_string()));
+        };
+        let protocol: Action = serde_json::from_value(serde_json::json!(
+            {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}
+        ))?;
+        let metadata = new_metadata(
+            &struct_type,
+            new.partition_columns.iter(),
+            new.configuration.iter().map(|(k, v)| (k, v)),
+        )?
+        .with_name(handle.name().replace('/', "_"))?;
+        let (Action::Protocol(p), m) = (protocol, metadata) else {
+            return Err(DeltaTableError::Generic("protocol action".into()));
+        };
+        let op = DeltaOperation::Create {
+            mode: SaveMode::ErrorIfExists,
+            location: table.log_store().root_url().clone(),
+            protocol: p.clone(),
+            metadata: m.clone(),
+        };
+        let mut actions = vec![Action::Protocol(p), Action::Metadata(m)];
+        actions.extend(files);
+        let done = CommitBuilder::from(props)
+            .with_actions(actions)
+            .build(None, table.log_store(), op)
+            .await?;
+        return Ok(done.version());
+    }
+    let snapshot = table.snapshot()?;
+    let mut actions: Vec<Action> = Vec::new();
+    let current = handle
+        .arrow_schema()
+        .map_err(|e| DeltaTableError::Generic(e.to_string()))?;
+    if current.fields() != schema.fields() {
+        let metadata = snapshot.metadata().clone().with_schema(&struct_type)?;
+        actions.push(Action::Metadata(metadata));
+    }
+    actions.extend(files);
+    let operation: DeltaOperation = change.operation.clone();
+    let done = CommitBuilder::from(props)
+        .with_actions(actions)
+        .build(Some(snapshot), table.log_store(), operation)
+        .await?;
+    Ok(done.version())
+}

@@ -1,0 +1,291 @@
+//! The commit engine: every change to a table — create, append, dead letters, compaction, and
+//! later upsert/delete/join output — goes through one checked path.
+//!
+//! Protocol (see ARCHITECTURE.md "Commit protocol"):
+//! 1. Load (or refresh) the table; read the committed `txn` version of each appId involved.
+//! 2. Ask the [`Planner`] what to write given that state: it drops records at or below the
+//!    committed versions and decodes the rest against the table's *current* schema.
+//! 3. Write the Parquet files, then [`land`] the [`Change`] (data + `txn` actions + new metadata
+//!    on schema evolution) as one conditional PUT of the next log entry.
+//! 4. Version taken: read every commit in between. Our own commit id there means it landed;
+//!    otherwise the conflict table ([`change::check`]) decides between rebasing (no re-plan) and
+//!    re-planning from a fresh snapshot after a full-jitter backoff (a replay then finds its
+//!    offsets committed and writes nothing). Storage errors read the log the same way before
+//!    retrying; permanent errors stop at once.
+
+pub mod change;
+pub mod classify;
+pub mod land;
+
+pub use change::{Change, Conflict, ReadScope};
+pub use land::{Failure, Landed, NewTable, land};
+
+use crate::error::{Error, Result};
+use deltalake::arrow::datatypes::SchemaRef;
+use deltalake::arrow::record_batch::RecordBatch;
+use deltalake::kernel::{Add, Transaction};
+use deltalake::protocol::{DeltaOperation, SaveMode};
+use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+use deltalake::{DeltaTable, DeltaTableError};
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::handle::TableHandle;
+use crate::storage::Lake;
+
+/// Retry and checkpoint settings of the engine.
+#[derive(Debug, Clone)]
+pub struct CommitSettings {
+    /// `delta.checkpointInterval` set on tables this engine creates.
+    pub checkpoint_interval: u32,
+    /// Outer attempts (reload + re-plan + backoff).
+    pub max_attempts: u32,
+    /// delta-rs's own immediate retries inside one attempt (cheap append-vs-append rebases).
+    pub inner_retries: usize,
+    /// First backoff.
+    pub base_backoff: Duration,
+    /// Backoff ceiling.
+    pub max_backoff: Duration,
+}
+
+impl From<&crate::config::CommitConfig> for CommitSettings {
+    fn from(c: &crate::config::CommitConfig) -> Self {
+        Self {
+            checkpoint_interval: c.checkpoint_interval,
+            max_attempts: c.max_attempts,
+            inner_retries: 3,
+            base_backoff: Duration::from_millis(c.base_backoff_ms),
+            max_backoff: Duration::from_millis(c.max_backoff_ms),
+        }
+    }
+}
+
+/// The state a [`Planner`] plans against.
+#[derive(Debug)]
+pub struct TableState {
+    /// Current Arrow schema, `None` when the table does not exist yet.
+    pub schema: Option<SchemaRef>,
+    /// Committed `txn` version per appId asked for (absent = never committed).
+    pub committed: HashMap<String, i64>,
+}
+
+/// What to write on this attempt.
+#[derive(Debug)]
+pub struct Planned {
+    /// Rows to append (schema compatible with `schema`).
+    pub batch: RecordBatch,
+    /// The table schema after this commit.
+    pub schema: SchemaRef,
+    /// Partition columns (used when the table is created).
+    pub partition_columns: Vec<String>,
+    /// `txn` actions committed with the data.
+    pub txns: Vec<Transaction>,
+    /// Table properties set when this commit creates the table.
+    pub table_properties: Vec<(String, String)>,
+}
+
+/// Decides what to write given the table's state; called once per attempt.
+#[allow(async_fn_in_trait)]
+pub trait Planner {
+    /// The appIds whose committed versions the plan needs.
+    fn app_ids(&self) -> Vec<String>;
+    /// Plan the write; `None` means nothing to write (e.g. everything already committed).
+    async fn plan(&mut self, state: &TableState) -> Result<Option<Planned>>;
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommitOutcome {
+    /// Version committed (or found committed), `None` when nothing was written.
+    pub version: Option<u64>,
+    /// Data files added.
+    pub files: usize,
+    /// Bytes of data files added.
+    pub bytes: u64,
+    /// Rows appended.
+    pub rows: usize,
+    /// Attempts used (1 = first try).
+    pub attempts: u32,
+    /// Conflicts seen (outer retries caused by other writers).
+    pub conflicts: u32,
+    /// The outcome of an ambiguous commit was established by reading the log.
+    pub resolved_from_log: bool,
+    /// The commit changed the table schema (or created the table).
+    pub schema_changed: bool,
+}
+
+/// Backoff before attempt `attempt` (2, 3, ...): full jitter over an exponential ceiling.
+pub fn backoff(settings: &CommitSettings, attempt: u32, jitter: f64) -> Duration {
+    let exp = attempt.saturating_sub(2).min(20);
+    let ceiling = settings
+        .base_backoff
+        .saturating_mul(1u32 << exp)
+        .min(settings.max_backoff);
+    ceiling.mul_f64(jitter.clamp(0.0, 1.0))
+}
+
+/// Append to the table behind `handle` under the commit protocol described in the module docs.
+pub async fn append(
+    lake: &Lake,
+    handle: &mut TableHandle,
+    settings: &CommitSettings,
+    planner: &mut impl Planner,
+    now_ms: i64,
+) -> Result<CommitOutcome> {
+    let name = handle.name().to_string();
+    let name = name.as_str();
+    let mut outcome = CommitOutcome::default();
+    let mut last_conflict = String::new();
+    // Files written on a failed attempt, reusable only for exactly the same rows and txns.
+    let mut staged: Option<(RecordBatch, Vec<Transaction>, Vec<Add>)> = None;
+    for attempt in 1..=settings.max_attempts {
+        outcome.attempts = attempt;
+        if attempt > 1 {
+            tokio::time::sleep(backoff(settings, attempt, fastrand::f64())).await;
+        }
+        let exists = handle.refresh().await?;
+        let state = handle.state(&planner.app_ids()).await?;
+        let Some(plan) = planner.plan(&state).await? else {
+            return Ok(outcome);
+        };
+        if plan.batch.num_rows() == 0 {
+            return Ok(outcome);
+        }
+        let schema_changed = state
+            .schema
+            .as_ref()
+            .is_none_or(|s| s.fields() != plan.schema.fields());
+        let adds = match staged.take() {
+            Some((batch, txns, adds)) if batch == plan.batch && txns == plan.txns => adds,
+            _ => write_files(lake, name, handle.table(), exists, &plan).await?,
+        };
+        let partition_by = if exists {
+            handle
+                .table()
+                .snapshot()
+                .map_err(|e| Error::storage(name, e))?
+                .metadata()
+                .partition_columns()
+                .to_vec()
+        } else {
+            plan.partition_columns.clone()
+        };
+        let change = Change::append(
+            DeltaOperation::Write {
+                mode: SaveMode::Append,
+                partition_by: (!partition_by.is_empty()).then_some(partition_by),
+                predicate: None,
+            },
+            adds,
+            plan.txns.clone(),
+        );
+        let mut configuration = vec![(
+            "delta.checkpointInterval".to_string(),
+            settings.checkpoint_interval.to_string(),
+        )];
+        configuration.extend(plan.table_properties.iter().cloned());
+        let create = NewTable {
+            partition_columns: plan.partition_columns.clone(),
+            configuration,
+        };
+        match land(
+            handle,
+            &change,
+            &plan.schema,
+            Some(&create),
+            settings,
+            now_ms,
+        )
+        .await
+        {
+            Ok(landed) => {
+                return Ok(CommitOutcome {
+                    version: Some(landed.version),
+                    files: change.adds.len(),
+                    bytes: change.adds.iter().map(|a| a.size.max(0) as u64).sum(),
+                    rows: plan.batch.num_rows(),
+                    attempts: outcome.attempts,
+                    conflicts: outcome.conflicts + landed.rebases,
+                    resolved_from_log: landed.resolved_from_log,
+                    schema_changed,
+                });
+            }
+            Err(Failure::Conflict(c)) => {
+                outcome.conflicts += 1;
+                tracing::info!(table = name, attempt, version = c.version, reason = %c.reason, "commit conflict, will re-plan");
+                last_conflict = c.reason;
+            }
+            Err(Failure::Transient(e)) => {
+                tracing::warn!(table = name, attempt, error = %e, "commit failed and did not land, will retry");
+                if attempt == settings.max_attempts {
+                    return Err(e);
+                }
+            }
+            Err(Failure::Permanent(e)) => return Err(e),
+        }
+        staged = Some((plan.batch, change.txns, change.adds));
+    }
+    Err(Error::Contention {
+        table: name.to_string(),
+        attempts: settings.max_attempts,
+        last: last_conflict,
+    })
+}
+
+async fn write_files(
+    lake: &Lake,
+    name: &str,
+    table: &DeltaTable,
+    exists: bool,
+    plan: &Planned,
+) -> Result<Vec<Add>> {
+    let partition_columns = if exists {
+        let snapshot = table.snapshot().map_err(|e| Error::storage(name, e))?;
+        snapshot.metadata().partition_columns().to_vec()
+    } else {
+        plan.partition_columns.clone()
+    };
+    let url = lake.table_url(name)?;
+    let mut writer = RecordBatchWriter::try_new(
+        url.as_str(),
+        plan.schema.clone(),
+        Some(partition_columns),
+        Some(lake.storage_options().clone()),
+    )
+    .map_err(|e| Error::storage(name, e))?;
+    writer
+        .write(plan.batch.clone())
+        .await
+        .map_err(|e| match e {
+            DeltaTableError::ObjectStore { .. } | DeltaTableError::Io { .. } => {
+                Error::storage(name, e)
+            }
+            other => Error::Schema {
+                table: name.to_string(),
+                reason: other.to_string(),
+            },
+        })?;
+    writer.flush().await.map_err(|e| Error::storage(name, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let s = CommitSettings {
+            checkpoint_interval: 10,
+            max_attempts: 10,
+            inner_retries: 3,
+            base_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_millis(1000),
+        };
+        assert_eq!(backoff(&s, 2, 1.0), Duration::from_millis(50));
+        assert_eq!(backoff(&s, 3, 1.0), Duration::from_millis(100));
+        assert_eq!(backoff(&s, 6, 1.0), Duration::from_millis(800));
+        assert_eq!(backoff(&s, 9, 1.0), Duration::from_millis(1000));
+        assert_eq!(backoff(&s, 9, 0.0), Duration::ZERO);
+        assert_eq!(backoff(&s, 40, 0.5), Duration::from_millis(500));
+    }
+}

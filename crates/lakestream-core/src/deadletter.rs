@@ -1,6 +1,9 @@
 //! The dead-letter table: every record that cannot be ingested lands here with its raw bytes
 //! (base64), where it came from and why, so nothing is ever dropped silently. Writes are
-//! idempotent per Kafka partition (`txn` per appId, like data tables).
+//! idempotent per record: a Kafka letter's `txn` appId is
+//! `<pipeline>/<topic>/<partition>/dead-letter/<offset>` (exact, whatever else the same
+//! invocation dead-letters before or after it); other sources give their own key. The table keeps
+//! these keys for [`DEAD_LETTER_TXN_RETENTION`] (`delta.setTransactionRetentionDuration`).
 
 use crate::commit::{self, CommitOutcome, CommitSettings, Planned, Planner, TableState};
 use crate::error::Result;
@@ -52,6 +55,10 @@ impl DeadLetter {
     }
 }
 
+/// How long the dead-letter table keeps its idempotency keys: longer than any redelivery
+/// window (Kafka retention, SQS's 14-day maximum).
+pub const DEAD_LETTER_TXN_RETENTION: &str = "interval 30 days";
+
 /// Schema of the dead-letter table (partitioned by `date`, the UTC ingestion date).
 pub fn dead_letter_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
@@ -86,14 +93,14 @@ struct DeadLetterPlanner<'a> {
 }
 
 impl DeadLetterPlanner<'_> {
+    /// The letter's idempotency key: its own, or one per Kafka record.
     fn key(&self, l: &DeadLetter) -> Option<(String, i64)> {
         if let Some(k) = &l.txn {
             return Some(k.clone());
         }
-        Some((
-            app_id(self.pipeline, l.topic.as_deref()?, l.partition?),
-            l.offset?,
-        ))
+        let offset = l.offset?;
+        let partition = app_id(self.pipeline, l.topic.as_deref()?, l.partition?);
+        Some((format!("{partition}/dead-letter/{offset}"), offset))
     }
 }
 
@@ -111,15 +118,14 @@ impl Planner for DeadLetterPlanner<'_> {
 
     async fn plan(&mut self, state: &TableState) -> Result<Option<Planned>> {
         let mut keep = Vec::new();
-        let mut high: BTreeMap<String, i64> = BTreeMap::new();
+        let mut txns: BTreeMap<String, i64> = BTreeMap::new();
         self.written = vec![false; self.letters.len()];
         for (i, l) in self.letters.iter().enumerate() {
-            if let Some((id, o)) = self.key(l) {
-                if state.committed.get(&id).is_some_and(|c| o <= *c) {
+            if let Some((id, v)) = self.key(l) {
+                if state.committed.contains_key(&id) {
                     continue;
                 }
-                let e = high.entry(id).or_insert(o);
-                *e = (*e).max(o);
+                txns.insert(id, v);
             }
             self.written[i] = true;
             keep.push(l);
@@ -129,7 +135,7 @@ impl Planner for DeadLetterPlanner<'_> {
         }
         let schema = state.schema.clone().unwrap_or_else(dead_letter_schema);
         let batch = build_batch(&keep, self.now)?;
-        let txns = high
+        let txns = txns
             .into_iter()
             .map(|(id, v)| Transaction::new(id, v))
             .collect();
@@ -138,7 +144,10 @@ impl Planner for DeadLetterPlanner<'_> {
             schema,
             partition_columns: vec!["date".into()],
             txns,
-            table_properties: vec![],
+            table_properties: vec![(
+                "delta.setTransactionRetentionDuration".into(),
+                DEAD_LETTER_TXN_RETENTION.into(),
+            )],
         }))
     }
 }
@@ -196,14 +205,16 @@ pub async fn write_dead_letters(
     if letters.is_empty() {
         return Ok(DeadLetterOutcome::default());
     }
+    // One pass over the log for every key, instead of one log replay per unknown key.
+    handle.refresh().await?;
+    handle.load_all_txns().await?;
     let mut planner = DeadLetterPlanner {
         pipeline,
         letters,
         now,
         written: vec![],
     };
-    let commit =
-        commit::append(lake, handle, settings, &mut planner, now.timestamp_millis()).await?;
+    let commit = commit::append(lake, handle, settings, &mut planner).await?;
     let written = if commit.version.is_some() {
         planner.written
     } else {

@@ -79,6 +79,11 @@ pub enum Error {
         retryable: bool,
     },
 
+    /// A broken invariant inside Lakestream (a bug). Retryable: failing the invocation makes
+    /// the source redeliver, so nothing is lost while it is fixed.
+    #[error("internal error (please report): {0}")]
+    Internal(String),
+
     /// Reading a local file (config, event) failed.
     #[error("cannot read {path}: {source}")]
     Io {
@@ -95,7 +100,7 @@ impl Error {
     /// Configuration and schema errors need a human; retrying them only burns invocations.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Error::Storage { .. } | Error::Contention { .. } => true,
+            Error::Storage { .. } | Error::Contention { .. } | Error::Internal(_) => true,
             Error::Fetch { retryable, .. } => *retryable,
             _ => false,
         }

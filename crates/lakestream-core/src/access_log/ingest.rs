@@ -305,14 +305,7 @@ impl AccessLogIngestor {
             };
             h.refresh().await?;
             h.load_all_txns().await?;
-            let res = commit::append(
-                &self.lake,
-                &mut h,
-                &self.settings,
-                &mut planner,
-                now.timestamp_millis(),
-            )
-            .await;
+            let res = commit::append(&self.lake, &mut h, &self.settings, &mut planner).await;
             self.put(h);
             match res {
                 Ok(outcome) => {

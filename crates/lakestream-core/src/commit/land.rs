@@ -59,7 +59,6 @@ pub async fn land(
     schema: &SchemaRef,
     create: Option<&NewTable>,
     settings: &CommitSettings,
-    now_ms: i64,
 ) -> std::result::Result<Landed, Failure> {
     let commit_id = format!("{:032x}", fastrand::u128(..));
     let name = handle.name().to_string();
@@ -70,7 +69,7 @@ pub async fn land(
         } else {
             None
         };
-        let res = put(handle, change, schema, create, &commit_id, now_ms).await;
+        let res = put(handle, change, schema, create, &commit_id).await;
         let err = match res {
             Ok(version) => {
                 return Ok(Landed {
@@ -155,9 +154,11 @@ async fn put(
     schema: &SchemaRef,
     create: Option<&NewTable>,
     commit_id: &str,
-    now_ms: i64,
 ) -> std::result::Result<u64, DeltaTableError> {
     let table = handle.table();
+    // `lastUpdated` is wall-clock commit time: delta-rs expires `txn`s against the wall clock
+    // (`delta.setTransactionRetentionDuration`), so an injected clock must not reach it.
+    let now_ms = chrono::Utc::now().timestamp_millis();
     let txns: Vec<Transaction> = change
         .txns
         .iter()

@@ -70,7 +70,7 @@ pub struct TableState {
 }
 
 /// What to write on this attempt.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Planned {
     /// Rows to append (schema compatible with `schema`).
     pub batch: RecordBatch,
@@ -130,7 +130,6 @@ pub async fn append(
     handle: &mut TableHandle,
     settings: &CommitSettings,
     planner: &mut impl Planner,
-    now_ms: i64,
 ) -> Result<CommitOutcome> {
     let name = handle.name().to_string();
     let name = name.as_str();
@@ -188,16 +187,7 @@ pub async fn append(
             partition_columns: plan.partition_columns.clone(),
             configuration,
         };
-        match land(
-            handle,
-            &change,
-            &plan.schema,
-            Some(&create),
-            settings,
-            now_ms,
-        )
-        .await
-        {
+        match land(handle, &change, &plan.schema, Some(&create), settings).await {
             Ok(landed) => {
                 return Ok(CommitOutcome {
                     version: Some(landed.version),

@@ -254,8 +254,7 @@ async fn commit_partition(
             txns: vec![],
             scope: ReadScope::Files,
         };
-        let now_ms = chrono::Utc::now().timestamp_millis();
-        match land(h, &change, &schema, None, settings, now_ms).await {
+        match land(h, &change, &schema, None, settings).await {
             Ok(landed) => {
                 report.version = Some(landed.version);
                 report.partitions_compacted += 1;

@@ -328,10 +328,13 @@ async fn same_batch_twice_at_once_on_a_new_table_lands_once() -> Result<()> {
             );
             let rows = lake.read("raw/order").await?;
             assert_eq!(offsets(&rows)?, expected(&batch[..4]), "{b:?} #{attempt}");
+            let dl = lake.read("dead_letters").await?;
             assert_eq!(
-                lake.read("dead_letters").await?.num_rows(),
+                dl.num_rows(),
                 1,
-                "{b:?} #{attempt}"
+                "{b:?} #{attempt}: {:?} {:?}",
+                strings(&dl, "offset")?,
+                strings(&dl, "error")?
             );
             assert_eq!(
                 lake.version("raw/order").await?,

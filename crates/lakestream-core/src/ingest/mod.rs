@@ -1,0 +1,395 @@
+//! One invocation, top to bottom: **route** each record to its table, **plan** each table
+//! (drop what is committed, decode, find bad records), **dead-letter** the bad ones, **commit**
+//! each table once, **settle** every record. Each record's [`RecordState`] is explicit; one left
+//! `Pending` at the end is a bug and fails the invocation (the batch is redelivered, nothing is
+//! lost).
+//!
+//! Order matters for "never lose a record": dead letters are committed *before* the data
+//! commit that advances the partition's `txn` version, so a crash in between replays into
+//! "dead letters already there, data not yet" and finishes the job. Dead letters are keyed per
+//! record, so a second dead-letter commit in the same invocation never hides the first.
+
+mod planner;
+mod report;
+
+pub use report::{IngestReport, RecordState, TableReport};
+
+use crate::clock::Clock;
+use crate::commit::{self, CommitSettings};
+use crate::config::PipelineConfig;
+use crate::deadletter::{DeadLetter, write_dead_letters};
+use crate::error::{Error, Result};
+use crate::handle::TableHandle;
+use crate::record::{RecordValue, SourceRecord};
+use crate::schema::TableLayout;
+use crate::storage::Lake;
+use chrono::{DateTime, Utc};
+use planner::TopicPlanner;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+/// Rounds of "commit, dead-letter what a re-plan rejected, commit again" per table.
+const MAX_REJECT_ROUNDS: usize = 3;
+
+/// Ingests batches of source records into the lake. Build once (in `main`), use per event.
+pub struct Ingestor {
+    config: PipelineConfig,
+    lake: Lake,
+    layouts: HashMap<String, TableLayout>,
+    settings: CommitSettings,
+    clock: Arc<dyn Clock>,
+    /// Table handles kept warm across invocations (taken out while in use).
+    handles: std::sync::Mutex<HashMap<String, TableHandle>>,
+}
+
+/// Records of the batch by destination, after routing.
+struct Routed<'a> {
+    by_table: BTreeMap<&'a str, (&'a TableLayout, Vec<usize>)>,
+    letters: Vec<(usize, DeadLetter)>,
+}
+
+impl Ingestor {
+    /// Build from a validated config.
+    pub fn new(config: PipelineConfig, clock: Arc<dyn Clock>) -> Result<Self> {
+        let lake = Lake::new(&config.lake)?;
+        Ok(Self::with_lake(config, lake, clock))
+    }
+
+    /// Build over an already resolved lake (e.g. one with a store wrapper).
+    pub fn with_lake(config: PipelineConfig, lake: Lake, clock: Arc<dyn Clock>) -> Self {
+        let layouts = config
+            .topics
+            .iter()
+            .map(|t| (t.topic.clone(), TableLayout::for_topic(t)))
+            .collect();
+        let settings = CommitSettings::from(&config.commit);
+        Self {
+            config,
+            lake,
+            layouts,
+            settings,
+            clock,
+            handles: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The lake this ingestor writes to.
+    pub fn lake(&self) -> &Lake {
+        &self.lake
+    }
+
+    /// The pipeline config.
+    pub fn config(&self) -> &PipelineConfig {
+        &self.config
+    }
+
+    fn take_handle(&self, table: &str) -> Result<TableHandle> {
+        let cached = self.handles.lock().ok().and_then(|mut m| m.remove(table));
+        match cached {
+            Some(h) => Ok(h),
+            None => TableHandle::open(&self.lake, table),
+        }
+    }
+
+    fn put_handle(&self, handle: TableHandle) {
+        if let Ok(mut m) = self.handles.lock() {
+            m.insert(handle.name().to_string(), handle);
+        }
+    }
+
+    /// Ingest one batch. Bad records and tables that refuse the write for good end in the
+    /// dead-letter table; errors are storage/contention failures (retryable: redeliver the
+    /// batch, nothing is lost) or a dead-letter table that cannot be written.
+    pub async fn ingest(&self, records: &[SourceRecord]) -> Result<IngestReport> {
+        let now = self.clock.now();
+        let mut states = vec![RecordState::Pending; records.len()];
+        let mut report = IngestReport {
+            received: records.len(),
+            bytes_received: records.iter().map(SourceRecord::value_len).sum(),
+            max_lag_ms: records
+                .iter()
+                .filter_map(|r| r.timestamp_ms)
+                .map(|ts| now.timestamp_millis() - ts)
+                .max(),
+            ..Default::default()
+        };
+
+        let Routed { by_table, letters } = self.route(records, &mut states);
+        let mut tables = self.plan(records, by_table, now).await?;
+        let mut letters = letters;
+        for t in &mut tables {
+            letters.extend(t.planner.take_new_rejects());
+        }
+        let committed = async {
+            self.dead_letter(letters, &mut states, &mut report, now)
+                .await?;
+            self.commit(records, &mut tables, &mut states, &mut report, now)
+                .await
+        }
+        .await;
+        for t in tables.iter_mut() {
+            if let Some(h) = t.handle.take() {
+                self.put_handle(h);
+            }
+        }
+        committed?;
+        self.settle(&tables, &states, &mut report)?;
+        Ok(report)
+    }
+
+    /// Route records to their tables; repeats of (topic, partition, offset) in the batch,
+    /// unknown topics and values that are not bytes are settled here.
+    fn route<'a>(&'a self, records: &[SourceRecord], states: &mut [RecordState]) -> Routed<'a> {
+        let mut seen = HashSet::new();
+        let mut routed = Routed {
+            by_table: BTreeMap::new(),
+            letters: Vec::new(),
+        };
+        for (i, r) in records.iter().enumerate() {
+            if !seen.insert((r.topic.as_str(), r.partition, r.offset)) {
+                states[i] = RecordState::RepeatedInBatch;
+                continue;
+            }
+            let Some(layout) = self.layouts.get(&r.topic) else {
+                let reason = format!("no table is configured for topic `{}`", r.topic);
+                routed.letters.push((i, letter(r, None, reason)));
+                continue;
+            };
+            let table = Some(layout.table.as_str());
+            match &r.value {
+                RecordValue::Bytes(_) => routed
+                    .by_table
+                    .entry(layout.table.as_str())
+                    .or_insert((layout, vec![]))
+                    .1
+                    .push(i),
+                RecordValue::Null => routed
+                    .letters
+                    .push((i, letter(r, table, "null value (tombstone)".into()))),
+                RecordValue::Invalid { reason, .. } => {
+                    routed.letters.push((i, letter(r, table, reason.clone())))
+                }
+            }
+        }
+        routed
+    }
+
+    /// Plan every table once against its current state; decoding finds the bad records.
+    async fn plan<'a>(
+        &'a self,
+        records: &'a [SourceRecord],
+        by_table: BTreeMap<&'a str, (&'a TableLayout, Vec<usize>)>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<TableRun<'a>>> {
+        let mut tables = Vec::new();
+        for (table, (layout, idx)) in by_table {
+            let mut planner = TopicPlanner::new(&self.config.pipeline, layout, records, idx, now);
+            let mut handle = self.take_handle(table)?;
+            let planned = async {
+                handle.refresh().await?;
+                let state = handle.state(&commit::Planner::app_ids(&planner)).await?;
+                commit::Planner::plan(&mut planner, &state).await
+            }
+            .await;
+            if let Err(e) = planned {
+                self.put_handle(handle);
+                for t in tables.iter_mut() {
+                    let t: &mut TableRun = t;
+                    if let Some(h) = t.handle.take() {
+                        self.put_handle(h);
+                    }
+                }
+                return Err(e);
+            }
+            tables.push(TableRun {
+                report: TableReport {
+                    table: table.to_string(),
+                    ..Default::default()
+                },
+                planner,
+                handle: Some(handle),
+                done: false,
+            });
+        }
+        Ok(tables)
+    }
+
+    /// Commit each table (concurrently). Rejects a re-plan finds (after a concurrent schema
+    /// change) are dead-lettered and the table committed again; a table that refuses the write
+    /// for good has its pending records dead-lettered with the reason; a transient failure
+    /// fails the invocation after the other tables are settled.
+    async fn commit(
+        &self,
+        records: &[SourceRecord],
+        tables: &mut [TableRun<'_>],
+        states: &mut [RecordState],
+        report: &mut IngestReport,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        for _ in 0..MAX_REJECT_ROUNDS {
+            let runs = tables.iter_mut().filter(|t| !t.done).map(|t| async move {
+                let r = match t.handle.as_mut() {
+                    Some(h) => commit::append(&self.lake, h, &self.settings, &mut t.planner).await,
+                    None => Ok(Default::default()),
+                };
+                (t, r)
+            });
+            let mut late = Vec::new();
+            let mut first_err = None;
+            for (t, r) in futures::future::join_all(runs).await {
+                let rejects = t.planner.take_new_rejects();
+                let table = t.planner.layout.table.as_str();
+                match r {
+                    Ok(outcome) => {
+                        t.report.record_commit(&outcome);
+                        t.done = rejects.is_empty();
+                        if t.done {
+                            t.planner.settle(outcome.version.is_some(), states);
+                        }
+                    }
+                    Err(e) if e.is_retryable() => {
+                        t.done = true;
+                        first_err.get_or_insert(e);
+                    }
+                    Err(e) => {
+                        t.done = true;
+                        tracing::error!(table, error = %e, "table refused the write; dead-lettering its records");
+                        t.planner.settle(false, states);
+                        let reason = format!("table `{table}` refused the write: {e}");
+                        for i in t.planner.pending(states) {
+                            late.push((i, letter(&records[i], Some(table), reason.clone())));
+                        }
+                        t.report.rejected = Some(reason);
+                    }
+                }
+                late.extend(rejects);
+            }
+            self.dead_letter(late, states, report, now).await?;
+            if let Some(e) = first_err {
+                return Err(e);
+            }
+            if tables.iter().all(|t| t.done) {
+                return Ok(());
+            }
+        }
+        Err(Error::Contention {
+            table: tables
+                .iter()
+                .filter(|t| !t.done)
+                .map(|t| t.planner.layout.table.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+            attempts: MAX_REJECT_ROUNDS as u32,
+            last: "concurrent schema changes kept making records invalid; those found are \
+                   dead-lettered, redeliver the batch"
+                .into(),
+        })
+    }
+
+    /// Per-table reports and totals from the final record states; a record still pending is a
+    /// bug, reported as an error so the batch is redelivered rather than a record lost.
+    fn settle(
+        &self,
+        tables: &[TableRun<'_>],
+        states: &[RecordState],
+        report: &mut IngestReport,
+    ) -> Result<()> {
+        let pending: Vec<usize> = (0..states.len())
+            .filter(|&i| states[i] == RecordState::Pending)
+            .collect();
+        if !pending.is_empty() {
+            return Err(Error::Internal(format!(
+                "{} record(s) of the batch (first: index {}) were neither written, dead-lettered \
+                 nor found committed; the batch is failed so that nothing is lost",
+                pending.len(),
+                pending[0]
+            )));
+        }
+        for t in tables {
+            let count = |s: RecordState| t.planner.idx.iter().filter(|&&i| states[i] == s).count();
+            let mut tr = t.report.clone();
+            tr.received = t.planner.idx.len();
+            tr.written = count(RecordState::Written);
+            tr.dead_lettered = count(RecordState::DeadLettered);
+            tr.duplicates = count(RecordState::AlreadyCommitted);
+            tr.unknown_fields_ignored = t.planner.unknown_ignored;
+            tr.columns_added = t.planner.columns_added.clone();
+            if tr.written == 0 {
+                tr.version = None;
+                tr.columns_added.clear();
+            }
+            report.tables.push(tr);
+        }
+        report.count(states);
+        Ok(())
+    }
+
+    /// Commit `letters` to the dead-letter table and settle their records: `DeadLettered` when
+    /// written now, `AlreadyCommitted` when an earlier delivery wrote them.
+    async fn dead_letter(
+        &self,
+        letters: Vec<(usize, DeadLetter)>,
+        states: &mut [RecordState],
+        report: &mut IngestReport,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        if letters.is_empty() {
+            return Ok(());
+        }
+        let only: Vec<DeadLetter> = letters.iter().map(|l| l.1.clone()).collect();
+        for l in &only {
+            tracing::warn!(topic = ?l.topic, partition = ?l.partition, offset = ?l.offset, error = %l.error, "dead-lettered record");
+        }
+        let mut handle = self.take_handle(&self.config.dead_letter_table)?;
+        let out = write_dead_letters(
+            &self.lake,
+            &mut handle,
+            &self.config.pipeline,
+            &self.settings,
+            &only,
+            now,
+        )
+        .await;
+        self.put_handle(handle);
+        let out = out?;
+        for ((i, _), written) in letters.iter().zip(out.written) {
+            states[*i] = if written {
+                RecordState::DeadLettered
+            } else {
+                RecordState::AlreadyCommitted
+            };
+        }
+        if out.commit.version.is_some() {
+            report.dead_letter_version = out.commit.version;
+        }
+        Ok(())
+    }
+}
+
+/// One table's run through an invocation.
+struct TableRun<'a> {
+    planner: TopicPlanner<'a>,
+    handle: Option<TableHandle>,
+    report: TableReport,
+    done: bool,
+}
+
+fn letter(r: &SourceRecord, table: Option<&str>, error: String) -> DeadLetter {
+    let raw_base64 = match &r.value {
+        RecordValue::Bytes(b) => Some(DeadLetter::encode_raw(b)),
+        RecordValue::Invalid { raw, .. } => Some(raw.clone()),
+        RecordValue::Null => None,
+    };
+    DeadLetter {
+        topic: Some(r.topic.clone()),
+        partition: Some(r.partition),
+        offset: Some(r.offset),
+        kafka_timestamp_ms: r.timestamp_ms,
+        object_uri: None,
+        line_number: None,
+        raw_base64,
+        error,
+        target_table: table.map(str::to_string),
+        txn: None,
+    }
+}

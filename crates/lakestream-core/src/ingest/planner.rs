@@ -1,0 +1,284 @@
+//! Plans one table's append from its records: drop what the partition's `txn` already covers,
+//! decode the rest against the table's current schema, and hand decode rejects back to the
+//! invocation to dead-letter *before* any plan that advances the partition's `txn` is committed.
+
+use super::report::RecordState;
+use crate::commit::{Planned, Planner, TableState};
+use crate::config::KafkaMetadataColumn;
+use crate::deadletter::DeadLetter;
+use crate::decode::decode_values;
+use crate::error::Result;
+use crate::record::{RecordValue, SourceRecord, app_id};
+use crate::schema::{ColumnSource, TableLayout};
+use chrono::{DateTime, Datelike, Timelike, Utc};
+use deltalake::arrow::array::{
+    ArrayRef, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray, new_null_array,
+};
+use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
+use deltalake::arrow::record_batch::RecordBatch;
+use deltalake::kernel::Transaction;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+/// A plan for one (schema, committed versions) state, with the records it holds and skips.
+#[derive(Debug)]
+struct Plan {
+    fields: Vec<Field>,
+    committed: HashMap<String, i64>,
+    planned: Arc<Planned>,
+    rows: Vec<usize>,
+    already_committed: Vec<usize>,
+}
+
+/// Plans one table's append from the records routed to it.
+pub(super) struct TopicPlanner<'a> {
+    pipeline: &'a str,
+    pub(super) layout: &'a TableLayout,
+    records: &'a [SourceRecord],
+    /// Indexes (into `records`) of this table's records.
+    pub(super) idx: Vec<usize>,
+    processing_time: DateTime<Utc>,
+    plan: Option<Plan>,
+    /// Records already settled in the dead-letter table (never planned again).
+    dead_lettered: HashSet<usize>,
+    /// Decode rejects of the latest plan not yet dead-lettered.
+    new_rejects: Vec<(usize, DeadLetter)>,
+    /// Unknown top-level fields ignored by the latest plan.
+    pub(super) unknown_ignored: u64,
+    /// Columns the latest plan adds.
+    pub(super) columns_added: Vec<String>,
+}
+
+impl<'a> TopicPlanner<'a> {
+    pub(super) fn new(
+        pipeline: &'a str,
+        layout: &'a TableLayout,
+        records: &'a [SourceRecord],
+        idx: Vec<usize>,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            pipeline,
+            layout,
+            records,
+            idx,
+            processing_time: now,
+            plan: None,
+            dead_lettered: HashSet::new(),
+            new_rejects: vec![],
+            unknown_ignored: 0,
+            columns_added: vec![],
+        }
+    }
+
+    /// Rejects found by the latest plan; the caller dead-letters them (they are never planned
+    /// again, whatever the outcome of that commit: a failed dead-letter commit fails the
+    /// invocation).
+    pub(super) fn take_new_rejects(&mut self) -> Vec<(usize, DeadLetter)> {
+        let out = std::mem::take(&mut self.new_rejects);
+        self.dead_lettered.extend(out.iter().map(|r| r.0));
+        out
+    }
+
+    /// Settle this table's records after its commit (`landed`: the latest plan is in the log).
+    pub(super) fn settle(&self, landed: bool, states: &mut [RecordState]) {
+        let Some(plan) = &self.plan else {
+            return;
+        };
+        for &i in &plan.already_committed {
+            if states[i] == RecordState::Pending {
+                states[i] = RecordState::AlreadyCommitted;
+            }
+        }
+        if landed {
+            for &i in &plan.rows {
+                states[i] = RecordState::Written;
+            }
+        }
+    }
+
+    /// The table's records still pending (for dead-lettering after a permanent failure).
+    pub(super) fn pending(&self, states: &[RecordState]) -> Vec<usize> {
+        self.idx
+            .iter()
+            .copied()
+            .filter(|&i| states[i] == RecordState::Pending && !self.dead_lettered.contains(&i))
+            .collect()
+    }
+
+    fn build(&mut self, state: &TableState) -> Result<Plan> {
+        let existing = state.schema.as_deref();
+        let (mut schema, _) = self.layout.reconcile(existing);
+        // Records past the committed txn version of their partition.
+        let mut already_committed = Vec::new();
+        let mut todo = Vec::with_capacity(self.idx.len());
+        for &i in &self.idx {
+            let r = &self.records[i];
+            let id = app_id(self.pipeline, &r.topic, r.partition);
+            if state.committed.get(&id).is_some_and(|c| r.offset <= *c) {
+                already_committed.push(i);
+            } else if !self.dead_lettered.contains(&i) {
+                todo.push(i);
+            }
+        }
+        let value_fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .filter(|f| self.layout.source_of(f.name()) == ColumnSource::Value)
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let value_schema = Arc::new(Schema::new(value_fields));
+        let values: Vec<Option<&[u8]>> = todo
+            .iter()
+            .map(|&i| match &self.records[i].value {
+                RecordValue::Bytes(b) => Some(b.as_slice()),
+                _ => None,
+            })
+            .collect();
+        let decoded = decode_values(&values, &value_schema, self.layout.schema_mode)?;
+        self.unknown_ignored = decoded.unknown_fields_ignored;
+        self.new_rejects = decoded
+            .rejects
+            .iter()
+            .map(|(j, reason)| {
+                let i = todo[*j];
+                let l = super::letter(&self.records[i], Some(&self.layout.table), reason.clone());
+                (i, l)
+            })
+            .collect();
+        if !decoded.new_fields.is_empty() {
+            let mut f: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+            f.extend(decoded.new_fields.iter().cloned());
+            schema = Arc::new(Schema::new(f));
+        }
+        self.columns_added = decoded
+            .new_fields
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        let rows: Vec<usize> = decoded.rows.iter().map(|&j| todo[j]).collect();
+        let batch = self.assemble(&schema, &decoded.batch, &rows)?;
+        let mut high: BTreeMap<String, i64> = BTreeMap::new();
+        for &i in &rows {
+            let r = &self.records[i];
+            let e = high
+                .entry(app_id(self.pipeline, &r.topic, r.partition))
+                .or_insert(r.offset);
+            *e = (*e).max(r.offset);
+        }
+        let txns = high
+            .into_iter()
+            .map(|(id, v)| Transaction::new(id, v))
+            .collect();
+        let planned = Planned {
+            batch,
+            schema,
+            partition_columns: self.layout.partition_columns.clone(),
+            txns,
+            table_properties: vec![],
+        };
+        Ok(Plan {
+            fields: state_fields(state),
+            committed: state.committed.clone(),
+            planned: Arc::new(planned),
+            rows,
+            already_committed,
+        })
+    }
+
+    /// Table-ordered columns: value columns from the decoded batch, the rest generated.
+    fn assemble(
+        &self,
+        schema: &SchemaRef,
+        values: &RecordBatch,
+        rows: &[usize],
+    ) -> Result<RecordBatch> {
+        let n = rows.len();
+        let pt = self.processing_time;
+        let parts = [
+            format!("{:02}", pt.year().rem_euclid(100)),
+            format!("{:02}", pt.month()),
+            format!("{:02}", pt.day()),
+            format!("{:02}", pt.hour()),
+        ];
+        let mut cols: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+        for f in schema.fields() {
+            let col: ArrayRef = match self.layout.source_of(f.name()) {
+                ColumnSource::Value => match values.column_by_name(f.name()) {
+                    Some(c) => c.clone(),
+                    None => new_null_array(f.data_type(), n),
+                },
+                ColumnSource::ProcessingTime(k) => Arc::new(StringArray::from_iter_values(
+                    std::iter::repeat_n(parts[k].as_str(), n),
+                )),
+                ColumnSource::Kafka(m) => {
+                    let recs = rows.iter().map(|&i| &self.records[i]);
+                    match m {
+                        KafkaMetadataColumn::Topic => Arc::new(StringArray::from_iter_values(
+                            recs.map(|r| r.topic.as_str()),
+                        )),
+                        KafkaMetadataColumn::Partition => {
+                            Arc::new(Int32Array::from_iter_values(recs.map(|r| r.partition)))
+                        }
+                        KafkaMetadataColumn::Offset => {
+                            Arc::new(Int64Array::from_iter_values(recs.map(|r| r.offset)))
+                        }
+                        KafkaMetadataColumn::Timestamp => Arc::new(
+                            TimestampMicrosecondArray::from_iter(
+                                recs.map(|r| r.timestamp_ms.and_then(|t| t.checked_mul(1000))),
+                            )
+                            .with_timezone("UTC"),
+                        ),
+                    }
+                }
+            };
+            cols.push(col);
+        }
+        let relaxed = Arc::new(Schema::new(
+            schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
+        ));
+        Ok(RecordBatch::try_new(relaxed, cols)?)
+    }
+}
+
+fn state_fields(state: &TableState) -> Vec<Field> {
+    state
+        .schema
+        .as_ref()
+        .map(|s| s.fields().iter().map(|f| f.as_ref().clone()).collect())
+        .unwrap_or_default()
+}
+
+impl Planner for TopicPlanner<'_> {
+    fn app_ids(&self) -> Vec<String> {
+        let ids: BTreeSet<String> = self
+            .idx
+            .iter()
+            .map(|&i| {
+                let r = &self.records[i];
+                app_id(self.pipeline, &r.topic, r.partition)
+            })
+            .collect();
+        ids.into_iter().collect()
+    }
+
+    async fn plan(&mut self, state: &TableState) -> Result<Option<Planned>> {
+        let fresh = match &self.plan {
+            Some(p) => p.fields != state_fields(state) || p.committed != state.committed,
+            None => true,
+        };
+        if fresh {
+            self.plan = Some(self.build(state)?);
+        }
+        if !self.new_rejects.is_empty() {
+            // Never advance a partition's txn version past records that are not yet in the
+            // dead-letter table: the caller dead-letters them first, then plans again.
+            return Ok(None);
+        }
+        Ok(self.plan.as_ref().map(|p| Planned::clone(&p.planned)))
+    }
+}

@@ -4,7 +4,9 @@
 //! them to a [`RecordSink`] (the core [`Ingestor`] in production, anything in tests), prints one
 //! EMF metrics line and maps failures to a `Diagnostic`. It only fails the invocation for
 //! retryable errors; Lambda then redelivers the batch, and the `txn` versions make that a no-op
-//! for whatever already landed.
+//! for whatever already landed. A permanent failure (retrying cannot help) puts the batch's
+//! records in the dead-letter table with the reason and succeeds, so one poison batch does not
+//! block its partition; only if that fails too does the invocation fail.
 
 use lakestream_core::{IngestReport, Ingestor, SourceRecord};
 use lakestream_lambda::FunctionError;
@@ -16,11 +18,24 @@ use lakestream_lambda::telemetry::{Metric, emf_line};
 pub trait RecordSink {
     /// Ingest a batch.
     async fn ingest(&self, records: &[SourceRecord]) -> lakestream_core::Result<IngestReport>;
+    /// Put every record in the dead-letter table with `reason` (idempotent per record).
+    async fn dead_letter(
+        &self,
+        records: &[SourceRecord],
+        reason: &str,
+    ) -> lakestream_core::Result<IngestReport>;
 }
 
 impl RecordSink for Ingestor {
     async fn ingest(&self, records: &[SourceRecord]) -> lakestream_core::Result<IngestReport> {
         Ingestor::ingest(self, records).await
+    }
+    async fn dead_letter(
+        &self,
+        records: &[SourceRecord],
+        reason: &str,
+    ) -> lakestream_core::Result<IngestReport> {
+        Ingestor::dead_letter_batch(self, records, reason).await
     }
 }
 
@@ -48,27 +63,34 @@ pub async fn handle(
 ) -> Result<MskResponse, FunctionError> {
     let records = event.into_source_records();
     let started = std::time::Instant::now();
-    match sink.ingest(&records).await {
-        Ok(report) => {
-            tracing::info!(
-                received = report.received,
-                written = report.written,
-                dead_lettered = report.dead_lettered,
-                duplicates = report.duplicates,
-                conflicts = report.conflicts(),
-                "batch ingested"
-            );
-            let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
-            Ok(MskResponse {
-                report,
-                duration_ms,
-            })
+    let report = match sink.ingest(&records).await {
+        Ok(report) => report,
+        Err(e) if e.is_retryable() => {
+            tracing::error!(error = %e, retryable = true, "batch failed; it will be redelivered");
+            return Err(FunctionError::Core(e));
         }
         Err(e) => {
-            tracing::error!(error = %e, retryable = e.is_retryable(), "batch failed");
-            Err(FunctionError::Core(e))
+            tracing::error!(error = %e, retryable = false, "batch cannot be ingested; dead-lettering it");
+            let reason = format!("the batch cannot be ingested: {e}");
+            sink.dead_letter(&records, &reason).await.map_err(|dl| {
+                tracing::error!(error = %dl, "dead-lettering the batch failed too");
+                FunctionError::Core(dl)
+            })?
         }
-    }
+    };
+    tracing::info!(
+        received = report.received,
+        written = report.written,
+        dead_lettered = report.dead_lettered,
+        duplicates = report.duplicates,
+        conflicts = report.conflicts(),
+        "batch ingested"
+    );
+    let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    Ok(MskResponse {
+        report,
+        duration_ms,
+    })
 }
 
 /// The EMF line of one invocation.

@@ -1,10 +1,12 @@
-//! Log objects read with aws-sdk-s3. A missing object is `None` (dead-lettered by the core);
-//! every other error is retryable (the message goes back to the queue, and after
-//! `maxReceiveCount` to the queue's dead-letter queue).
+//! Log objects read with aws-sdk-s3, with `If-Match` on the notified ETag so the bytes ingested
+//! are exactly the ones the idempotency key names. A missing object is [`Fetched::Missing`], an
+//! ETag mismatch (412) [`Fetched::Superseded`] (both recorded in dead letters by the core); every
+//! other error is retryable (the message goes back to the queue, and after `maxReceiveCount` to
+//! the queue's dead-letter queue).
 
 use aws_sdk_s3::Client;
 use aws_sdk_s3::operation::get_object::GetObjectError;
-use lakestream_core::access_log::{LogObject, ObjectSource};
+use lakestream_core::access_log::{Fetched, LogObject, ObjectSource};
 use lakestream_core::{Error, Result};
 
 /// Reads objects from S3.
@@ -21,13 +23,20 @@ impl S3Objects {
 }
 
 impl ObjectSource for S3Objects {
-    async fn fetch(&self, object: &LogObject) -> Result<Option<Vec<u8>>> {
+    async fn fetch(&self, object: &LogObject) -> Result<Fetched> {
         for key in std::iter::once(&object.key).chain(object.alt_key.as_ref()) {
             let res = self
                 .client
                 .get_object()
                 .bucket(&object.bucket)
                 .key(key)
+                .set_if_match(
+                    object
+                        .etag
+                        .as_deref()
+                        .filter(|e| !e.is_empty())
+                        .map(|e| format!("\"{}\"", e.trim_matches('"'))),
+                )
                 .send()
                 .await;
             match res {
@@ -38,11 +47,14 @@ impl ObjectSource for S3Objects {
                         retryable: true,
                     })?;
                     // `Vec::from(Bytes)` reuses the buffer when it is unique: no second copy.
-                    return Ok(Some(Vec::from(body.into_bytes())));
+                    return Ok(Fetched::Object(Vec::from(body.into_bytes())));
                 }
                 Err(e) => {
                     if matches!(e.as_service_error(), Some(GetObjectError::NoSuchKey(_))) {
                         continue;
+                    }
+                    if e.raw_response().map(|r| r.status().as_u16()) == Some(412) {
+                        return Ok(Fetched::Superseded);
                     }
                     return Err(Error::Fetch {
                         object: object.uri(),
@@ -52,6 +64,6 @@ impl ObjectSource for S3Objects {
                 }
             }
         }
-        Ok(None)
+        Ok(Fetched::Missing)
     }
 }

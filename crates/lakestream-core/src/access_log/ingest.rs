@@ -6,18 +6,18 @@
 //! notification (or two notifications for the same object) finds the appId committed and adds
 //! nothing. See ARCHITECTURE.md "Access logs" for the choice and its limits.
 
-use super::arrow::{AccessLogBatchBuilder, access_log_schema};
+use super::arrow::AccessLogBatchBuilder;
 use super::parse::parse_line;
+use super::planner::ObjectPlanner;
+use super::source::{Fetched, ObjectSource};
 use crate::clock::Clock;
-use crate::commit::{self, CommitSettings, Planned, Planner, TableState};
+use crate::commit::{self, CommitSettings};
 use crate::config::{AccessLogLayout, PipelineConfig};
 use crate::deadletter::{DeadLetter, write_dead_letters};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::handle::TableHandle;
 use crate::storage::Lake;
-use deltalake::arrow::compute::concat_batches;
 use deltalake::arrow::record_batch::RecordBatch;
-use deltalake::kernel::Transaction;
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 use std::sync::{Arc, Mutex};
@@ -41,43 +41,13 @@ impl LogObject {
         format!("s3://{}/{}", self.bucket, self.key)
     }
 
-    fn app_id(&self, pipeline: &str) -> String {
+    pub(super) fn app_id(&self, pipeline: &str) -> String {
         format!(
             "{pipeline}/s3/{}/{}#{}",
             self.bucket,
             self.key,
             self.etag.as_deref().unwrap_or("")
         )
-    }
-}
-
-/// Reads log objects. `Ok(None)` means the object does not exist (any more).
-#[allow(async_fn_in_trait)]
-pub trait ObjectSource {
-    /// The object's bytes as stored (possibly gzip).
-    async fn fetch(&self, object: &LogObject) -> Result<Option<Vec<u8>>>;
-}
-
-/// A directory standing in for buckets: `<root>/<bucket>/<key>`.
-#[derive(Debug, Clone)]
-pub struct LocalObjects(pub std::path::PathBuf);
-
-impl ObjectSource for LocalObjects {
-    async fn fetch(&self, object: &LogObject) -> Result<Option<Vec<u8>>> {
-        for key in std::iter::once(&object.key).chain(object.alt_key.as_ref()) {
-            let path = self.0.join(&object.bucket).join(key);
-            match tokio::fs::read(&path).await {
-                Ok(b) => return Ok(Some(b)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => {
-                    return Err(Error::Io {
-                        path: path.display().to_string(),
-                        source: e,
-                    });
-                }
-            }
-        }
-        Ok(None)
     }
 }
 
@@ -96,6 +66,9 @@ pub enum ObjectOutcome {
     AlreadyCommitted,
     /// The object no longer exists; recorded in dead letters.
     Missing,
+    /// The object was overwritten after this notification (its ETag no longer matches);
+    /// recorded in dead letters, acknowledged: the overwrite's own notification ingests it.
+    Superseded,
     /// Could not be processed now; retry later (the message must not be acknowledged).
     Failed {
         /// Why.
@@ -238,13 +211,27 @@ impl AccessLogIngestor {
                 continue;
             }
             match source.fetch(obj).await {
-                Ok(Some(bytes)) => {
+                Ok(Fetched::Object(bytes)) => {
                     report.bytes_read += bytes.len();
                     let p = self.parse_object(obj, &bytes)?;
                     letters.extend(p.letters.iter().cloned());
                     parsed.push(Some(p));
                 }
-                Ok(None) => {
+                Ok(Fetched::Superseded) => {
+                    tracing::warn!(object = %obj.uri(), etag = ?obj.etag, "log object was overwritten after this notification; recorded, the newer notification ingests it");
+                    letters.push(object_letter(
+                        obj,
+                        pipeline,
+                        format!(
+                            "object was overwritten after this notification (ETag {} is no longer current); \
+                             the overwrite's own notification ingests the new content",
+                            obj.etag.as_deref().unwrap_or("-")
+                        ),
+                    ));
+                    outcomes[i] = Some(ObjectOutcome::Superseded);
+                    parsed.push(None);
+                }
+                Ok(Fetched::Missing) => {
                     tracing::warn!(object = %obj.uri(), "log object no longer exists; dead-lettered");
                     letters.push(object_letter(
                         obj,
@@ -293,6 +280,8 @@ impl AccessLogIngestor {
             }
         }
         let mut committed_objects: HashMap<usize, bool> = HashMap::new();
+        let mut refused: Vec<DeadLetter> = Vec::new();
+        let mut refused_rows: HashMap<usize, usize> = HashMap::new();
         for (table, parts) in tables {
             let mut h = self.take(&table)?;
             let mut planner = ObjectPlanner {
@@ -325,22 +314,55 @@ impl AccessLogIngestor {
                         });
                     }
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // Retrying cannot help: record each object's rows for this table in dead
+                    // letters (object, table, line count, reason) and acknowledge.
+                    tracing::error!(table = %table, error = %e, "table refused the write; dead-lettering its objects' rows");
+                    for (i, batch) in &parts {
+                        refused.push(refused_letter(
+                            &objects[*i],
+                            pipeline,
+                            &table,
+                            batch.num_rows(),
+                            &e,
+                        ));
+                        *refused_rows.entry(*i).or_default() += batch.num_rows();
+                    }
+                }
+            }
+        }
+        if !refused.is_empty() {
+            let mut h = self.take(&self.config.dead_letter_table)?;
+            let out =
+                write_dead_letters(&self.lake, &mut h, pipeline, &self.settings, &refused, now)
+                    .await;
+            self.put(h);
+            if let Some(v) = out?.commit.version {
+                report
+                    .versions
+                    .insert(self.config.dead_letter_table.clone(), v);
             }
         }
         for (i, obj) in objects.iter().enumerate() {
             let outcome = match (outcomes[i].take(), &parsed[i]) {
                 (Some(o), _) => o,
                 (None, Some(p)) => {
-                    let rows: usize = p.by_table.values().map(RecordBatch::num_rows).sum();
+                    let refused = refused_rows.get(&i).copied().unwrap_or(0);
+                    let rows = p
+                        .by_table
+                        .values()
+                        .map(RecordBatch::num_rows)
+                        .sum::<usize>()
+                        - refused;
                     if committed_objects.get(&i).copied().unwrap_or(false)
+                        || refused > 0
                         || (rows == 0 && !p.letters.is_empty())
                     {
                         report.rows_written += rows;
-                        report.lines_dead_lettered += p.letters.len();
+                        report.lines_dead_lettered += p.letters.len() + refused;
                         ObjectOutcome::Committed {
                             rows,
-                            dead_lettered: p.letters.len(),
+                            dead_lettered: p.letters.len() + refused,
                         }
                     } else {
                         ObjectOutcome::AlreadyCommitted
@@ -429,6 +451,26 @@ impl AccessLogIngestor {
     }
 }
 
+/// The rows of `obj` that `table` refused for good (one letter per object and table; the lines
+/// are in the object, named by `object_uri`).
+fn refused_letter(
+    obj: &LogObject,
+    pipeline: &str,
+    table: &str,
+    rows: usize,
+    e: &crate::error::Error,
+) -> DeadLetter {
+    DeadLetter {
+        target_table: Some(table.to_string()),
+        txn: Some((format!("{}#refused-by:{table}", obj.app_id(pipeline)), 1)),
+        ..object_letter(
+            obj,
+            pipeline,
+            format!("{rows} line(s) of this object were refused by table `{table}`: {e}"),
+        )
+    }
+}
+
 fn object_letter(obj: &LogObject, pipeline: &str, error: String) -> DeadLetter {
     DeadLetter {
         topic: None,
@@ -441,57 +483,5 @@ fn object_letter(obj: &LogObject, pipeline: &str, error: String) -> DeadLetter {
         error,
         target_table: None,
         txn: Some((obj.app_id(pipeline), 1)),
-    }
-}
-
-struct ObjectPlanner<'a> {
-    pipeline: &'a str,
-    objects: &'a [LogObject],
-    parts: &'a [(usize, RecordBatch)],
-    retention_days: u32,
-    layout: AccessLogLayout,
-    written: Vec<usize>,
-}
-
-impl Planner for ObjectPlanner<'_> {
-    fn app_ids(&self) -> Vec<String> {
-        self.parts
-            .iter()
-            .map(|(i, _)| self.objects[*i].app_id(self.pipeline))
-            .collect()
-    }
-
-    async fn plan(&mut self, state: &TableState) -> Result<Option<Planned>> {
-        self.written.clear();
-        let mut batches = Vec::new();
-        let mut txns = Vec::new();
-        for (i, b) in self.parts {
-            let id = self.objects[*i].app_id(self.pipeline);
-            if state.committed.contains_key(&id) {
-                continue;
-            }
-            self.written.push(*i);
-            batches.push(b.clone());
-            txns.push(Transaction::new(id, 1));
-        }
-        if batches.is_empty() {
-            return Ok(None);
-        }
-        let schema = access_log_schema();
-        let batch = concat_batches(&schema, &batches)?;
-        let partition_columns = match self.layout {
-            AccessLogLayout::PerBucket => vec!["date".to_string()],
-            AccessLogLayout::Single => vec!["bucket".to_string(), "date".to_string()],
-        };
-        Ok(Some(Planned {
-            batch,
-            schema: state.schema.clone().unwrap_or(schema),
-            partition_columns,
-            txns,
-            table_properties: vec![(
-                "delta.setTransactionRetentionDuration".into(),
-                format!("interval {} days", self.retention_days),
-            )],
-        }))
     }
 }

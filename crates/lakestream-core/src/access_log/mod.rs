@@ -5,9 +5,10 @@ pub mod arrow;
 pub mod generate;
 pub mod ingest;
 pub mod parse;
+mod planner;
+pub mod source;
 
 pub use arrow::{AccessLogBatchBuilder, access_log_schema};
-pub use ingest::{
-    AccessLogIngestor, LocalObjects, LogObject, ObjectIngestReport, ObjectOutcome, ObjectSource,
-};
+pub use ingest::{AccessLogIngestor, LogObject, ObjectIngestReport, ObjectOutcome};
 pub use parse::{AccessLogRecord, ParseError, parse_line};
+pub use source::{Fetched, LocalObjects, ObjectSource};

@@ -137,6 +137,37 @@ impl Ingestor {
         Ok(report)
     }
 
+    /// Put every record of `records` in the dead-letter table with `reason` (a batch the
+    /// pipeline cannot ingest for good). Records found already committed there are reported
+    /// as duplicates; idempotent per record like every dead letter.
+    pub async fn dead_letter_batch(
+        &self,
+        records: &[SourceRecord],
+        reason: &str,
+    ) -> Result<IngestReport> {
+        let now = self.clock.now();
+        let mut states = vec![RecordState::Pending; records.len()];
+        let mut report = IngestReport {
+            received: records.len(),
+            bytes_received: records.iter().map(SourceRecord::value_len).sum(),
+            ..Default::default()
+        };
+        let mut seen = HashSet::new();
+        let mut letters = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            if !seen.insert((r.topic.as_str(), r.partition, r.offset)) {
+                states[i] = RecordState::RepeatedInBatch;
+                continue;
+            }
+            let table = self.layouts.get(&r.topic).map(|l| l.table.as_str());
+            letters.push((i, letter(r, table, reason.to_string())));
+        }
+        self.dead_letter(letters, &mut states, &mut report, now)
+            .await?;
+        report.count(&states);
+        Ok(report)
+    }
+
     /// Route records to their tables; repeats of (topic, partition, offset) in the batch,
     /// unknown topics and values that are not bytes are settled here.
     fn route<'a>(&'a self, records: &[SourceRecord], states: &mut [RecordState]) -> Routed<'a> {

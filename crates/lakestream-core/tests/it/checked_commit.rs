@@ -41,24 +41,6 @@ fn now() -> chrono::DateTime<chrono::Utc> {
     chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default()
 }
 
-/// Files under `dir` (recursively), for "a dry run writes nothing".
-pub fn listing(dir: &std::path::Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p.strip_prefix(dir).unwrap_or(&p).display().to_string());
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 // Defect 1: two compactions planned from the same snapshot must not both land.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_compactions_at_once_keep_every_row_once() -> Result<()> {

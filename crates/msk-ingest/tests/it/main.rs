@@ -32,6 +32,20 @@ impl RecordSink for Recording {
             ..Default::default()
         })
     }
+    async fn dead_letter(
+        &self,
+        records: &[SourceRecord],
+        _reason: &str,
+    ) -> lakestream_core::Result<IngestReport> {
+        if let Ok(mut v) = self.0.lock() {
+            v.extend_from_slice(records);
+        }
+        Ok(IngestReport {
+            received: records.len(),
+            dead_lettered: records.len(),
+            ..Default::default()
+        })
+    }
 }
 
 fn event(bytes: &[u8]) -> KafkaEvent {

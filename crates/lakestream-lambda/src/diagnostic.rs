@@ -38,6 +38,12 @@ impl From<FunctionError> for Diagnostic {
                 "Lakestream.SchemaMismatch"
             }
             FunctionError::Core(lakestream_core::Error::Config(_)) => "Lakestream.Config",
+            FunctionError::Core(lakestream_core::Error::Rejected { .. }) => {
+                "Lakestream.TableRejected"
+            }
+            FunctionError::Core(lakestream_core::Error::Internal(_)) => {
+                "Lakestream.InternalRetryable"
+            }
             FunctionError::Core(_) => "Lakestream.Internal",
         };
         Diagnostic {

@@ -4,6 +4,7 @@
 pub mod arrow;
 pub mod generate;
 pub mod ingest;
+mod object;
 pub mod parse;
 mod planner;
 pub mod source;

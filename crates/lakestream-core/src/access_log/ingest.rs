@@ -367,4 +367,3 @@ impl AccessLogIngestor {
         Ok(report)
     }
 }
-

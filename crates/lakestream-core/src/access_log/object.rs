@@ -18,10 +18,10 @@ pub(super) struct Parsed {
 
 /// Parse an object's lines (gzip or plain), routing rows to `table_for(bucket)`.
 pub(super) fn parse_object(
-obj: &LogObject,
-bytes: &[u8],
-pipeline: &str,
-table_for: impl Fn(&str) -> String,
+    obj: &LogObject,
+    bytes: &[u8],
+    pipeline: &str,
+    table_for: impl Fn(&str) -> String,
 ) -> Result<Parsed> {
     let uri = obj.uri();
     let app = obj.app_id(pipeline);

@@ -34,7 +34,7 @@ pub struct Request {
     /// Tables; all configured tables when absent.
     #[serde(default)]
     pub tables: Option<Vec<String>>,
-    /// Only report what would happen (vacuum).
+    /// Only report what would happen; every job writes nothing.
     #[serde(default)]
     pub dry_run: bool,
     /// Only partitions changed within this many hours (optimize).
@@ -155,6 +155,16 @@ async fn run_one(
                 ..Default::default()
             };
             json(vacuum(lake, table, &opts, clock).await)
+        }
+        // A dry run reports the version it would describe and writes nothing.
+        Job::Checkpoint | Job::Manifest if req.dry_run => {
+            match lakestream_core::read::summarize(lake, table).await {
+                Ok(Some(s)) => Ok(serde_json::json!({
+                    "table": table, "dry_run": true, "version": s.version, "files": s.files,
+                })),
+                Ok(None) => json::<()>(Err(lakestream_core::Error::TableNotFound(table.into()))),
+                Err(e) => Err(e.to_string()),
+            }
         }
         Job::Checkpoint => json(checkpoint(lake, table, false, clock.as_ref()).await),
         Job::Manifest => json(manifest(lake, table).await),

@@ -41,7 +41,8 @@ fn now() -> chrono::DateTime<chrono::Utc> {
     chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default()
 }
 
-// Defect 1: two compactions planned from the same snapshot must not both land.
+// Defect 1: two compactions planned from the same snapshot must not both land; appends running
+// next to them all survive.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_compactions_at_once_keep_every_row_once() -> Result<()> {
     for b in backends() {
@@ -78,6 +79,12 @@ async fn two_compactions_at_once_keep_every_row_once() -> Result<()> {
                 ))?;
                 Ok(r.partitions_compacted)
             }));
+        }
+        // Appends keep running while both compactions plan, rewrite and commit.
+        for c in 0..8 {
+            let batch: Vec<SourceRecord> = (0..3).map(|k| order(1, c * 3 + k)).collect();
+            ing.ingest(&batch).await?;
+            sent.extend(batch);
         }
         let mut compacted = 0;
         for t in tasks {
@@ -323,6 +330,23 @@ async fn same_batch_twice_at_once_on_a_new_table_lands_once() -> Result<()> {
                 0,
                 "{b:?} #{attempt}: one commit"
             );
+            // And on the now existing table.
+            let next: Vec<SourceRecord> = (5..9).map(|o| order(0, o)).collect();
+            let (rx, ry) = tokio::join!(x.ingest(&next), y.ingest(&next));
+            let (rx, ry) = (rx?, ry?);
+            assert_eq!(
+                rx.written + ry.written,
+                4,
+                "{b:?} #{attempt}: {rx:?} {ry:?}"
+            );
+            let mut all = batch[..4].to_vec();
+            all.extend(next);
+            let rows = lake.read("raw/order").await?;
+            assert_eq!(
+                offsets(&rows)?,
+                expected(&all),
+                "{b:?} #{attempt}: existing table"
+            );
         }
     }
     Ok(())
@@ -359,6 +383,27 @@ async fn same_log_object_twice_at_once_on_a_new_table_lands_once() -> Result<()>
             assert_eq!(
                 lake.read("dead_letters").await?.num_rows(),
                 1,
+                "{b:?} #{attempt}"
+            );
+            // And another object twice at once on the now existing table.
+            std::fs::write(dir.path().join("raw-logs/logs/b.log"), PLAIN)?;
+            let obj_b = [LogObject {
+                key: "logs/b.log".into(),
+                etag: Some("e2".into()),
+                ..obj[0].clone()
+            }];
+            let (rx, ry) = tokio::join!(x.ingest(&obj_b, &source), y.ingest(&obj_b, &source));
+            let (rx, ry) = (rx?, ry?);
+            assert_eq!(
+                rx.rows_written + ry.rows_written,
+                4,
+                "{b:?} #{attempt}: {rx:?} {ry:?}"
+            );
+            let rows = lake.read("access_logs/datalake-prod").await?;
+            assert_eq!(rows.num_rows(), 8, "{b:?} #{attempt}: existing table");
+            assert_eq!(
+                lake.read("dead_letters").await?.num_rows(),
+                2,
                 "{b:?} #{attempt}"
             );
         }

@@ -169,18 +169,41 @@ impl AccessLogIngestor {
                 txn: Some((format!("{}/input/{id}", self.config.pipeline), 1)),
             })
             .collect();
+        self.commit_letters(
+            &letters,
+            &mut ObjectIngestReport::default(),
+            self.clock.now(),
+        )
+        .await
+    }
+
+    /// Commit `letters` to the dead-letter table (idempotent per key) and note its version.
+    async fn commit_letters(
+        &self,
+        letters: &[DeadLetter],
+        report: &mut ObjectIngestReport,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<()> {
+        if letters.is_empty() {
+            return Ok(());
+        }
         let mut h = self.take(&self.config.dead_letter_table)?;
         let out = write_dead_letters(
             &self.lake,
             &mut h,
             &self.config.pipeline,
             &self.settings,
-            &letters,
-            self.clock.now(),
+            letters,
+            now,
         )
         .await;
         self.put(h);
-        out.map(|_| ())
+        if let Some(v) = out?.commit.version {
+            report
+                .versions
+                .insert(self.config.dead_letter_table.clone(), v);
+        }
+        Ok(())
     }
 
     /// Read, parse and commit `objects`: one commit per table, dead letters first.
@@ -248,19 +271,7 @@ impl AccessLogIngestor {
         }
 
         // Dead letters first: the object's data commit is what marks it done.
-        if !letters.is_empty() {
-            let mut h = self.take(&self.config.dead_letter_table)?;
-            let out =
-                write_dead_letters(&self.lake, &mut h, pipeline, &self.settings, &letters, now)
-                    .await;
-            self.put(h);
-            let out = out?;
-            if let Some(v) = out.commit.version {
-                report
-                    .versions
-                    .insert(self.config.dead_letter_table.clone(), v);
-            }
-        }
+        self.commit_letters(&letters, &mut report, now).await?;
 
         // One commit per table, over all objects that have rows for it.
         let mut tables: BTreeMap<String, Vec<(usize, RecordBatch)>> = BTreeMap::new();
@@ -323,18 +334,7 @@ impl AccessLogIngestor {
                 }
             }
         }
-        if !refused.is_empty() {
-            let mut h = self.take(&self.config.dead_letter_table)?;
-            let out =
-                write_dead_letters(&self.lake, &mut h, pipeline, &self.settings, &refused, now)
-                    .await;
-            self.put(h);
-            if let Some(v) = out?.commit.version {
-                report
-                    .versions
-                    .insert(self.config.dead_letter_table.clone(), v);
-            }
-        }
+        self.commit_letters(&refused, &mut report, now).await?;
         for (i, obj) in objects.iter().enumerate() {
             let outcome = match (outcomes[i].take(), &parsed[i]) {
                 (Some(o), _) => o,

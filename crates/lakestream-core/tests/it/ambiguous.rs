@@ -2,94 +2,14 @@
 //! writer sees an error (a connection reset after the upload). The engine must read the log,
 //! find its own commit, report success, and not write the rows a second time.
 
+use crate::faults::Faults;
 use anyhow::Result;
-use async_trait::async_trait;
-use deltalake::logstore::object_store::{
-    self, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMode,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, local::LocalFileSystem, path::Path,
-};
-use futures::stream::BoxStream;
 use lakestream_core::commit::CommitSettings;
 use lakestream_core::deadletter::{DeadLetter, write_dead_letters};
 use lakestream_core::handle::TableHandle;
 use lakestream_core::{Lake, read};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// Lets every write through, then fails the first `fail` log-entry creations *after* they landed.
-#[derive(Debug)]
-struct LandsThenFails {
-    inner: LocalFileSystem,
-    fail: AtomicUsize,
-}
-
-impl std::fmt::Display for LandsThenFails {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("LandsThenFails")
-    }
-}
-
-#[async_trait]
-impl ObjectStore for LandsThenFails {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        let is_log_entry =
-            location.as_ref().contains("_delta_log/") && location.as_ref().ends_with(".json");
-        let create = matches!(opts.mode, PutMode::Create);
-        let res = self.inner.put_opts(location, payload, opts).await?;
-        if is_log_entry
-            && create
-            && self
-                .fail
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok()
-        {
-            return Err(object_store::Error::Generic {
-                store: "test",
-                source: "connection reset after upload".into(),
-            });
-        }
-        Ok(res)
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: object_store::CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-}
+use std::sync::atomic::Ordering;
 
 fn letters(n: i64) -> Vec<DeadLetter> {
     (0..n)
@@ -125,18 +45,12 @@ async fn a_commit_that_landed_but_errored_is_resolved_from_the_log() -> Result<(
     write_dead_letters(&lake, &mut plain, "p", &settings, &letters(3), now).await?;
 
     // Version 1: the log PUT lands, the writer gets an error.
-    let url = lake.table_url("dead_letters")?;
-    let store = Arc::new(LandsThenFails {
-        inner: LocalFileSystem::new(),
-        fail: AtomicUsize::new(1),
-    });
-    let table = deltalake::DeltaTableBuilder::from_url(url.clone())?
-        .with_storage_backend(store.clone(), url)
-        .build()?;
-    let mut faulty = TableHandle::from_table("dead_letters", table);
+    let faults = Arc::new(Faults::default());
+    faults.land_then_fail.store(1, Ordering::SeqCst);
+    let mut faulty = TableHandle::open(&faults.install(lake.clone()), "dead_letters")?;
     let out = write_dead_letters(&lake, &mut faulty, "p", &settings, &letters(6), now).await?;
     assert_eq!(
-        store.fail.load(Ordering::SeqCst),
+        faults.land_then_fail.load(Ordering::SeqCst),
         0,
         "the fault was injected"
     );

@@ -10,6 +10,19 @@ const CONFIG: &str = include_str!("../../../../lakestream.toml");
 const LOGS: &[u8] =
     include_bytes!("../../../../tests/fixtures/access-logs/2026-11-29-08-00-00-A1B2C3D4E5F6.log");
 
+/// Six one-record commits to `raw/order`: six small files.
+async fn six_small_files(cfg: &PipelineConfig, clock: Arc<FixedClock>) -> anyhow::Result<()> {
+    let ing = Ingestor::new(cfg.clone(), clock.clone())?;
+    for off in 0..6 {
+        let v = format!(
+            r#"{{"order_id":1,"order_owner":"a","order_value":{off},"timestamp":"2022-04-04T10:15:30Z"}}"#
+        );
+        ing.ingest(&[SourceRecord::new("orders", 0, off, 1, v.as_bytes())])
+            .await?;
+    }
+    Ok(())
+}
+
 #[test]
 fn schedule_inputs() {
     let r = Request::from_event(&serde_json::json!({"job": "optimize", "tables": ["raw/order"]}));
@@ -33,14 +46,7 @@ async fn every_table_when_none_is_named() -> anyhow::Result<()> {
     let clock = Arc::new(FixedClock::new(
         chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default(),
     ));
-    let ing = Ingestor::new(cfg.clone(), clock.clone())?;
-    for off in 0..6 {
-        let v = format!(
-            r#"{{"order_id":1,"order_owner":"a","order_value":{off},"timestamp":"2022-04-04T10:15:30Z"}}"#
-        );
-        ing.ingest(&[SourceRecord::new("orders", 0, off, 1, v.as_bytes())])
-            .await?;
-    }
+    six_small_files(&cfg, clock.clone()).await?;
     std::fs::create_dir_all(dir.path().join("objs/raw-logs"))?;
     std::fs::write(dir.path().join("objs/raw-logs/a.log"), LOGS)?;
     let logs = AccessLogIngestor::new(cfg.clone(), clock.clone())?;
@@ -127,14 +133,7 @@ async fn dry_run_of_every_job_writes_nothing() -> anyhow::Result<()> {
     let clock = Arc::new(FixedClock::new(
         chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default(),
     ));
-    let ing = Ingestor::new(cfg.clone(), clock.clone())?;
-    for off in 0..6 {
-        let v = format!(
-            r#"{{"order_id":1,"order_owner":"a","order_value":{off},"timestamp":"2022-04-04T10:15:30Z"}}"#
-        );
-        ing.ingest(&[SourceRecord::new("orders", 0, off, 1, v.as_bytes())])
-            .await?;
-    }
+    six_small_files(&cfg, clock.clone()).await?;
     let lake = Lake::new(&cfg.lake)?;
     let table_dir = dir.path().join("lake/raw/order");
     let before = listing(&table_dir);

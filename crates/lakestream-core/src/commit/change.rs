@@ -62,6 +62,9 @@ pub struct Conflict {
     pub reason: String,
     /// Files this change removes that a concurrent commit already removed (decoded paths).
     pub gone: BTreeSet<String>,
+    /// Nothing conflicted, but other writers kept taking the next version faster than the
+    /// change could be rebased: the same change may simply be tried again after a backoff.
+    pub contended: bool,
 }
 
 /// The actions of one commit file that matter to the conflict check.
@@ -148,6 +151,7 @@ pub(crate) fn check(change: &Change, winner: &CommitSummary) -> Result<(), Confl
             version: winner.version,
             reason,
             gone,
+            contended: false,
         })
     };
     if winner.protocol {

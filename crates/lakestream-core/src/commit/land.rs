@@ -17,6 +17,7 @@ use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{Action, MetadataExt, StructType, Transaction, new_metadata};
 use deltalake::protocol::{DeltaOperation, SaveMode};
+use futures::{StreamExt, TryStreamExt};
 
 /// What a change needs when it creates the table (the table does not exist at its base).
 #[derive(Debug, Clone)]
@@ -112,11 +113,15 @@ pub async fn land(
                 version: handle.version().unwrap_or_default(),
                 reason: format!("still behind after {rebases} rebases: {err}"),
                 gone: Default::default(),
+                contended: true,
             }));
         }
         tracing::debug!(table = %name, base = ?base, to = ?handle.version(), "rebased over non-conflicting commits");
     }
 }
+
+/// Commit files read at once when checking what landed after a base version.
+const LOG_READ_CONCURRENCY: usize = 16;
 
 /// Refresh and summarize the commits after `base` (all of them when the table was new).
 async fn since(handle: &mut TableHandle, base: Option<u64>) -> Result<Vec<CommitSummary>> {
@@ -128,22 +133,29 @@ async fn since(handle: &mut TableHandle, base: Option<u64>) -> Result<Vec<Commit
     };
     let first = base.map_or(0, |b| b + 1);
     let log_store = handle.table().log_store();
-    let mut out = Vec::new();
-    for v in first..=latest {
-        let bytes = log_store
-            .read_commit_entry(v)
-            .await
-            .map_err(|e| Error::storage(handle.name(), e))?
-            .ok_or_else(|| {
-                Error::storage(
-                    handle.name(),
-                    DeltaTableError::Generic(format!(
-                        "commit {v} is missing from the log; cannot check for conflicts"
-                    )),
-                )
-            })?;
-        out.push(CommitSummary::parse(v, &bytes));
-    }
+    let name = handle.name();
+    let out: Vec<CommitSummary> = futures::stream::iter(first..=latest)
+        .map(|v| {
+            let log_store = log_store.clone();
+            async move {
+                let bytes = log_store
+                    .read_commit_entry(v)
+                    .await
+                    .map_err(|e| Error::storage(name, e))?
+                    .ok_or_else(|| {
+                        Error::storage(
+                            name,
+                            DeltaTableError::Generic(format!(
+                                "commit {v} is missing from the log; cannot check for conflicts"
+                            )),
+                        )
+                    })?;
+                Ok::<_, Error>(CommitSummary::parse(v, &bytes))
+            }
+        })
+        .buffered(LOG_READ_CONCURRENCY)
+        .try_collect()
+        .await?;
     Ok(out)
 }
 

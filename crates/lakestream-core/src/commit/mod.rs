@@ -40,7 +40,7 @@ pub struct CommitSettings {
     pub checkpoint_interval: u32,
     /// Outer attempts (reload + re-plan + backoff).
     pub max_attempts: u32,
-    /// delta-rs's own immediate retries inside one attempt (cheap append-vs-append rebases).
+    /// Rebases onto newer, non-conflicting commits inside one attempt (our check, no re-plan).
     pub inner_retries: usize,
     /// First backoff.
     pub base_backoff: Duration,

@@ -268,6 +268,9 @@ async fn commit_partition(
                 bins.retain(|b| !b.0.iter().any(|r| c.gone.contains(&r.path)));
                 tracing::info!(table, partition = %label, dropped = before - bins.len(), reason = %c.reason, "compaction bins dropped: their files were rewritten or removed concurrently");
             }
+            Err(Failure::Conflict(c)) if c.contended => {
+                tracing::info!(table, partition = %label, reason = %c.reason, "compaction commit contended, will retry");
+            }
             Err(Failure::Conflict(c)) => {
                 tracing::warn!(table, partition = %label, reason = %c.reason, "compaction of partition skipped until the next run");
                 report.partitions_conflicted.push(label.to_string());

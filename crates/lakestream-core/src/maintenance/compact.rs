@@ -4,14 +4,15 @@
 //! whose input files a concurrent commit removed (another compaction, a delete or an upsert) is
 //! dropped, the partition's other bins still land. Optional z-order within each rewritten file.
 
+use super::zorder::zorder;
 use crate::commit::{Change, CommitSettings, Failure, ReadScope, backoff, land};
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
 use crate::read::read_data_file;
 use crate::storage::Lake;
 use chrono::{DateTime, Utc};
-use deltalake::arrow::array::{ArrayRef, RecordBatch, UInt32Array};
-use deltalake::arrow::compute::{concat_batches, sort_to_indices, take_record_batch};
+use deltalake::arrow::array::RecordBatch;
+use deltalake::arrow::compute::concat_batches;
 use deltalake::kernel::{Add, Remove};
 use deltalake::protocol::DeltaOperation;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
@@ -388,34 +389,4 @@ fn partition_label(p: &[(String, Option<String>)]) -> String {
         })
         .collect::<Vec<_>>()
         .join("/")
-}
-
-/// Sort rows by the Morton (z-order) code of their per-column ranks.
-fn zorder(batch: &RecordBatch, columns: &[String]) -> Result<RecordBatch> {
-    let n = batch.num_rows();
-    if n < 2 {
-        return Ok(batch.clone());
-    }
-    let bits = (64 / columns.len().max(1)).min(32) as u32;
-    let scale = |rank: usize| -> u64 {
-        ((rank as u128 * ((1u128 << bits) - 1)) / (n as u128 - 1).max(1)) as u64
-    };
-    let mut keys = vec![0u64; n];
-    for (ci, c) in columns.iter().enumerate() {
-        let col: &ArrayRef = batch
-            .column_by_name(c)
-            .ok_or_else(|| Error::Config(format!("z-order column `{c}` missing")))?;
-        let order = sort_to_indices(col, None, None)?;
-        for (rank, &row) in order.values().iter().enumerate() {
-            let r = scale(rank);
-            for b in 0..bits {
-                if r >> b & 1 == 1 {
-                    keys[row as usize] |= 1u64 << (b as usize * columns.len() + ci);
-                }
-            }
-        }
-    }
-    let mut idx: Vec<u32> = (0..n as u32).collect();
-    idx.sort_by_key(|&i| keys[i as usize]);
-    Ok(take_record_batch(batch, &UInt32Array::from(idx))?)
 }

@@ -5,6 +5,7 @@ pub mod checkpoint;
 pub mod compact;
 pub mod manifest;
 pub mod vacuum;
+mod zorder;
 
 pub use checkpoint::{CheckpointReport, checkpoint};
 pub use compact::{CompactOptions, CompactReport, compact};

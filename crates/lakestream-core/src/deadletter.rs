@@ -116,6 +116,10 @@ impl Planner for DeadLetterPlanner<'_> {
         ids
     }
 
+    fn wants_all_txns(&self) -> bool {
+        true
+    }
+
     async fn plan(&mut self, state: &TableState) -> Result<Option<Planned>> {
         let mut keep = Vec::new();
         let mut txns: BTreeMap<String, i64> = BTreeMap::new();
@@ -205,9 +209,6 @@ pub async fn write_dead_letters(
     if letters.is_empty() {
         return Ok(DeadLetterOutcome::default());
     }
-    // One pass over the log for every key, instead of one log replay per unknown key.
-    handle.refresh().await?;
-    handle.load_all_txns().await?;
     let mut planner = DeadLetterPlanner {
         pipeline,
         letters,

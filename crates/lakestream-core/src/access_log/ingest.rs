@@ -295,8 +295,6 @@ impl AccessLogIngestor {
                 layout: self.config.access_logs.layout,
                 written: vec![],
             };
-            h.refresh().await?;
-            h.load_all_txns().await?;
             let res = commit::append(&self.lake, &mut h, &self.settings, &mut planner).await;
             self.put(h);
             match res {

@@ -27,6 +27,10 @@ impl Planner for ObjectPlanner<'_> {
             .collect()
     }
 
+    fn wants_all_txns(&self) -> bool {
+        true
+    }
+
     async fn plan(&mut self, state: &TableState) -> Result<Option<Planned>> {
         self.written.clear();
         let mut batches = Vec::new();

@@ -91,6 +91,11 @@ pub trait Planner {
     fn app_ids(&self) -> Vec<String>;
     /// Plan the write; `None` means nothing to write (e.g. everything already committed).
     async fn plan(&mut self, state: &TableState) -> Result<Option<Planned>>;
+    /// The plan asks about many appIds (one per object or per record): load every `txn` of
+    /// the table in one pass instead of one log replay per unknown appId.
+    fn wants_all_txns(&self) -> bool {
+        false
+    }
 }
 
 /// What a commit did.
@@ -143,6 +148,9 @@ pub async fn append(
             tokio::time::sleep(backoff(settings, attempt, fastrand::f64())).await;
         }
         let exists = handle.refresh().await?;
+        if planner.wants_all_txns() {
+            handle.load_all_txns().await?;
+        }
         let state = handle.state(&planner.app_ids()).await?;
         let Some(plan) = planner.plan(&state).await? else {
             return Ok(outcome);

@@ -117,12 +117,13 @@ impl Ingestor {
         };
 
         let Routed { by_table, letters } = self.route(records, &mut states);
-        let mut tables = self.plan(records, by_table, now).await?;
-        let mut letters = letters;
-        for t in &mut tables {
-            letters.extend(t.planner.take_new_rejects());
-        }
+        let mut tables = Vec::new();
         let committed = async {
+            self.plan(records, by_table, now, &mut tables).await?;
+            let mut letters = letters;
+            for t in &mut tables {
+                letters.extend(t.planner.take_new_rejects());
+            }
             self.dead_letter(letters, &mut states, &mut report, now)
                 .await?;
             self.commit(records, &mut tables, &mut states, &mut report, now)
@@ -182,8 +183,8 @@ impl Ingestor {
         records: &'a [SourceRecord],
         by_table: BTreeMap<&'a str, (&'a TableLayout, Vec<usize>)>,
         now: DateTime<Utc>,
-    ) -> Result<Vec<TableRun<'a>>> {
-        let mut tables = Vec::new();
+        tables: &mut Vec<TableRun<'a>>,
+    ) -> Result<()> {
         for (table, (layout, idx)) in by_table {
             let mut planner = TopicPlanner::new(&self.config.pipeline, layout, records, idx, now);
             let mut handle = self.take_handle(table)?;
@@ -193,16 +194,7 @@ impl Ingestor {
                 commit::Planner::plan(&mut planner, &state).await
             }
             .await;
-            if let Err(e) = planned {
-                self.put_handle(handle);
-                for t in tables.iter_mut() {
-                    let t: &mut TableRun = t;
-                    if let Some(h) = t.handle.take() {
-                        self.put_handle(h);
-                    }
-                }
-                return Err(e);
-            }
+            // Kept either way, so the caller returns the handle to the warm cache.
             tables.push(TableRun {
                 report: TableReport {
                     table: table.to_string(),
@@ -212,8 +204,9 @@ impl Ingestor {
                 handle: Some(handle),
                 done: false,
             });
+            planned?;
         }
-        Ok(tables)
+        Ok(())
     }
 
     /// Commit each table (concurrently). Rejects a re-plan finds (after a concurrent schema

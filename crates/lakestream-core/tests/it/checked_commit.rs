@@ -4,7 +4,7 @@
 
 use crate::faults::Faults;
 use crate::support::{Backend, TestLake, backends, offsets, strings};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use deltalake::kernel::{DataType, PrimitiveType, StructField};
 use lakestream_core::access_log::{AccessLogIngestor, LocalObjects, LogObject, ObjectOutcome};
 use lakestream_core::maintenance::{CompactOptions, compact};
@@ -444,10 +444,4 @@ async fn a_landed_but_unseen_write_is_reported_as_written() -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Keeps `Context` in use for helpers added later.
-#[allow(dead_code)]
-fn _ctx(o: Option<()>) -> Result<()> {
-    o.context("x")
 }

@@ -10,8 +10,16 @@ const CONFIG: &str = include_str!("../../../../lakestream.toml");
 const LOGS: &[u8] =
     include_bytes!("../../../../tests/fixtures/access-logs/2026-11-29-08-00-00-A1B2C3D4E5F6.log");
 
-/// Six one-record commits to `raw/order`: six small files.
-async fn six_small_files(cfg: &PipelineConfig, clock: Arc<FixedClock>) -> anyhow::Result<()> {
+/// A filesystem lake (in a temp dir) with six one-record commits to `raw/order`: six small
+/// files.
+async fn lake_with_six_small_files()
+-> anyhow::Result<(tempfile::TempDir, PipelineConfig, Arc<FixedClock>)> {
+    let dir = tempfile::tempdir()?;
+    let mut cfg = PipelineConfig::from_toml(CONFIG)?;
+    cfg.lake.root = dir.path().join("lake").to_string_lossy().into_owned();
+    let clock = Arc::new(FixedClock::new(
+        chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default(),
+    ));
     let ing = Ingestor::new(cfg.clone(), clock.clone())?;
     for off in 0..6 {
         let v = format!(
@@ -20,7 +28,7 @@ async fn six_small_files(cfg: &PipelineConfig, clock: Arc<FixedClock>) -> anyhow
         ing.ingest(&[SourceRecord::new("orders", 0, off, 1, v.as_bytes())])
             .await?;
     }
-    Ok(())
+    Ok((dir, cfg, clock))
 }
 
 #[test]
@@ -40,13 +48,7 @@ fn schedule_inputs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_table_when_none_is_named() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let mut cfg = PipelineConfig::from_toml(CONFIG)?;
-    cfg.lake.root = dir.path().join("lake").to_string_lossy().into_owned();
-    let clock = Arc::new(FixedClock::new(
-        chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default(),
-    ));
-    six_small_files(&cfg, clock.clone()).await?;
+    let (dir, cfg, clock) = lake_with_six_small_files().await?;
     std::fs::create_dir_all(dir.path().join("objs/raw-logs"))?;
     std::fs::write(dir.path().join("objs/raw-logs/a.log"), LOGS)?;
     let logs = AccessLogIngestor::new(cfg.clone(), clock.clone())?;
@@ -127,13 +129,7 @@ fn listing(dir: &std::path::Path) -> Vec<String> {
 /// they were (it was ignored by checkpoint and manifest, and compaction wrote).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_run_of_every_job_writes_nothing() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let mut cfg = PipelineConfig::from_toml(CONFIG)?;
-    cfg.lake.root = dir.path().join("lake").to_string_lossy().into_owned();
-    let clock = Arc::new(FixedClock::new(
-        chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default(),
-    ));
-    six_small_files(&cfg, clock.clone()).await?;
+    let (dir, cfg, clock) = lake_with_six_small_files().await?;
     let lake = Lake::new(&cfg.lake)?;
     let table_dir = dir.path().join("lake/raw/order");
     let before = listing(&table_dir);

@@ -95,6 +95,15 @@ pub enum Error {
     },
 }
 
+impl From<lakestream_formats::Error> for Error {
+    fn from(e: lakestream_formats::Error) -> Self {
+        match e {
+            lakestream_formats::Error::Config(m) => Error::Config(m),
+            lakestream_formats::Error::Io { path, source } => Error::Io { path, source },
+        }
+    }
+}
+
 impl Error {
     /// True when retrying the same input later may succeed (storage and contention errors).
     /// Configuration and schema errors need a human; retrying them only burns invocations.

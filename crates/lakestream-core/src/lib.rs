@@ -5,7 +5,6 @@
 pub mod access_log;
 pub mod clock;
 pub mod commit;
-pub mod config;
 pub mod deadletter;
 pub mod decode;
 pub mod error;
@@ -13,10 +12,11 @@ pub mod handle;
 pub mod ingest;
 pub mod maintenance;
 pub mod read;
-pub mod record;
 pub mod schema;
 pub mod seed;
 pub mod storage;
+
+pub use lakestream_formats::{config, record};
 
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use config::PipelineConfig;

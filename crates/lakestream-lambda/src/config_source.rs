@@ -17,7 +17,7 @@ pub struct S3Access {
 /// Load and validate the pipeline config from `source`.
 pub async fn load_config(source: &str, s3: &S3Access) -> Result<PipelineConfig, Error> {
     let Some(rest) = source.strip_prefix("s3://") else {
-        return PipelineConfig::load(source);
+        return Ok(PipelineConfig::load(source)?);
     };
     let (bucket, key) = rest.split_once('/').ok_or_else(|| {
         Error::Config(format!(
@@ -44,7 +44,7 @@ pub async fn load_config(source: &str, s3: &S3Access) -> Result<PipelineConfig, 
         })?;
     let text = String::from_utf8(bytes.to_vec())
         .map_err(|_| Error::Config(format!("LAKESTREAM_CONFIG `{source}` is not UTF-8")))?;
-    PipelineConfig::from_toml(&text)
+    Ok(PipelineConfig::from_toml(&text)?)
 }
 
 /// The environment every Lakestream function reads, typed. `main` passes the lookup (so this

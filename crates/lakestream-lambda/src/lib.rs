@@ -4,8 +4,7 @@
 
 pub mod config_source;
 pub mod diagnostic;
-pub mod kafka;
-pub mod s3_notification;
+pub use lakestream_formats::{kafka, notification as s3_notification};
 pub mod telemetry;
 
 pub use diagnostic::FunctionError;

@@ -138,9 +138,9 @@ impl AccessLogBatchBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access_log::parse::parse_line;
     use deltalake::arrow::array::{Array, AsArray};
     use deltalake::arrow::datatypes::Int64Type;
+    use lakestream_formats::access_log::parse_line;
 
     #[test]
     fn rows_and_partition_date() -> Result<(), Box<dyn std::error::Error>> {
@@ -165,5 +165,68 @@ mod tests {
         );
         assert!(b.is_empty());
         Ok(())
+    }
+
+    const AWS_EXAMPLE: &str = "79a59df900b949e55d96a1e698fbacedfd6e09d98eacf8f8d5218e7cd47ef2be amzn-s3-demo-bucket1 [06/Feb/2019:00:00:38 +0000] 192.0.2.3 79a59df900b949e55d96a1e698fbacedfd6e09d98eacf8f8d5218e7cd47ef2be 3E57427F3EXAMPLE REST.GET.VERSIONING - \"GET /amzn-s3-demo-bucket1?versioning HTTP/1.1\" 200 - 113 - 7 - \"-\" \"S3Console/0.4\" - s9lzHYrFp76ZVxRcpX9+5cjAnEH2ROuNkd2BHfIa6UkFVdtjf5mKR3/eTPFvsiP/XV/VLi31234= SigV4 ECDHE-RSA-AES128-GCM-SHA256 AuthHeader amzn-s3-demo-bucket1.s3.us-west-1.amazonaws.com TLSV1.2 arn:aws:s3:us-west-1:123456789012:accesspoint/example-AP Yes us-east-1";
+
+    /// Property: no input makes the parser (or the Arrow builder) panic. Random mutations of
+    /// real lines plus random strings over the characters that matter to the grammar.
+    #[test]
+    fn random_and_mutated_lines_never_panic() {
+        let seeds = [
+            AWS_EXAMPLE.to_string(),
+            crate::access_log::generate::generate_lines(
+                9,
+                20,
+                &["b"],
+                chrono::DateTime::from_timestamp(0, 0).unwrap_or_default(),
+            ),
+        ];
+        let alphabet: Vec<char> = " \"[]-+:/0123456789abcXYZ\r\té€\u{1F600}".chars().collect();
+        let mut rng = fastrand::Rng::with_seed(0x5eed);
+        let mut builder = crate::access_log::AccessLogBatchBuilder::new();
+        let mut parsed = 0;
+        for _ in 0..30_000 {
+            let base: Vec<char> = seeds[rng.usize(0..seeds.len())]
+                .lines()
+                .nth(rng.usize(0..3))
+                .unwrap_or(AWS_EXAMPLE)
+                .chars()
+                .collect();
+            let mut chars = base;
+            for _ in 0..rng.usize(1..6) {
+                match rng.u8(0..5) {
+                    0 if !chars.is_empty() => {
+                        let at = rng.usize(0..chars.len());
+                        let len = rng.usize(0..(chars.len() - at).min(40) + 1);
+                        chars.drain(at..at + len);
+                    }
+                    1 => {
+                        let at = rng.usize(0..=chars.len());
+                        chars.insert(at, alphabet[rng.usize(0..alphabet.len())]);
+                    }
+                    2 if !chars.is_empty() => {
+                        let at = rng.usize(0..chars.len());
+                        chars[at] = alphabet[rng.usize(0..alphabet.len())];
+                    }
+                    3 => chars.truncate(rng.usize(0..=chars.len())),
+                    _ => {
+                        chars = (0..rng.usize(0..300))
+                            .map(|_| alphabet[rng.usize(0..alphabet.len())])
+                            .collect();
+                    }
+                }
+            }
+            let line: String = chars.into_iter().collect();
+            if let Ok(rec) = parse_line(&line) {
+                builder.append(&rec, "s3://x/y", 1);
+                parsed += 1;
+            }
+        }
+        assert!(builder.finish().is_ok_and(|b| b.num_rows() == parsed));
+        assert!(
+            parsed > 100,
+            "mutations should leave some lines valid: {parsed}"
+        );
     }
 }

@@ -20,34 +20,7 @@ use deltalake::arrow::record_batch::RecordBatch;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-/// An object named by a notification.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct LogObject {
-    /// Bucket holding the log object.
-    pub bucket: String,
-    /// Object key (already URL-decoded).
-    pub key: String,
-    /// Key to try when `key` does not exist (sources that may or may not URL-encode keys).
-    pub alt_key: Option<String>,
-    /// ETag from the notification, if given (distinguishes overwrites of the same key).
-    pub etag: Option<String>,
-}
-
-impl LogObject {
-    /// `s3://bucket/key`.
-    pub fn uri(&self) -> String {
-        format!("s3://{}/{}", self.bucket, self.key)
-    }
-
-    pub(super) fn app_id(&self, pipeline: &str) -> String {
-        format!(
-            "{pipeline}/s3/{}/{}#{}",
-            self.bucket,
-            self.key,
-            self.etag.as_deref().unwrap_or("")
-        )
-    }
-}
+pub use lakestream_formats::notification::LogObject;
 
 /// What happened to one object.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

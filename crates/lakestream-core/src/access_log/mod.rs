@@ -5,7 +5,7 @@ pub mod arrow;
 pub mod generate;
 pub mod ingest;
 mod object;
-pub mod parse;
+pub use lakestream_formats::access_log as parse;
 mod planner;
 pub mod source;
 

@@ -3,8 +3,8 @@
 //! timestamp, so we own these types: unknown fields are ignored, numbers may be strings, and a
 //! value that is not valid base64 becomes a dead letter instead of an error.
 
+use crate::record::{RecordValue, SourceRecord};
 use base64::Engine as _;
-use lakestream_core::{RecordValue, SourceRecord};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 

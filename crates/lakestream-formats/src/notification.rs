@@ -2,8 +2,38 @@
 //! (possibly several records), an SNS envelope around one, or an EventBridge "Object Created"
 //! event; and the `s3:TestEvent` that S3 sends when notifications are configured.
 
-use lakestream_core::access_log::LogObject;
 use serde_json::Value;
+
+/// An object named by a notification.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LogObject {
+    /// Bucket holding the log object.
+    pub bucket: String,
+    /// Object key (already URL-decoded).
+    pub key: String,
+    /// Key to try when `key` does not exist (sources that may or may not URL-encode keys).
+    pub alt_key: Option<String>,
+    /// ETag from the notification, if given (distinguishes overwrites of the same key).
+    pub etag: Option<String>,
+}
+
+impl LogObject {
+    /// `s3://bucket/key`.
+    pub fn uri(&self) -> String {
+        format!("s3://{}/{}", self.bucket, self.key)
+    }
+
+    /// The `txn` appId that marks this object (this exact version, by ETag) as committed:
+    /// `<pipeline>/s3/<bucket>/<key>#<etag>`.
+    pub fn app_id(&self, pipeline: &str) -> String {
+        format!(
+            "{pipeline}/s3/{}/{}#{}",
+            self.bucket,
+            self.key,
+            self.etag.as_deref().unwrap_or("")
+        )
+    }
+}
 
 /// What a message body holds.
 #[derive(Debug, Clone, PartialEq, Eq)]

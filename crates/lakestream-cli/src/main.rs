@@ -1,6 +1,7 @@
 //! `lakestream`: run the pipeline locally (demo), push one event through a function handler,
 //! and look at tables. Uses exactly the handler code the Lambda functions run.
 
+mod crash;
 mod demo;
 
 use anyhow::{Context, Result};
@@ -32,6 +33,10 @@ struct LakeArgs {
     /// Lake root directory (overrides `lake.root`).
     #[arg(long, global = true)]
     lake: Option<String>,
+    /// Test only: abort at a step of the commit path (`after-data-put`, `after-log-put`,
+    /// `after-commit`, optionally `:N` for the N-th time). See `crash.rs`.
+    #[arg(long, global = true, hide = true)]
+    crash_at: Option<crash::CrashAt>,
 }
 
 #[derive(Subcommand)]
@@ -174,6 +179,22 @@ fn load_config(args: &LakeArgs) -> Result<PipelineConfig> {
     Ok(cfg)
 }
 
+/// The lake of `cfg`, with the crash point installed when one is asked for.
+fn open_lake(cfg: &PipelineConfig, args: &LakeArgs) -> Result<Lake> {
+    let lake = Lake::new(&cfg.lake)?;
+    Ok(match &args.crash_at {
+        Some(c) => c.install(lake),
+        None => lake,
+    })
+}
+
+/// Abort here when `--crash-at after-commit` asks for it.
+fn after_commit(args: &LakeArgs) {
+    if let Some(c) = &args.crash_at {
+        c.reached(crash::Step::AfterCommit);
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let log = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
@@ -188,8 +209,10 @@ async fn main() -> Result<()> {
                 std::fs::read(&event).with_context(|| format!("reading {}", event.display()))?;
             let ev = KafkaEvent::from_json(&bytes)
                 .with_context(|| format!("{} is not an MSK event", event.display()))?;
-            let ingestor = Ingestor::new(cfg, Arc::new(SystemClock))?;
+            let ingestor =
+                Ingestor::with_lake(cfg.clone(), open_lake(&cfg, &lake)?, Arc::new(SystemClock));
             let out = msk_ingest::handle(&ingestor, ev).await?;
+            after_commit(&lake);
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(())
         }
@@ -206,8 +229,11 @@ async fn main() -> Result<()> {
                 std::fs::read(&event).with_context(|| format!("reading {}", event.display()))?;
             let ev: aws_lambda_events::sqs::SqsEvent = serde_json::from_slice(&bytes)
                 .with_context(|| format!("{} is not an SQS event", event.display()))?;
-            let ingestor =
-                lakestream_core::access_log::AccessLogIngestor::new(cfg, Arc::new(SystemClock))?;
+            let ingestor = lakestream_core::access_log::AccessLogIngestor::with_lake(
+                cfg.clone(),
+                open_lake(&cfg, &lake)?,
+                Arc::new(SystemClock),
+            );
             let (response, report) = match objects {
                 Some(dir) => {
                     let src = lakestream_core::access_log::LocalObjects(dir);
@@ -224,6 +250,7 @@ async fn main() -> Result<()> {
                     s3_log_ingest::handle_sqs(&ingestor, &src, ev).await
                 }
             };
+            after_commit(&lake);
             let out = serde_json::json!({"response": response, "report": report});
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(())
@@ -241,7 +268,7 @@ async fn main() -> Result<()> {
             lake,
         } => {
             let config = load_config(&lake)?;
-            let l = Lake::new(&config.lake)?;
+            let l = open_lake(&config, &lake)?;
             let opts = lakestream_core::maintenance::CompactOptions {
                 target_size: target_mib << 20,
                 small_file_threshold: (target_mib << 20) / 4,
@@ -310,7 +337,7 @@ async fn main() -> Result<()> {
             force,
             lake,
         } => {
-            let l = Lake::new(&load_config(&lake)?.lake)?;
+            let l = open_lake(&load_config(&lake)?, &lake)?;
             let opts = lakestream_core::maintenance::VacuumOptions {
                 retention: retention_hours.map(chrono::Duration::hours),
                 force,
@@ -338,7 +365,7 @@ async fn main() -> Result<()> {
             dry_run,
             lake,
         } => {
-            let l = Lake::new(&load_config(&lake)?.lake)?;
+            let l = open_lake(&load_config(&lake)?, &lake)?;
             if dry_run {
                 let s = existing(&l, &table).await?;
                 println!("{table}: would checkpoint version {}", s.version);
@@ -357,7 +384,7 @@ async fn main() -> Result<()> {
             dry_run,
             lake,
         } => {
-            let l = Lake::new(&load_config(&lake)?.lake)?;
+            let l = open_lake(&load_config(&lake)?, &lake)?;
             if dry_run {
                 let s = existing(&l, &table).await?;
                 println!(

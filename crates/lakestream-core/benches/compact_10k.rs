@@ -62,12 +62,14 @@ fn main() -> anyhow::Result<()> {
             endpoint_url: Some(endpoint),
             region: Some("us-east-1".into()),
             allow_http: true,
+            storage_options: Default::default(),
         },
         Err(_) => LakeConfig {
             root: dir.path().to_string_lossy().into_owned(),
             endpoint_url: None,
             region: None,
             allow_http: false,
+            storage_options: Default::default(),
         },
     };
     let lake = Lake::new(&cfg)?;

@@ -34,7 +34,11 @@ impl Lake {
     pub fn new(cfg: &LakeConfig) -> Result<Self> {
         deltalake::aws::register_handlers(None);
         let root = parse_root(&cfg.root)?;
-        let mut options = HashMap::new();
+        let mut options: HashMap<String, String> = cfg
+            .storage_options
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         if root.scheme() == "s3" {
             if let Some(endpoint) = &cfg.endpoint_url {
                 options.insert("AWS_ENDPOINT_URL".into(), endpoint.clone());
@@ -74,6 +78,7 @@ impl Lake {
             endpoint_url: None,
             region: None,
             allow_http: false,
+            storage_options: Default::default(),
         })
     }
 
@@ -152,6 +157,7 @@ mod tests {
             endpoint_url: Some("http://127.0.0.1:5000".into()),
             region: Some("us-east-1".into()),
             allow_http: true,
+            storage_options: Default::default(),
         })?;
         assert_eq!(
             lake.table_url("raw/order")?.as_str(),

@@ -93,6 +93,13 @@ pub struct LakeConfig {
     /// Allow plain HTTP to the endpoint (only for local S3-compatible servers).
     #[serde(default)]
     pub allow_http: bool,
+    /// Client options passed to delta-rs / object_store, e.g. `timeout = "10s"`,
+    /// `connect_timeout = "2s"`, `max_retries = "5"`, `retry_timeout = "60s"`,
+    /// `backoff_config.init_backoff = "100ms"`. Defaults are object_store's (30 s per request,
+    /// 10 retries within 3 minutes). `AWS_S3_ALLOW_UNSAFE_RENAME` cannot be set: commits rely on
+    /// conditional puts.
+    #[serde(default)]
+    pub storage_options: std::collections::BTreeMap<String, String>,
 }
 
 /// How commits are retried and checkpointed.
@@ -316,6 +323,14 @@ impl PipelineConfig {
         }
         if self.lake.root.trim().is_empty() {
             return bad("`lake.root` must not be empty".into());
+        }
+        if let Some(key) = self.lake.storage_options.keys().find(|k| {
+            k.eq_ignore_ascii_case("aws_s3_allow_unsafe_rename")
+                || k.eq_ignore_ascii_case("allow_unsafe_rename")
+        }) {
+            return bad(format!(
+                "`lake.storage_options.{key}` cannot be set: commits rely on S3 conditional puts"
+            ));
         }
         if self.lake.root.contains("://")
             && !self.lake.root.starts_with("s3://")

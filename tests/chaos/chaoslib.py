@@ -1,0 +1,157 @@
+"""Shared pieces of the fault, crash and concurrency suite: lakes on the S3 emulator (reached
+through the fault proxy or directly), generated MSK batches with known content, invoking the
+`lakestream` binary the way Lambda would (redeliver until it succeeds), and reading tables back
+directly from the emulator with Python `deltalake` to compare record by record."""
+import base64
+import json
+import os
+import pathlib
+import random
+import subprocess
+import threading
+import time
+import uuid
+
+from deltalake import DeltaTable
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = os.environ.get("LAKESTREAM_BIN", str(ROOT / "target/debug/lakestream"))
+EXAMPLE = (ROOT / "lakestream.toml").read_text()
+MOTO = os.environ.get("LAKESTREAM_TEST_S3_ENDPOINT", "")
+MOTO_PORT = int(MOTO.rsplit(":", 1)[-1]) if MOTO else 0
+SEED = int(os.environ.get("CHAOS_SEED", "20261130"))
+SCALE = float(os.environ.get("CHAOS_SCALE", "1"))
+BUCKET = "lakestream-test"
+LAKE_SECTION = ('[lake]\n# A filesystem path or s3://bucket/prefix. `lakestream demo --lake DIR` overrides it.\n'
+                'root = "./lake"\n')
+# Short client timeouts and retry budgets: a delayed request times out after 0.6 s instead of 30 s,
+# and a request gives up after 4 retries instead of ~3 minutes, so the suite stays in minutes.
+CLIENT = ('storage_options = { timeout = "600ms", connect_timeout = "1s", max_retries = "4", '
+          'retry_timeout = "15s", "backoff_config.init_backoff" = "20ms", '
+          '"backoff_config.max_backoff" = "300ms" }\n')
+STORAGE = {"AWS_ENDPOINT_URL": MOTO, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+           "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+ORDERS_TS = "2026-11-30T10:00:00Z"
+
+# Figures per scenario, printed at the end of the run (conftest) and saved as JSON.
+FIGURES = {}
+
+
+def scaled(n):
+    return max(1, int(round(n * SCALE)))
+
+
+def rng(name):
+    """A generator per scenario, derived from the run's seed (fixed in CI, random in `make chaos`)."""
+    return random.Random(f"{SEED}/{name}")
+
+
+class ChaosLake:
+    """A fresh lake prefix on the emulator; the config sends lakestream through `endpoint`."""
+
+    def __init__(self, tmp, endpoint, name="lake"):
+        self.prefix = f"chaos-{name}-{uuid.uuid4().hex[:10]}"
+        self.root = f"s3://{BUCKET}/{self.prefix}"
+        self.tmp = tmp
+        text = EXAMPLE.replace(LAKE_SECTION, (
+            f'[lake]\nroot = "{self.root}"\nendpoint_url = "{endpoint}"\nregion = "us-east-1"\n'
+            f"allow_http = true\n{CLIENT}"))
+        assert text != EXAMPLE, "example config layout changed; update chaoslib"
+        self.config = tmp / f"{self.prefix}.toml"
+        self.config.write_text(text)
+        self.endpoint = endpoint
+        self.invocations = 0
+        self.failed = 0
+        self.lock = threading.Lock()
+
+    def uri(self, table):
+        return f"{self.root}/{table}"
+
+    def run(self, args, crash_at=None, timeout=300, env=None):
+        """One process: `lakestream <args> --config <cfg>`; returns the CompletedProcess."""
+        cmd = [BIN, *args, "--config", str(self.config)]
+        if crash_at:
+            cmd += ["--crash-at", crash_at]
+        full_env = {**os.environ, "AWS_ENDPOINT_URL": self.endpoint, "AWS_MAX_ATTEMPTS": "3",
+                    "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                    "AWS_REGION": "us-east-1", **(env or {})}
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env, check=False)
+        with self.lock:
+            self.invocations += 1
+            self.failed += out.returncode != 0
+        return out
+
+    def deliver(self, args, max_attempts=40):
+        """Lambda's at-least-once delivery: invoke until the function succeeds."""
+        for _ in range(max_attempts):
+            out = self.run(args)
+            if out.returncode == 0:
+                return out
+            time.sleep(0.05)
+        raise AssertionError(f"`{' '.join(args)}` never succeeded; last error:\n{out.stderr[-3000:]}")
+
+    def write_event(self, name, event):
+        path = self.tmp / f"{self.prefix}-{name}.json"
+        path.write_text(json.dumps(event))
+        return path
+
+    def table(self, table, version=None):
+        return DeltaTable(self.uri(table), version=version, storage_options=STORAGE)
+
+    def rows(self, table):
+        return self.table(table).to_pyarrow_table().to_pylist()
+
+
+def order(partition, offset):
+    """The order carried by (partition, offset); every 13th offset is not JSON (a dead letter)."""
+    if offset % 13 == 7:
+        return None
+    oid = partition * 1_000_000 + offset
+    return {"order_id": oid, "order_owner": f"owner-{oid % 17}", "order_value": (oid * 7919) % 10_000,
+            "timestamp": ORDERS_TS}
+
+
+def raw_value(partition, offset):
+    o = order(partition, offset)
+    return json.dumps(o).encode() if o else f"not json #{partition}/{offset}".encode()
+
+
+def msk_event(partition, offsets, topic="orders"):
+    records = [{
+        "topic": topic, "partition": partition, "offset": off, "timestamp": 1764496800000 + off,
+        "timestampType": "CREATE_TIME", "value": base64.b64encode(raw_value(partition, off)).decode(),
+        "headers": [],
+    } for off in offsets]
+    return {"eventSource": "aws:kafka",
+            "eventSourceArn": "arn:aws:kafka:us-east-1:123456789012:cluster/chaos/abc",
+            "bootstrapServers": "b-1.chaos:9098", "records": {f"{topic}-{partition}": records}}
+
+
+def check_orders(lake, sent):
+    """Compare raw/order and the dead letters with what was sent (a set of (partition, offset)),
+    record by record. Returns the figures."""
+    rows = lake.rows("raw/order")
+    got = [(r["kafka_partition"], r["kafka_offset"]) for r in rows]
+    good = {k for k in sent if order(*k) is not None}
+    bad = sent - good
+    dup = len(got) - len(set(got))
+    assert dup == 0, f"{dup} duplicate rows in raw/order"
+    assert set(got) == good, (f"raw/order: {len(good - set(got))} records lost, "
+                              f"{len(set(got) - good)} never sent")
+    for r in rows:
+        want = order(r["kafka_partition"], r["kafka_offset"])
+        assert (r["order_id"], r["order_owner"], r["order_value"]) == (
+            want["order_id"], want["order_owner"], want["order_value"]), r
+    letters = lake.rows("dead_letters") if bad else []
+    dl = [(r["partition"], r["offset"]) for r in letters if r["topic"] == "orders"]
+    assert len(dl) == len(set(dl)), f"{len(dl) - len(set(dl))} duplicate dead letters"
+    assert set(dl) == bad, f"dead letters: {len(bad - set(dl))} missing, {len(set(dl) - bad)} unexpected"
+    for r in letters:
+        assert base64.b64decode(r["raw_base64"]) == raw_value(r["partition"], r["offset"])
+        assert "JSON" in r["error"] or "json" in r["error"], r["error"]
+    return {"records_sent": len(sent), "rows_read_back": len(got), "dead_letters": len(dl),
+            "duplicates": dup, "lost": len(good - set(got)) + len(bad - set(dl))}
+
+
+def record(scenario, **figures):
+    FIGURES.setdefault(scenario, {}).update(figures)

@@ -45,6 +45,7 @@ test: moto-start ## All tests: Rust (filesystem + S3 emulator) and the independe
 	$(TEST_ENV) cargo test --workspace
 	cargo build --workspace --bins
 	$(TEST_ENV) $(VENV)/bin/pytest -q tests/e2e
+	$(TEST_ENV) $(VENV)/bin/pytest -q tests/chaos
 	$(TEST_ENV) tests/lambda-runtime.sh
 
 check: fmt clippy no-datafusion ## fmt --check, clippy -D warnings, no DataFusion in functions
@@ -84,6 +85,10 @@ bench: ## Decode+write throughput on 1M generated orders (release build, one cor
 bench-logs: ## Access-log parse -> Arrow vs Rust regex vs Python re (Athena pattern), one core
 	cargo bench -p lakestream-core --bench access_log_parse --no-run
 	taskset -c 0 cargo bench -p lakestream-core --bench access_log_parse
+
+chaos: moto-start ## The fault/crash/concurrency suite, longer (CHAOS_SCALE=5) with a random seed
+	cargo build --bin lakestream
+	$(TEST_ENV) CHAOS_SEED=$${CHAOS_SEED:-$$RANDOM$$RANDOM} CHAOS_SCALE=$${CHAOS_SCALE:-5} $(VENV)/bin/pytest -q tests/chaos
 
 fuzz: ## Fuzz every parser for FUZZ_SECONDS each (default 600; nightly + cargo-fuzz)
 	scripts/fuzz.sh

@@ -49,15 +49,15 @@ def rng(name):
 class ChaosLake:
     """A fresh lake prefix on the emulator; the config sends lakestream through `endpoint`."""
 
-    def __init__(self, tmp, endpoint, name="lake"):
-        self.prefix = f"chaos-{name}-{uuid.uuid4().hex[:10]}"
+    def __init__(self, tmp, endpoint, name="lake", prefix=None):
+        self.prefix = prefix or f"chaos-{name}-{uuid.uuid4().hex[:10]}"
         self.root = f"s3://{BUCKET}/{self.prefix}"
         self.tmp = tmp
         text = EXAMPLE.replace(LAKE_SECTION, (
             f'[lake]\nroot = "{self.root}"\nendpoint_url = "{endpoint}"\nregion = "us-east-1"\n'
             f"allow_http = true\n{CLIENT}"))
         assert text != EXAMPLE, "example config layout changed; update chaoslib"
-        self.config = tmp / f"{self.prefix}.toml"
+        self.config = tmp / f"{self.prefix}-{uuid.uuid4().hex[:6]}.toml"
         self.config.write_text(text)
         self.endpoint = endpoint
         self.invocations = 0
@@ -155,3 +155,50 @@ def check_orders(lake, sent):
 
 def record(scenario, **figures):
     FIGURES.setdefault(scenario, {}).update(figures)
+
+
+def s3_keys(lake, table):
+    """Every object under a table, read directly from the emulator."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=MOTO, region_name="us-east-1",
+                      aws_access_key_id="test", aws_secret_access_key="test")
+    keys = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"{lake.prefix}/{table}/"):
+        keys += [o["Key"] for o in page.get("Contents", [])]
+    return keys, s3
+
+
+def manifest_files(lake, table):
+    """The data files the symlink manifests list (what Athena/Presto would read)."""
+    keys, s3 = s3_keys(lake, table)
+    files = []
+    for k in keys:
+        if "/_symlink_format_manifest/" in k and k.endswith("/manifest"):
+            body = s3.get_object(Bucket=BUCKET, Key=k)["Body"].read().decode()
+            files += [line for line in body.splitlines() if line]
+    return sorted(files)
+
+
+def good_offsets(k, n=7):
+    """Offsets of batch k that all carry valid orders (offset % 13 in 0..6)."""
+    return list(range(k * 13, k * 13 + min(n, 7)))
+
+
+def run_all(fns):
+    """Run callables on threads at once; re-raise the first error."""
+    errors = []
+
+    def wrap(fn):
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - re-raised below
+            errors.append(e)
+
+    threads = [threading.Thread(target=wrap, args=(fn,)) for fn in fns]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]

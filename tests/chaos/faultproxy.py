@@ -9,7 +9,10 @@ seeded generator, a request instead
 - `delay`: waits `delay_s` (longer than the client's timeout), then is forwarded (a write may
   land after the client gave up and retried).
 
-Counters say how many of each were injected. `paused()` turns faults off for set-up and checks.
+`only(method, path)`, when given, limits faults to the requests it accepts (e.g. a "slow
+storage" proxy that delays every data-file GET, to hold a compaction between its plan and its
+commit). Counters say how many of each were injected. `paused()` turns faults off for set-up
+and checks.
 """
 import http.client
 import random
@@ -25,7 +28,9 @@ INTERNAL = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</
 
 
 class FaultProxy:
-    def __init__(self, upstream_port, seed, refuse=0.0, land_then_500=0.0, delay=0.0, delay_s=1.5):
+    def __init__(self, upstream_port, seed, refuse=0.0, land_then_500=0.0, delay=0.0, delay_s=1.5,
+                 only=None):
+        self.only = only
         self.upstream_port = upstream_port
         self.rates = {"refuse": refuse, "land_then_500": land_then_500, "delay": delay}
         self.delay_s = delay_s
@@ -80,7 +85,7 @@ class FaultProxy:
 
             def _handle(self):
                 body = self._body()
-                fault = proxy._draw()
+                fault = proxy._draw(self.command, self.path)
                 try:
                     if fault == "refuse":
                         self._reply(503, [("Content-Type", "application/xml")], SLOW_DOWN)
@@ -107,10 +112,10 @@ class FaultProxy:
     def url(self):
         return f"http://127.0.0.1:{self.port}"
 
-    def _draw(self):
+    def _draw(self, method, path):
         with self.lock:
             self.counts["requests"] += 1
-            if not self.enabled:
+            if not self.enabled or (self.only and not self.only(method, path)):
                 return None
             r = self.rng.random()
             for kind, rate in self.rates.items():

@@ -29,6 +29,8 @@ LAKE_SECTION = ('[lake]\n# A filesystem path or s3://bucket/prefix. `lakestream 
 CLIENT = ('storage_options = { timeout = "600ms", connect_timeout = "1s", max_retries = "4", '
           'retry_timeout = "15s", "backoff_config.init_backoff" = "20ms", '
           '"backoff_config.max_backoff" = "300ms" }\n')
+# For a client behind deliberately slow storage: delays are not faults there.
+PATIENT_CLIENT = 'storage_options = { timeout = "20s", max_retries = "2" }\n'
 STORAGE = {"AWS_ENDPOINT_URL": MOTO, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
            "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 ORDERS_TS = "2026-11-30T10:00:00Z"
@@ -49,13 +51,13 @@ def rng(name):
 class ChaosLake:
     """A fresh lake prefix on the emulator; the config sends lakestream through `endpoint`."""
 
-    def __init__(self, tmp, endpoint, name="lake", prefix=None):
+    def __init__(self, tmp, endpoint, name="lake", prefix=None, client=CLIENT):
         self.prefix = prefix or f"chaos-{name}-{uuid.uuid4().hex[:10]}"
         self.root = f"s3://{BUCKET}/{self.prefix}"
         self.tmp = tmp
         text = EXAMPLE.replace(LAKE_SECTION, (
             f'[lake]\nroot = "{self.root}"\nendpoint_url = "{endpoint}"\nregion = "us-east-1"\n'
-            f"allow_http = true\n{CLIENT}"))
+            f"allow_http = true\n{client}"))
         assert text != EXAMPLE, "example config layout changed; update chaoslib"
         self.config = tmp / f"{self.prefix}-{uuid.uuid4().hex[:6]}.toml"
         self.config.write_text(text)

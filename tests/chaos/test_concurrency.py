@@ -5,8 +5,8 @@ import time
 
 from faultproxy import FaultProxy
 
-from chaoslib import (MOTO, MOTO_PORT, SEED, ChaosLake, check_orders, good_offsets, manifest_files, msk_event, order,
-                      record, run_all, scaled)
+from chaoslib import (MOTO, MOTO_PORT, PATIENT_CLIENT, SEED, ChaosLake, check_orders, good_offsets,
+                      manifest_files, msk_event, order, record, run_all, scaled)
 
 
 def append(lake, partition, k, sent):
@@ -46,10 +46,12 @@ def test_same_batch_from_three_writers_at_once(tmp_path):
 
 
 def slow_storage():
-    """A proxy that delays every data-file GET: a compaction through it stays between its plan
-    and its commit for seconds, so the race with another commit happens on every run."""
-    return FaultProxy(MOTO_PORT, seed=SEED, delay=1.0, delay_s=0.3,
-                      only=lambda method, path: method == "GET" and ".parquet" in path)
+    """A proxy that delays every data-file GET (not the log): a compaction through it plans at
+    normal speed, then stays between its plan and its commit for seconds while it reads its
+    files, so the race with another commit happens on every run."""
+    return FaultProxy(MOTO_PORT, seed=SEED, delay=1.0, delay_s=4.0,
+                      only=lambda method, path: method == "GET" and ".parquet" in path
+                      and "_delta_log" not in path)
 
 
 OPTIMIZE = ["optimize", "raw/order", "--min-files", "2"]
@@ -62,7 +64,7 @@ def test_two_compactions_while_appends_run(tmp_path):
     sent = set()
     run_all([lambda p=p: [append(lake, p, k, sent) for k in range(8)] for p in range(4)])
     slow = slow_storage()
-    slow_lake = ChaosLake(tmp_path, slow.url, prefix=lake.prefix)
+    slow_lake = ChaosLake(tmp_path, slow.url, prefix=lake.prefix, client=PATIENT_CLIENT)
     out = {}
 
     def fast_later():
@@ -88,7 +90,7 @@ def test_compaction_racing_a_delete(tmp_path):
     resurrect them) and every other row stays exactly once."""
     lake = ChaosLake(tmp_path, MOTO, "remove")
     slow = slow_storage()
-    slow_lake = ChaosLake(tmp_path, slow.url, prefix=lake.prefix)
+    slow_lake = ChaosLake(tmp_path, slow.url, prefix=lake.prefix, client=PATIENT_CLIENT)
     sent, deleted = set(), set()
     delete_retries = [0]
     try:

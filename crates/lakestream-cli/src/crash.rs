@@ -19,15 +19,15 @@ use lakestream_core::Lake;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Where to crash.
+/// Where to crash: after this step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
     /// After a commit's data files landed, before its log entry is written.
-    AfterDataPut,
+    DataPut,
     /// After a commit's log-entry PUT reached storage, before its result is used.
-    AfterLogPut,
+    LogPut,
     /// After the handler returned, before the response is printed.
-    AfterCommit,
+    Committed,
 }
 
 /// A crash point: the step and which occurrence of it (1-based).
@@ -46,9 +46,9 @@ impl std::str::FromStr for CrashAt {
             None => (s, 1),
         };
         let step = match name {
-            "after-data-put" => Step::AfterDataPut,
-            "after-log-put" => Step::AfterLogPut,
-            "after-commit" => Step::AfterCommit,
+            "after-data-put" => Step::DataPut,
+            "after-log-put" => Step::LogPut,
+            "after-commit" => Step::Committed,
             _ => {
                 return Err(format!(
                     "unknown step `{name}`: after-data-put, after-log-put or after-commit"
@@ -118,9 +118,9 @@ impl ObjectStore for Crashing {
         if !log_entry {
             return self.inner.put_opts(location, payload, opts).await;
         }
-        self.crash.reached(Step::AfterDataPut);
+        self.crash.reached(Step::DataPut);
         let res = self.inner.put_opts(location, payload, opts).await;
-        self.crash.reached(Step::AfterLogPut);
+        self.crash.reached(Step::LogPut);
         res
     }
     async fn put_multipart_opts(

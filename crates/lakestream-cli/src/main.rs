@@ -191,7 +191,7 @@ fn open_lake(cfg: &PipelineConfig, args: &LakeArgs) -> Result<Lake> {
 /// Abort here when `--crash-at after-commit` asks for it.
 fn after_commit(args: &LakeArgs) {
     if let Some(c) = &args.crash_at {
-        c.reached(crash::Step::AfterCommit);
+        c.reached(crash::Step::Committed);
     }
 }
 

@@ -9,13 +9,12 @@
 //! the result), `after-commit` (the handler finished, the response is never sent). `:N` counts
 //! commits (log-entry PUTs) for the first two.
 
-use async_trait::async_trait;
 use deltalake::logstore::object_store::{
-    self, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMode,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, path::Path,
+    self, ObjectStore, PutOptions, PutPayload, PutResult, path::Path,
 };
-use futures::stream::BoxStream;
+use futures::future::BoxFuture;
 use lakestream_core::Lake;
+use lakestream_core::intercept::{PutInterceptor, intercept_puts, is_log_entry};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -77,91 +76,26 @@ impl CrashAt {
 
     /// The lake with every table's store reporting its PUTs to this crash point.
     pub fn install(&self, lake: Lake) -> Lake {
-        let crash = self.clone();
-        lake.with_store_wrapper(Arc::new(move |inner| {
-            Arc::new(Crashing {
-                inner,
-                crash: crash.clone(),
-            }) as Arc<dyn ObjectStore>
-        }))
+        lake.with_store_wrapper(intercept_puts(Arc::new(self.clone())))
     }
 }
 
-struct Crashing {
-    inner: Arc<dyn ObjectStore>,
-    crash: CrashAt,
-}
-
-impl std::fmt::Debug for Crashing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Crashing({})", self.inner)
-    }
-}
-
-impl std::fmt::Display for Crashing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Crashing({})", self.inner)
-    }
-}
-
-#[async_trait]
-impl ObjectStore for Crashing {
-    async fn put_opts(
-        &self,
-        location: &Path,
+impl PutInterceptor for CrashAt {
+    fn put<'a>(
+        &'a self,
+        inner: &'a Arc<dyn ObjectStore>,
+        location: &'a Path,
         payload: PutPayload,
         opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        let log_entry = location.as_ref().contains("_delta_log/")
-            && location.as_ref().ends_with(".json")
-            && matches!(opts.mode, PutMode::Create);
-        if !log_entry {
-            return self.inner.put_opts(location, payload, opts).await;
-        }
-        self.crash.reached(Step::DataPut);
-        let res = self.inner.put_opts(location, payload, opts).await;
-        self.crash.reached(Step::LogPut);
-        res
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: object_store::CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
+    ) -> BoxFuture<'a, object_store::Result<PutResult>> {
+        Box::pin(async move {
+            if !is_log_entry(location, &opts) {
+                return inner.put_opts(location, payload, opts).await;
+            }
+            self.reached(Step::DataPut);
+            let res = inner.put_opts(location, payload, opts).await;
+            self.reached(Step::LogPut);
+            res
+        })
     }
 }

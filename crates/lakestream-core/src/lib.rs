@@ -10,6 +10,7 @@ pub mod decode;
 pub mod error;
 pub mod handle;
 pub mod ingest;
+pub mod intercept;
 pub mod maintenance;
 pub mod read;
 pub mod schema;

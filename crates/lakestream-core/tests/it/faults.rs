@@ -1,14 +1,12 @@
 //! An object-store wrapper that injects faults and hooks into a table's storage, installed with
 //! [`Lake::with_store_wrapper`](lakestream_core::Lake::with_store_wrapper).
 
-use async_trait::async_trait;
 use deltalake::logstore::object_store::{
-    self, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMode,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, path::Path,
+    self, ObjectStore, PutOptions, PutPayload, PutResult, path::Path,
 };
 use futures::future::BoxFuture;
-use futures::stream::BoxStream;
 use lakestream_core::Lake;
+use lakestream_core::intercept::{PutInterceptor, intercept_puts, is_log_entry};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -37,30 +35,7 @@ impl Faults {
 
     /// A lake whose tables go through these faults.
     pub fn install(self: &Arc<Self>, lake: Lake) -> Lake {
-        let faults = self.clone();
-        lake.with_store_wrapper(Arc::new(move |inner| {
-            Arc::new(Faulty {
-                inner,
-                faults: faults.clone(),
-            }) as Arc<dyn ObjectStore>
-        }))
-    }
-}
-
-struct Faulty {
-    inner: Arc<dyn ObjectStore>,
-    faults: Arc<Faults>,
-}
-
-impl std::fmt::Debug for Faulty {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Faulty")
-    }
-}
-
-impl std::fmt::Display for Faulty {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Faulty")
+        lake.with_store_wrapper(intercept_puts(self.clone()))
     }
 }
 
@@ -71,84 +46,37 @@ fn injected(what: &str) -> object_store::Error {
     }
 }
 
-#[async_trait]
-impl ObjectStore for Faulty {
-    async fn put_opts(
-        &self,
-        location: &Path,
+impl PutInterceptor for Faults {
+    fn put<'a>(
+        &'a self,
+        inner: &'a Arc<dyn ObjectStore>,
+        location: &'a Path,
         payload: PutPayload,
         opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        let is_log_entry = location.as_ref().contains("_delta_log/")
-            && location.as_ref().ends_with(".json")
-            && matches!(opts.mode, PutMode::Create);
-        if !is_log_entry {
-            return self.inner.put_opts(location, payload, opts).await;
-        }
-        self.faults.log_puts.fetch_add(1, Ordering::SeqCst);
-        let hook = self
-            .faults
-            .before_log_put
-            .lock()
-            .ok()
-            .and_then(|mut h| h.take());
-        if let Some(hook) = hook {
-            hook.await;
-        }
-        if Faults::take(&self.faults.refuse) {
-            return Err(injected("503 Slow Down (injected, before the write)"));
-        }
-        let res = self.inner.put_opts(location, payload, opts).await?;
-        if Faults::take(&self.faults.land_then_exists) {
-            return Err(object_store::Error::AlreadyExists {
-                path: location.to_string(),
-                source: "412 Precondition Failed on the retry (injected)".into(),
-            });
-        }
-        if Faults::take(&self.faults.land_then_fail) {
-            return Err(injected("connection reset after upload (injected)"));
-        }
-        Ok(res)
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: object_store::CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
+    ) -> BoxFuture<'a, object_store::Result<PutResult>> {
+        Box::pin(async move {
+            if !is_log_entry(location, &opts) {
+                return inner.put_opts(location, payload, opts).await;
+            }
+            self.log_puts.fetch_add(1, Ordering::SeqCst);
+            let hook = self.before_log_put.lock().ok().and_then(|mut h| h.take());
+            if let Some(hook) = hook {
+                hook.await;
+            }
+            if Faults::take(&self.refuse) {
+                return Err(injected("503 Slow Down (injected, before the write)"));
+            }
+            let res = inner.put_opts(location, payload, opts).await?;
+            if Faults::take(&self.land_then_exists) {
+                return Err(object_store::Error::AlreadyExists {
+                    path: location.to_string(),
+                    source: "412 Precondition Failed on the retry (injected)".into(),
+                });
+            }
+            if Faults::take(&self.land_then_fail) {
+                return Err(injected("connection reset after upload (injected)"));
+            }
+            Ok(res)
+        })
     }
 }

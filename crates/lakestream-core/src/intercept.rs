@@ -1,0 +1,115 @@
+//! Intercepting a table store's PUTs: a [`StoreWrapper`] that forwards every call to the real
+//! store except `put_opts`, which goes through a [`PutInterceptor`]. Tests inject faults and
+//! crash points with it (`tests/it/faults.rs`, the CLI's test-only `--crash-at`); production
+//! never installs one.
+
+use crate::storage::StoreWrapper;
+use async_trait::async_trait;
+use deltalake::logstore::object_store::{
+    self, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMode,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, path::Path,
+};
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use std::sync::Arc;
+
+/// Decides what a PUT does: forward it to `inner` (or not), before or after doing something.
+pub trait PutInterceptor: Send + Sync + 'static {
+    /// Handle one PUT. Forward with `inner.put_opts(location, payload, opts)`.
+    fn put<'a>(
+        &'a self,
+        inner: &'a Arc<dyn ObjectStore>,
+        location: &'a Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> BoxFuture<'a, object_store::Result<PutResult>>;
+}
+
+/// True for a commit's log entry: `_delta_log/<version>.json` written with `If-None-Match: *`.
+pub fn is_log_entry(location: &Path, opts: &PutOptions) -> bool {
+    location.as_ref().contains("_delta_log/")
+        && location.as_ref().ends_with(".json")
+        && matches!(opts.mode, PutMode::Create)
+}
+
+/// A store wrapper sending every table store's PUTs through `interceptor`.
+pub fn intercept_puts(interceptor: Arc<dyn PutInterceptor>) -> StoreWrapper {
+    Arc::new(move |inner| {
+        Arc::new(Intercepted {
+            inner,
+            interceptor: interceptor.clone(),
+        }) as Arc<dyn ObjectStore>
+    })
+}
+
+struct Intercepted {
+    inner: Arc<dyn ObjectStore>,
+    interceptor: Arc<dyn PutInterceptor>,
+}
+
+impl std::fmt::Debug for Intercepted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Intercepted({})", self.inner)
+    }
+}
+
+impl std::fmt::Display for Intercepted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Intercepted({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Intercepted {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.interceptor
+            .put(&self.inner, location, payload, opts)
+            .await
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: object_store::CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}

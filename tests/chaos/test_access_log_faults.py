@@ -43,7 +43,7 @@ def test_access_logs_under_faults_commit_every_line_once(tmp_path, faulty):
     s3.create_bucket(Bucket=src)
     expected, bad_lines, bodies = {}, set(), []
     n = 0
-    for i in range(scaled(10)):
+    for i in range(scaled(14)):
         key = f"logs/2026-11-30-10-{i:02}-00-{uuid.uuid4().hex[:16].upper()}"
         lines = []
         for _ in range(25):
@@ -77,7 +77,7 @@ def test_access_logs_under_faults_commit_every_line_once(tmp_path, faulty):
     deadline = time.monotonic() + 600
     idle_since = time.monotonic()
     while time.monotonic() < deadline:
-        msgs = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=5, WaitTimeSeconds=1,
+        msgs = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=3, WaitTimeSeconds=1,
                                    VisibilityTimeout=2).get("Messages", [])
         if not msgs:
             # Drained once nothing came back for longer than the visibility timeout.

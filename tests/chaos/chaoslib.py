@@ -204,3 +204,11 @@ def run_all(fns):
         t.join()
     if errors:
         raise errors[0]
+
+
+def append(lake, partition, k, sent):
+    """Deliver batch k of valid orders on `partition` until it succeeds; add it to `sent`."""
+    offsets = good_offsets(k)
+    path = lake.write_event(f"p{partition}-k{k}", msk_event(partition, offsets))
+    lake.deliver(["invoke", "msk", "--event", str(path)])
+    sent.update((partition, o) for o in offsets)

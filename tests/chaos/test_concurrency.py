@@ -5,15 +5,8 @@ import time
 
 from faultproxy import FaultProxy
 
-from chaoslib import (MOTO, MOTO_PORT, PATIENT_CLIENT, SEED, ChaosLake, check_orders, good_offsets,
+from chaoslib import (MOTO, MOTO_PORT, PATIENT_CLIENT, SEED, ChaosLake, append, check_orders,
                       manifest_files, msk_event, order, record, run_all, scaled)
-
-
-def append(lake, partition, k, sent):
-    offsets = good_offsets(k)
-    path = lake.write_event(f"p{partition}-k{k}", msk_event(partition, offsets))
-    lake.deliver(["invoke", "msk", "--event", str(path)])
-    sent.update((partition, o) for o in offsets)
 
 
 def test_eight_writers_with_different_data_all_land(tmp_path):

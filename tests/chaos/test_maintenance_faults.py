@@ -1,8 +1,7 @@
 """Maintenance through the fault proxy: optimize, checkpoint, manifest and vacuum, each retried
 until it succeeds, leave every row exactly once, every referenced file in place, manifests that
 list exactly the live files, and no file that vacuum should have deleted."""
-from chaoslib import MOTO, ChaosLake, check_orders, manifest_files, record, s3_keys
-from test_concurrency import append
+from chaoslib import MOTO, ChaosLake, append, check_orders, manifest_files, record, s3_keys
 
 
 def test_maintenance_under_faults_never_changes_the_data(tmp_path, faulty):

@@ -9,12 +9,10 @@
 //! the result), `after-commit` (the handler finished, the response is never sent). `:N` counts
 //! commits (log-entry PUTs) for the first two.
 
-use deltalake::logstore::object_store::{
-    self, ObjectStore, PutOptions, PutPayload, PutResult, path::Path,
-};
+use deltalake::logstore::object_store::{self, PutResult, path::Path};
 use futures::future::BoxFuture;
 use lakestream_core::Lake;
-use lakestream_core::intercept::{PutInterceptor, intercept_puts, is_log_entry};
+use lakestream_core::intercept::{LogPutHooks, hook_log_puts};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -76,26 +74,22 @@ impl CrashAt {
 
     /// The lake with every table's store reporting its PUTs to this crash point.
     pub fn install(&self, lake: Lake) -> Lake {
-        lake.with_store_wrapper(intercept_puts(Arc::new(self.clone())))
+        lake.with_store_wrapper(hook_log_puts(Arc::new(self.clone())))
     }
 }
 
-impl PutInterceptor for CrashAt {
-    fn put<'a>(
-        &'a self,
-        inner: &'a Arc<dyn ObjectStore>,
-        location: &'a Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> BoxFuture<'a, object_store::Result<PutResult>> {
-        Box::pin(async move {
-            if !is_log_entry(location, &opts) {
-                return inner.put_opts(location, payload, opts).await;
-            }
-            self.reached(Step::DataPut);
-            let res = inner.put_opts(location, payload, opts).await;
-            self.reached(Step::LogPut);
-            res
-        })
+impl LogPutHooks for CrashAt {
+    fn before(&self) -> BoxFuture<'_, object_store::Result<()>> {
+        self.reached(Step::DataPut);
+        Box::pin(async { Ok(()) })
+    }
+
+    fn after(
+        &self,
+        _location: &Path,
+        result: object_store::Result<PutResult>,
+    ) -> object_store::Result<PutResult> {
+        self.reached(Step::LogPut);
+        result
     }
 }

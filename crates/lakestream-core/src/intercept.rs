@@ -1,7 +1,7 @@
-//! Intercepting a table store's PUTs: a [`StoreWrapper`] that forwards every call to the real
-//! store except `put_opts`, which goes through a [`PutInterceptor`]. Tests inject faults and
-//! crash points with it (`tests/it/faults.rs`, the CLI's test-only `--crash-at`); production
-//! never installs one.
+//! Hooks around a commit's log-entry PUT: a [`StoreWrapper`] that forwards every call to the
+//! real store and runs [`LogPutHooks`] before and after each `_delta_log/<version>.json` PUT.
+//! Tests inject faults and crash points with it (`tests/it/faults.rs`, the CLI's test-only
+//! `--crash-at`); production never installs one.
 
 use crate::storage::StoreWrapper;
 use async_trait::async_trait;
@@ -13,38 +13,38 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use std::sync::Arc;
 
-/// Decides what a PUT does: forward it to `inner` (or not), before or after doing something.
-pub trait PutInterceptor: Send + Sync + 'static {
-    /// Handle one PUT. Forward with `inner.put_opts(location, payload, opts)`.
-    fn put<'a>(
-        &'a self,
-        inner: &'a Arc<dyn ObjectStore>,
-        location: &'a Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> BoxFuture<'a, object_store::Result<PutResult>>;
+/// What happens around a commit's log-entry PUT (every other call is forwarded untouched).
+pub trait LogPutHooks: Send + Sync + 'static {
+    /// Runs before the log entry is forwarded; an error is returned instead of writing it.
+    fn before(&self) -> BoxFuture<'_, object_store::Result<()>>;
+    /// Runs after it was forwarded, with the store's answer; may replace the answer.
+    fn after(
+        &self,
+        location: &Path,
+        result: object_store::Result<PutResult>,
+    ) -> object_store::Result<PutResult>;
 }
 
 /// True for a commit's log entry: `_delta_log/<version>.json` written with `If-None-Match: *`.
-pub fn is_log_entry(location: &Path, opts: &PutOptions) -> bool {
+fn is_log_entry(location: &Path, opts: &PutOptions) -> bool {
     location.as_ref().contains("_delta_log/")
         && location.as_ref().ends_with(".json")
         && matches!(opts.mode, PutMode::Create)
 }
 
-/// A store wrapper sending every table store's PUTs through `interceptor`.
-pub fn intercept_puts(interceptor: Arc<dyn PutInterceptor>) -> StoreWrapper {
+/// A store wrapper running `hooks` around every table store's log-entry PUTs.
+pub fn hook_log_puts(hooks: Arc<dyn LogPutHooks>) -> StoreWrapper {
     Arc::new(move |inner| {
         Arc::new(Intercepted {
             inner,
-            interceptor: interceptor.clone(),
+            hooks: hooks.clone(),
         }) as Arc<dyn ObjectStore>
     })
 }
 
 struct Intercepted {
     inner: Arc<dyn ObjectStore>,
-    interceptor: Arc<dyn PutInterceptor>,
+    hooks: Arc<dyn LogPutHooks>,
 }
 
 impl std::fmt::Debug for Intercepted {
@@ -67,9 +67,12 @@ impl ObjectStore for Intercepted {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        self.interceptor
-            .put(&self.inner, location, payload, opts)
-            .await
+        if !is_log_entry(location, &opts) {
+            return self.inner.put_opts(location, payload, opts).await;
+        }
+        self.hooks.before().await?;
+        let result = self.inner.put_opts(location, payload, opts).await;
+        self.hooks.after(location, result)
     }
     async fn put_multipart_opts(
         &self,

@@ -1,12 +1,10 @@
 //! An object-store wrapper that injects faults and hooks into a table's storage, installed with
 //! [`Lake::with_store_wrapper`](lakestream_core::Lake::with_store_wrapper).
 
-use deltalake::logstore::object_store::{
-    self, ObjectStore, PutOptions, PutPayload, PutResult, path::Path,
-};
+use deltalake::logstore::object_store::{self, PutResult, path::Path};
 use futures::future::BoxFuture;
 use lakestream_core::Lake;
-use lakestream_core::intercept::{PutInterceptor, intercept_puts, is_log_entry};
+use lakestream_core::intercept::{LogPutHooks, hook_log_puts};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -35,7 +33,7 @@ impl Faults {
 
     /// A lake whose tables go through these faults.
     pub fn install(self: &Arc<Self>, lake: Lake) -> Lake {
-        lake.with_store_wrapper(intercept_puts(self.clone()))
+        lake.with_store_wrapper(hook_log_puts(self.clone()))
     }
 }
 
@@ -46,18 +44,9 @@ fn injected(what: &str) -> object_store::Error {
     }
 }
 
-impl PutInterceptor for Faults {
-    fn put<'a>(
-        &'a self,
-        inner: &'a Arc<dyn ObjectStore>,
-        location: &'a Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> BoxFuture<'a, object_store::Result<PutResult>> {
+impl LogPutHooks for Faults {
+    fn before(&self) -> BoxFuture<'_, object_store::Result<()>> {
         Box::pin(async move {
-            if !is_log_entry(location, &opts) {
-                return inner.put_opts(location, payload, opts).await;
-            }
             self.log_puts.fetch_add(1, Ordering::SeqCst);
             let hook = self.before_log_put.lock().ok().and_then(|mut h| h.take());
             if let Some(hook) = hook {
@@ -66,17 +55,25 @@ impl PutInterceptor for Faults {
             if Faults::take(&self.refuse) {
                 return Err(injected("503 Slow Down (injected, before the write)"));
             }
-            let res = inner.put_opts(location, payload, opts).await?;
-            if Faults::take(&self.land_then_exists) {
-                return Err(object_store::Error::AlreadyExists {
-                    path: location.to_string(),
-                    source: "412 Precondition Failed on the retry (injected)".into(),
-                });
-            }
-            if Faults::take(&self.land_then_fail) {
-                return Err(injected("connection reset after upload (injected)"));
-            }
-            Ok(res)
+            Ok(())
         })
+    }
+
+    fn after(
+        &self,
+        location: &Path,
+        result: object_store::Result<PutResult>,
+    ) -> object_store::Result<PutResult> {
+        let res = result?;
+        if Faults::take(&self.land_then_exists) {
+            return Err(object_store::Error::AlreadyExists {
+                path: location.to_string(),
+                source: "412 Precondition Failed on the retry (injected)".into(),
+            });
+        }
+        if Faults::take(&self.land_then_fail) {
+            return Err(injected("connection reset after upload (injected)"));
+        }
+        Ok(res)
     }
 }

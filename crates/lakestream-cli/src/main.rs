@@ -3,6 +3,7 @@
 
 mod crash;
 mod demo;
+mod refine;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -114,6 +115,23 @@ enum Command {
         /// Report only.
         #[arg(long)]
         dry_run: bool,
+        #[command(flatten)]
+        lake: LakeArgs,
+    },
+    /// Run refine jobs (all, or those named) in dependency order until nothing is new.
+    Refine {
+        /// Jobs to run (default: every `[[refine]]` job of the config).
+        jobs: Vec<String>,
+        /// Record TABLE's version V as consumed by the (one) named job, writing no rows
+        /// (`-1`: read it from the start). For versions that are gone or a re-created source.
+        #[arg(long, value_name = "TABLE=V")]
+        skip_to: Option<String>,
+        /// Stop each job after this many committed runs.
+        #[arg(long, default_value_t = 10_000)]
+        max_runs: usize,
+        /// Print the reports as JSON.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         lake: LakeArgs,
     },
@@ -398,6 +416,24 @@ async fn main() -> Result<()> {
                 "{table}: manifests for version {}: {} written, {} removed, {} unchanged",
                 r.version, r.written, r.removed, r.unchanged
             );
+            Ok(())
+        }
+        Command::Refine {
+            jobs,
+            skip_to,
+            max_runs,
+            json,
+            lake,
+        } => {
+            let cfg = load_config(&lake)?;
+            let l = open_lake(&cfg, &lake)?;
+            match skip_to {
+                Some(spec) => refine::skip_to(&cfg, &l, &jobs, &spec).await,
+                None => refine::run(&cfg, &l, &jobs, max_runs, json)
+                    .await
+                    .map(|_| ()),
+            }?;
+            after_commit(&lake);
             Ok(())
         }
         Command::Tables { lake } => {

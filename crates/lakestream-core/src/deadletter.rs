@@ -148,6 +148,7 @@ impl Planner for DeadLetterPlanner<'_> {
             schema,
             partition_columns: vec!["date".into()],
             txns,
+            commit_if_empty: false,
             table_properties: vec![(
                 "delta.setTransactionRetentionDuration".into(),
                 DEAD_LETTER_TXN_RETENTION.into(),

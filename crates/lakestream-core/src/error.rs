@@ -64,6 +64,18 @@ pub enum Error {
         reason: String,
     },
 
+    /// A refine job cannot read a source table the way its rules require (rows deleted, table
+    /// re-created, versions or files gone). Not retryable; the message says what to do.
+    #[error("refine job `{job}`, source `{table}`: {reason}")]
+    Source {
+        /// The refine job.
+        job: String,
+        /// The source table.
+        table: String,
+        /// What happened and what to do.
+        reason: String,
+    },
+
     /// Arrow failed while assembling a batch (a bug, not bad input: bad input is dead-lettered).
     #[error("arrow error: {0}")]
     Arrow(#[from] deltalake::arrow::error::ArrowError),

@@ -13,6 +13,7 @@ pub mod ingest;
 pub mod intercept;
 pub mod maintenance;
 pub mod read;
+pub mod refine;
 pub mod schema;
 pub mod seed;
 pub mod storage;

@@ -26,6 +26,9 @@ pub struct PipelineConfig {
     /// S3 server access log ingestion.
     #[serde(default)]
     pub access_logs: AccessLogsConfig,
+    /// Refine jobs (run in dependency order by the `refine` function and `lakestream refine`).
+    #[serde(default)]
+    pub refine: Vec<crate::refine::RefineJobConfig>,
 }
 
 /// Where S3 server access logs land.
@@ -310,6 +313,15 @@ impl PipelineConfig {
         Self::from_toml(&text)
     }
 
+    /// The refine job named `job`, if any.
+    pub fn refine_job(&self, job: &str) -> Option<&crate::refine::RefineJobConfig> {
+        self.refine.iter().find(|j| j.job == job)
+    }
+
+    fn topic_table(&self, table: &str) -> bool {
+        self.topics.iter().any(|t| t.table == table)
+    }
+
     /// The topic config for `topic`, if any.
     pub fn topic(&self, topic: &str) -> Option<&TopicConfig> {
         self.topics.iter().find(|t| t.topic == topic)
@@ -351,6 +363,24 @@ impl PipelineConfig {
         validate_table_name("access_logs.table_prefix", &self.access_logs.table_prefix)?;
         if self.access_logs.txn_retention_days == 0 {
             return bad("`access_logs.txn_retention_days` must be >= 1".into());
+        }
+        let mut jobs = HashSet::new();
+        for (i, j) in self.refine.iter().enumerate() {
+            let key = format!("refine[{i}]");
+            j.validate(&key)?;
+            if !jobs.insert(j.job.as_str()) {
+                return bad(format!("`{key}.job`: job \"{}\" is listed twice", j.job));
+            }
+            validate_table_name(&format!("{key}.output"), &j.output)?;
+            for t in j.sources() {
+                validate_table_name(&format!("{key}.join"), t)?;
+            }
+            if j.output == self.dead_letter_table || self.topic_table(&j.output) {
+                return bad(format!(
+                    "`{key}.output` = \"{}\" is written by ingestion; give the job its own table",
+                    j.output
+                ));
+            }
         }
         let mut topics = HashSet::new();
         for (i, t) in self.topics.iter().enumerate() {

@@ -10,5 +10,6 @@ pub mod fuzzing;
 pub mod kafka;
 pub mod notification;
 pub mod record;
+pub mod refine;
 
 pub use error::{Error, Result};

@@ -58,6 +58,7 @@ impl Planner for ObjectPlanner<'_> {
             schema: state.schema.clone().unwrap_or(schema),
             partition_columns,
             txns,
+            commit_if_empty: false,
             table_properties: vec![(
                 "delta.setTransactionRetentionDuration".into(),
                 format!("interval {} days", self.retention_days),

@@ -82,6 +82,9 @@ pub struct Planned {
     pub txns: Vec<Transaction>,
     /// Table properties set when this commit creates the table.
     pub table_properties: Vec<(String, String)>,
+    /// Commit the `txn`s even when there are no rows (a refine run that consumed source
+    /// versions but produced nothing still records how far it read).
+    pub commit_if_empty: bool,
 }
 
 /// Decides what to write given the table's state; called once per attempt.
@@ -155,7 +158,7 @@ pub async fn append(
         let Some(plan) = planner.plan(&state).await? else {
             return Ok(outcome);
         };
-        if plan.batch.num_rows() == 0 {
+        if plan.batch.num_rows() == 0 && !(plan.commit_if_empty && !plan.txns.is_empty()) {
             return Ok(outcome);
         }
         let schema_changed = state
@@ -237,6 +240,9 @@ async fn write_files(
     exists: bool,
     plan: &Planned,
 ) -> Result<Vec<Add>> {
+    if plan.batch.num_rows() == 0 {
+        return Ok(vec![]);
+    }
     let partition_columns = if exists {
         let snapshot = table.snapshot().map_err(|e| Error::storage(name, e))?;
         snapshot.metadata().partition_columns().to_vec()

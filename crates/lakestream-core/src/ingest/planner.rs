@@ -175,6 +175,7 @@ impl<'a> TopicPlanner<'a> {
             schema,
             partition_columns: self.layout.partition_columns.clone(),
             txns,
+            commit_if_empty: false,
             table_properties: vec![],
         };
         Ok(Plan {

@@ -1,0 +1,483 @@
+//! One run of an interval-join job, planned on the checked commit path: read what each source
+//! gained since the versions the output's `txn`s record, join new rows with the other side's
+//! rows (new-left x all-right + old-left x new-right), dead-letter late rows, and append the
+//! pairs together with one `txn` per source in one commit. A concurrent run that committed
+//! first makes this one re-plan from the newer `txn`s, so no pair is written twice.
+
+use super::join::{Rows, interval_pairs, late_flags};
+use super::source::{Chunk, ChunkLimits, file_error, next_chunk};
+use super::state::{Snapshot, identity, late_set, late_uri, row_json};
+use super::{RunReport, SideReport};
+use crate::commit::{Planned, Planner, TableState};
+use crate::deadletter::{DeadLetter, write_dead_letters};
+use crate::error::{Error, Result};
+use crate::handle::TableHandle;
+use crate::read::read_data_file;
+use crate::storage::Lake;
+use deltalake::arrow::array::{ArrayRef, RecordBatch, UInt32Array};
+use deltalake::arrow::compute::{cast, concat_batches, take};
+use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
+use deltalake::kernel::Transaction;
+use lakestream_formats::refine::{JoinSideConfig, RefineJobConfig};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// Everything a run needs besides the job's config.
+pub struct RunContext<'a> {
+    /// The lake.
+    pub lake: &'a Lake,
+    /// Pipeline name (first segment of `txn` appIds).
+    pub pipeline: &'a str,
+    /// Dead-letter table for late rows.
+    pub dead_letter_table: &'a str,
+    /// Commit settings.
+    pub settings: &'a crate::commit::CommitSettings,
+    /// Ingestion time recorded on dead letters.
+    pub now: chrono::DateTime<chrono::Utc>,
+}
+
+/// `txn` appId of a job's consumption of `table`.
+pub fn source_app_id(pipeline: &str, job: &str, table: &str) -> String {
+    format!("{pipeline}/{job}/{table}")
+}
+
+/// Output table property recording a source's table id (a re-created source fails the job).
+pub fn source_id_property(table: &str) -> String {
+    format!("lakestream.refine.source.{table}.tableId")
+}
+
+/// One side while planning.
+struct Side<'a> {
+    cfg: &'a JoinSideConfig,
+    handle: TableHandle,
+    schema: SchemaRef,
+    after: Option<u64>,
+    chunk: Chunk,
+    /// New rows of the chunk and, per row, the version that added it and whether it is late.
+    new: Rows,
+    late: Vec<bool>,
+    /// Base of the lateness rule: largest event time up to `after`; the snapshot at `after`.
+    before: Option<i64>,
+    snapshot: Option<Snapshot>,
+    letters: Vec<DeadLetter>,
+}
+
+/// The planner of one run.
+pub(crate) struct JoinPlanner<'a> {
+    pub ctx: &'a RunContext<'a>,
+    pub cfg: &'a RefineJobConfig,
+    pub report: RunReport,
+}
+
+impl JoinPlanner<'_> {
+    fn app_id(&self, table: &str) -> String {
+        source_app_id(self.ctx.pipeline, &self.cfg.job, table)
+    }
+
+    async fn side<'c>(
+        &self,
+        cfg: &'c JoinSideConfig,
+        after: Option<u64>,
+    ) -> Result<Option<Side<'c>>> {
+        let mut handle = TableHandle::open(self.ctx.lake, &cfg.table)?;
+        if !handle.refresh().await? {
+            return Ok(None);
+        }
+        let schema = handle.arrow_schema()?;
+        let limits = ChunkLimits {
+            max_files: self.cfg.max_files_per_run,
+            max_bytes: self.cfg.max_mib_per_run << 20,
+        };
+        let chunk = next_chunk(
+            &self.cfg.job,
+            &handle,
+            after,
+            limits,
+            self.cfg.ignore_changes,
+        )
+        .await?;
+        let store = handle.table().object_store();
+        let mut batches = Vec::new();
+        let mut per_version = Vec::new();
+        for v in &chunk.versions {
+            let mut rows = Vec::new();
+            for f in &v.files {
+                let read = read_data_file(
+                    &store,
+                    &f.object_path(),
+                    &f.partition_values,
+                    &schema,
+                    &cfg.table,
+                )
+                .await;
+                let read = read.map_err(|e| {
+                    file_error(&self.cfg.job, &cfg.table, v.version, after, chunk.latest, e)
+                })?;
+                rows.extend(read);
+            }
+            let batch = concat_batches(&schema, &rows)?;
+            per_version.push((v.version, batch.num_rows()));
+            batches.push(batch);
+        }
+        let new = Rows::new(
+            concat_batches(&schema, &batches)?,
+            &cfg.key,
+            &cfg.time,
+            &cfg.table,
+        )?;
+        let snapshot = match after {
+            Some(a) => {
+                Some(Snapshot::load(self.ctx.lake, &cfg.table, a, &cfg.key, &cfg.time).await?)
+            }
+            None => None,
+        };
+        let before = match &snapshot {
+            Some(s) => s.max_time(&schema, &cfg.table, &cfg.key, &cfg.time).await?,
+            None => None,
+        };
+        // Lateness, version by version.
+        let mut times = Vec::new();
+        let mut offset = 0;
+        for (_, n) in &per_version {
+            times.push(new.times[offset..offset + n].to_vec());
+            offset += n;
+        }
+        let delay = i64::try_from(cfg.delay.as_micros()).unwrap_or(i64::MAX);
+        let flags = late_flags(&times, before, delay);
+        let mut late = Vec::with_capacity(new.len());
+        let mut letters = Vec::new();
+        let mut offset = 0;
+        for ((version, n), (f, watermark)) in per_version.iter().zip(&flags) {
+            let idx: Vec<u32> = (0..*n)
+                .filter(|i| f[*i])
+                .map(|i| (offset + i) as u32)
+                .collect();
+            if !idx.is_empty() {
+                let rows = deltalake::arrow::compute::take_record_batch(
+                    &new.batch,
+                    &UInt32Array::from(idx.clone()),
+                )?;
+                for (row, i) in row_json(&rows)?.into_iter().zip(&idx) {
+                    let t = new.times[*i as usize].map(micros_text).unwrap_or_default();
+                    letters.push(DeadLetter {
+                        topic: None,
+                        partition: None,
+                        offset: None,
+                        kafka_timestamp_ms: None,
+                        object_uri: Some(late_uri(&cfg.table, *version)),
+                        line_number: None,
+                        raw_base64: Some(DeadLetter::encode_raw(serde_json::to_string(&row).unwrap_or_default().as_bytes())),
+                        error: format!(
+                            "late: `{}` {t} is below the {} watermark {} (largest `{}` in versions before {version} minus {}); not joined by job `{}`",
+                            cfg.time, cfg.table, watermark.map(micros_text).unwrap_or_default(), cfg.time,
+                            humantime::format_duration(cfg.delay), self.cfg.job
+                        ),
+                        target_table: Some(self.cfg.output.clone()),
+                        txn: Some((format!("{}/late/{version}", self.app_id(&cfg.table)), *version as i64)),
+                    });
+                }
+            }
+            late.extend_from_slice(f);
+            offset += n;
+        }
+        Ok(Some(Side {
+            cfg,
+            handle,
+            schema,
+            after,
+            chunk,
+            new,
+            late,
+            before,
+            snapshot,
+            letters,
+        }))
+    }
+
+    /// The other side's consumed rows that can match `probe` (times shifted into its frame),
+    /// with late ones (recorded by earlier runs) excluded.
+    async fn state(
+        &self,
+        side: &Side<'_>,
+        probe: &Rows,
+        probe_ok: &[bool],
+        shift: (i64, i64),
+    ) -> Result<(Rows, Vec<bool>)> {
+        let empty = || -> Result<(Rows, Vec<bool>)> {
+            let rows = Rows::new(
+                RecordBatch::new_empty(side.schema.clone()),
+                &side.cfg.key,
+                &side.cfg.time,
+                &side.cfg.table,
+            )?;
+            Ok((rows, vec![]))
+        };
+        let Some(snapshot) = &side.snapshot else {
+            return empty();
+        };
+        let usable: Vec<usize> = (0..probe.len()).filter(|i| probe_ok[*i]).collect();
+        let keys: HashSet<String> = usable
+            .iter()
+            .filter_map(|i| probe.keys[*i].clone())
+            .collect();
+        let times: Vec<i64> = usable.iter().filter_map(|i| probe.times[*i]).collect();
+        let (Some(lo), Some(hi)) = (times.iter().min(), times.iter().max()) else {
+            return empty();
+        };
+        let range = (lo.saturating_add(shift.0), hi.saturating_add(shift.1));
+        let rows = snapshot
+            .rows(
+                &side.schema,
+                &side.cfg.table,
+                &side.cfg.key,
+                &side.cfg.time,
+                &keys,
+                range,
+            )
+            .await?;
+        // A consumed row is certainly on time when it is at or above the watermark of the
+        // consumed version (watermarks only grow); below it, ask the late set.
+        let delay = i64::try_from(side.cfg.delay.as_micros()).unwrap_or(i64::MAX);
+        let watermark = side.before.map(|m| m.saturating_sub(delay));
+        let doubtful: Vec<usize> = (0..rows.len())
+            .filter(|i| matches!((rows.times[*i], watermark), (Some(t), Some(w)) if t < w))
+            .collect();
+        let mut ok = vec![true; rows.len()];
+        if !doubtful.is_empty() {
+            let names = side_names(side.cfg);
+            let late = late_set(
+                self.ctx.lake,
+                self.ctx.dead_letter_table,
+                &self.cfg.output,
+                &side.cfg.table,
+                &names,
+            )
+            .await?;
+            if !late.is_empty() {
+                let idx = UInt32Array::from(doubtful.iter().map(|i| *i as u32).collect::<Vec<_>>());
+                let picked = deltalake::arrow::compute::take_record_batch(&rows.batch, &idx)?;
+                for (row, i) in row_json(&picked)?.iter().zip(&doubtful) {
+                    if late.contains(&identity(row, &names)) {
+                        ok[*i] = false;
+                    }
+                }
+            }
+        }
+        Ok((rows, ok))
+    }
+}
+
+/// The columns that identify a row of a side for the late set.
+fn side_names(cfg: &JoinSideConfig) -> Vec<String> {
+    let mut names: Vec<String> = cfg.column_pairs().into_iter().map(|(src, _)| src).collect();
+    names.push(cfg.key.clone());
+    names.push(cfg.time.clone());
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn micros_text(us: i64) -> String {
+    chrono::DateTime::from_timestamp_micros(us)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+        .unwrap_or_else(|| us.to_string())
+}
+
+/// Output columns in table order: `(left side?, source column, output column)`, the non-partition
+/// columns first (left, then right), then the partition columns in `partition_by` order.
+fn output_columns(cfg: &RefineJobConfig) -> Vec<(bool, String, String)> {
+    let all: Vec<(bool, String, String)> = [(true, &cfg.join.left), (false, &cfg.join.right)]
+        .into_iter()
+        .flat_map(|(is_left, side)| {
+            side.column_pairs()
+                .into_iter()
+                .map(move |(src, out)| (is_left, src, out))
+        })
+        .collect();
+    let mut ordered: Vec<_> = all
+        .iter()
+        .filter(|c| !cfg.partition_by.contains(&c.2))
+        .cloned()
+        .collect();
+    for p in &cfg.partition_by {
+        ordered.extend(all.iter().filter(|c| &c.2 == p).cloned());
+    }
+    ordered
+}
+
+/// The output schema (see [`output_columns`] for the order).
+pub fn output_schema(cfg: &RefineJobConfig, left: &Schema, right: &Schema) -> Result<SchemaRef> {
+    let mut fields = Vec::new();
+    for (is_left, src, out) in output_columns(cfg) {
+        let (side, schema) = if is_left {
+            (&cfg.join.left, left)
+        } else {
+            (&cfg.join.right, right)
+        };
+        let f = schema.field_with_name(&src).map_err(|_| Error::Schema {
+            table: side.table.clone(),
+            reason: format!("no column `{src}` (named in refine job `{}`)", cfg.job),
+        })?;
+        fields.push(Field::new(out, f.data_type().clone(), true));
+    }
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+/// The output columns of `pairs` of rows of `left` and `right`.
+fn pair_columns(
+    cfg: &RefineJobConfig,
+    left: &RecordBatch,
+    right: &RecordBatch,
+    pairs: Vec<(u32, u32)>,
+) -> Result<Vec<ArrayRef>> {
+    let (li, ri): (Vec<u32>, Vec<u32>) = pairs.into_iter().unzip();
+    let (li, ri) = (UInt32Array::from(li), UInt32Array::from(ri));
+    output_columns(cfg)
+        .iter()
+        .map(|(is_left, src, _)| {
+            let (batch, idx) = if *is_left { (left, &li) } else { (right, &ri) };
+            let c = batch
+                .column_by_name(src)
+                .ok_or_else(|| Error::Internal(format!("no `{src}`")))?;
+            Ok(take(c.as_ref(), idx, None)?)
+        })
+        .collect()
+}
+
+impl Planner for JoinPlanner<'_> {
+    fn app_ids(&self) -> Vec<String> {
+        self.cfg.sources().iter().map(|t| self.app_id(t)).collect()
+    }
+
+    async fn plan(&mut self, state: &TableState) -> Result<Option<Planned>> {
+        self.report = RunReport::default();
+        let consumed = |table: &str| {
+            state
+                .committed
+                .get(&self.app_id(table))
+                .and_then(|v| u64::try_from(*v).ok())
+        };
+        let (lcfg, rcfg) = (&self.cfg.join.left, &self.cfg.join.right);
+        let Some(left) = self.side(lcfg, consumed(&lcfg.table)).await? else {
+            self.report.waiting_for = Some(lcfg.table.clone());
+            return Ok(None);
+        };
+        let Some(right) = self.side(rcfg, consumed(&rcfg.table)).await? else {
+            self.report.waiting_for = Some(rcfg.table.clone());
+            return Ok(None);
+        };
+        if !left.chunk.advanced() && !right.chunk.advanced() {
+            return Ok(None);
+        }
+        let (lower, upper) = (
+            i64::try_from(self.cfg.join.lower.as_micros()).unwrap_or(i64::MAX),
+            i64::try_from(self.cfg.join.upper.as_micros()).unwrap_or(i64::MAX),
+        );
+        let left_ok: Vec<bool> = left.late.iter().map(|l| !l).collect();
+        let right_ok: Vec<bool> = right.late.iter().map(|l| !l).collect();
+        // new-left x consumed-right: right.time in [left.time - upper, left.time - lower]
+        let (r_state, r_state_ok) = self
+            .state(&right, &left.new, &left_ok, (-upper, -lower))
+            .await?;
+        // consumed-left x new-right: left.time in [right.time + lower, right.time + upper]
+        let (l_state, l_state_ok) = self
+            .state(&left, &right.new, &right_ok, (lower, upper))
+            .await?;
+        let parts = [
+            (
+                &left.new.batch,
+                &right.new.batch,
+                interval_pairs(&left.new, &left_ok, &right.new, &right_ok, lower, upper),
+            ),
+            (
+                &left.new.batch,
+                &r_state.batch,
+                interval_pairs(&left.new, &left_ok, &r_state, &r_state_ok, lower, upper),
+            ),
+            (
+                &l_state.batch,
+                &right.new.batch,
+                interval_pairs(&l_state, &l_state_ok, &right.new, &right_ok, lower, upper),
+            ),
+        ];
+        let out_schema = match &state.schema {
+            Some(s) => s.clone(),
+            None => output_schema(self.cfg, &left.schema, &right.schema)?,
+        };
+        let mut batches = Vec::new();
+        for (lb, rb, pairs) in parts {
+            if pairs.is_empty() {
+                continue;
+            }
+            let cols = pair_columns(self.cfg, lb, rb, pairs)?
+                .into_iter()
+                .zip(out_schema.fields())
+                .map(|(c, f)| {
+                    if c.data_type() == f.data_type() {
+                        Ok(c)
+                    } else {
+                        cast(&c, f.data_type())
+                    }
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            batches.push(RecordBatch::try_new(out_schema.clone(), cols).map_err(|e| {
+                Error::Schema {
+                    table: self.cfg.output.clone(),
+                    reason: format!("the join's rows do not fit the output table: {e}"),
+                }
+            })?);
+        }
+        let batch = concat_batches(&out_schema, &batches)?;
+        // Late rows reach the dead-letter table before the output records their versions as
+        // consumed, so a later run can always tell them apart.
+        let letters: Vec<DeadLetter> = left.letters.iter().chain(&right.letters).cloned().collect();
+        if !letters.is_empty() {
+            let mut dl = TableHandle::open(self.ctx.lake, self.ctx.dead_letter_table)?;
+            write_dead_letters(
+                self.ctx.lake,
+                &mut dl,
+                self.ctx.pipeline,
+                self.ctx.settings,
+                &letters,
+                self.ctx.now,
+            )
+            .await?;
+        }
+        let mut txns = Vec::new();
+        let mut properties = vec![("lakestream.refine.job".to_string(), self.cfg.job.clone())];
+        for side in [&left, &right] {
+            if let Some(end) = side.chunk.end {
+                txns.push(Transaction::new(self.app_id(&side.cfg.table), end as i64));
+            }
+            let snapshot = side
+                .handle
+                .table()
+                .snapshot()
+                .map_err(|e| Error::storage(&side.cfg.table, e))?;
+            properties.push((
+                source_id_property(&side.cfg.table),
+                snapshot.metadata().id().to_string(),
+            ));
+        }
+        self.report.joined = batch.num_rows();
+        self.report.sides = [&left, &right]
+            .map(|s| SideReport {
+                table: s.cfg.table.clone(),
+                from: s.after,
+                to: s.chunk.end,
+                latest: s.chunk.latest,
+                files: s.chunk.files(),
+                rows: s.new.len(),
+                late: s.late.iter().filter(|l| **l).count(),
+            })
+            .to_vec();
+        Ok(Some(Planned {
+            batch,
+            schema: out_schema,
+            partition_columns: self.cfg.partition_by.clone(),
+            txns,
+            table_properties: properties,
+            commit_if_empty: true,
+        }))
+    }
+}

@@ -1,0 +1,335 @@
+//! Refine jobs: derived tables computed from what source Delta tables gained, exactly once
+//! (ARCHITECTURE.md "Refine"). Today one kind, the interval join (the seed's curated job).
+//!
+//! - [`source`]: the incremental Delta source (Spark's Delta-source rules, bounded chunks).
+//! - [`join`]: keys, event times, the lateness rule and interval matching on Arrow batches.
+//! - [`state`]: the other side's consumed rows, read from the source table itself with pruning.
+//! - [`job`]: one run on the checked commit path (output + one `txn` per source, one commit).
+
+pub mod job;
+pub mod join;
+pub mod source;
+pub mod state;
+
+pub use job::{RunContext, output_schema, source_app_id, source_id_property};
+
+use crate::commit::{self, Planned, Planner, TableState};
+use crate::error::{Error, Result};
+use crate::handle::TableHandle;
+use deltalake::arrow::record_batch::RecordBatch;
+use deltalake::kernel::Transaction;
+use lakestream_formats::refine::RefineJobConfig;
+
+/// What one run read from a source.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SideReport {
+    /// Source table.
+    pub table: String,
+    /// Last version consumed before the run (`None`: nothing).
+    pub from: Option<u64>,
+    /// Last version consumed by the run.
+    pub to: Option<u64>,
+    /// The source's latest version.
+    pub latest: u64,
+    /// New data files read.
+    pub files: usize,
+    /// New rows read.
+    pub rows: usize,
+    /// New rows that were late (dead-lettered, not joined).
+    pub late: usize,
+}
+
+/// What one run did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RunReport {
+    /// Per source (left first); empty when there was nothing new.
+    pub sides: Vec<SideReport>,
+    /// Output rows appended.
+    pub joined: usize,
+    /// The output version committed.
+    pub output_version: Option<u64>,
+    /// Commit attempts (more than 1: a concurrent run or a storage error made it re-plan).
+    pub attempts: u32,
+    /// A source table does not exist yet: nothing was read.
+    pub waiting_for: Option<String>,
+}
+
+/// What a job did until nothing was new (or the run budget ended).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct JobReport {
+    /// The job.
+    pub job: String,
+    /// Each run that committed, in order.
+    pub runs: Vec<RunReport>,
+    /// Sources still have unread versions (the run budget ended first).
+    pub more: bool,
+    /// A source table does not exist yet.
+    pub waiting_for: Option<String>,
+}
+
+impl JobReport {
+    /// Rows read, late and consumed versions per source, over all runs.
+    pub fn totals(&self) -> Vec<SideReport> {
+        let mut out: Vec<SideReport> = Vec::new();
+        for r in &self.runs {
+            for s in &r.sides {
+                match out.iter_mut().find(|o| o.table == s.table) {
+                    Some(o) => {
+                        o.to = s.to;
+                        o.latest = s.latest;
+                        o.files += s.files;
+                        o.rows += s.rows;
+                        o.late += s.late;
+                    }
+                    None => out.push(s.clone()),
+                }
+            }
+        }
+        out
+    }
+
+    /// Output rows appended over all runs.
+    pub fn joined(&self) -> usize {
+        self.runs.iter().map(|r| r.joined).sum()
+    }
+}
+
+/// Fail when a source was re-created since the output recorded its table id.
+async fn check_source_ids(
+    ctx: &RunContext<'_>,
+    cfg: &RefineJobConfig,
+    output: &TableHandle,
+) -> Result<()> {
+    let snapshot = output
+        .table()
+        .snapshot()
+        .map_err(|e| Error::storage(&cfg.output, e))?;
+    let recorded = snapshot.metadata().configuration();
+    for table in cfg.sources() {
+        let Some(expected) = recorded.get(&source_id_property(table)) else {
+            continue;
+        };
+        let mut h = TableHandle::open(ctx.lake, table)?;
+        if !h.refresh().await? {
+            continue;
+        }
+        let s = h.table().snapshot().map_err(|e| Error::storage(table, e))?;
+        let id = s.metadata().id();
+        if id != expected {
+            return Err(Error::Source {
+                job: cfg.job.clone(),
+                table: table.to_string(),
+                reason: format!(
+                    "the table was re-created (table id {id}, the output `{}` was built from {expected}); \
+                     its versions no longer mean what the job consumed. Rebuild the output (delete it and \
+                     run again) or accept the new table with `lakestream refine {} --skip-to {table}=-1`",
+                    cfg.output, cfg.job
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// One run: read the next chunk of each source, join, append with `txn`s in one commit.
+pub async fn run_once(ctx: &RunContext<'_>, cfg: &RefineJobConfig) -> Result<RunReport> {
+    let mut output = TableHandle::open(ctx.lake, &cfg.output)?;
+    if output.refresh().await? {
+        check_source_ids(ctx, cfg, &output).await?;
+    }
+    let mut planner = job::JoinPlanner {
+        ctx,
+        cfg,
+        report: RunReport::default(),
+    };
+    let outcome = commit::append(ctx.lake, &mut output, ctx.settings, &mut planner).await?;
+    let mut report = planner.report;
+    report.output_version = outcome.version;
+    report.attempts = outcome.attempts;
+    if outcome.version.is_none() {
+        report.sides.clear();
+        report.joined = 0;
+    }
+    Ok(report)
+}
+
+/// Run `cfg` until nothing is new, at most `max_runs` committed runs.
+pub async fn run_job(
+    ctx: &RunContext<'_>,
+    cfg: &RefineJobConfig,
+    max_runs: usize,
+) -> Result<JobReport> {
+    let mut report = JobReport {
+        job: cfg.job.clone(),
+        ..Default::default()
+    };
+    loop {
+        if report.runs.len() >= max_runs {
+            report.more = true;
+            break;
+        }
+        let run = run_once(ctx, cfg).await?;
+        if run.waiting_for.is_some() {
+            report.waiting_for = run.waiting_for;
+            break;
+        }
+        if run.output_version.is_none() {
+            break;
+        }
+        let done = run.sides.iter().all(|s| s.to == Some(s.latest));
+        report.runs.push(run);
+        if done {
+            break;
+        }
+    }
+    Ok(report)
+}
+
+/// The jobs named (all when empty) in dependency order: a job reading another job's output
+/// runs after it.
+pub fn in_dependency_order<'a>(
+    jobs: &'a [RefineJobConfig],
+    named: &[String],
+) -> Result<Vec<&'a RefineJobConfig>> {
+    for n in named {
+        if !jobs.iter().any(|j| &j.job == n) {
+            let known: Vec<&str> = jobs.iter().map(|j| j.job.as_str()).collect();
+            return Err(Error::Config(format!(
+                "no refine job `{n}` (configured: {})",
+                known.join(", ")
+            )));
+        }
+    }
+    let wanted: Vec<&RefineJobConfig> = jobs
+        .iter()
+        .filter(|j| named.is_empty() || named.contains(&j.job))
+        .collect();
+    let mut done: Vec<&RefineJobConfig> = Vec::new();
+    while done.len() < wanted.len() {
+        let next = wanted.iter().find(|j| {
+            !done.iter().any(|d| d.job == j.job)
+                && j.sources().iter().all(|s| {
+                    wanted
+                        .iter()
+                        .all(|o| o.output != *s || done.iter().any(|d| d.job == o.job))
+                })
+        });
+        match next {
+            Some(j) => done.push(j),
+            None => {
+                return Err(Error::Config(
+                    "refine jobs read each other's outputs in a cycle".into(),
+                ));
+            }
+        }
+    }
+    Ok(done)
+}
+
+/// Record `version` as the last version of `table` the job consumed (`-1`: nothing), without
+/// writing rows: how a job skips versions that are gone, or accepts a re-created source.
+pub async fn skip_to(
+    ctx: &RunContext<'_>,
+    cfg: &RefineJobConfig,
+    table: &str,
+    version: i64,
+) -> Result<Option<u64>> {
+    if !cfg.sources().contains(&table) {
+        return Err(Error::Config(format!(
+            "refine job `{}` does not read `{table}`",
+            cfg.job
+        )));
+    }
+    struct Skip {
+        txn: Transaction,
+        schema: deltalake::arrow::datatypes::SchemaRef,
+        partition_columns: Vec<String>,
+        properties: Vec<(String, String)>,
+    }
+    impl Planner for Skip {
+        fn app_ids(&self) -> Vec<String> {
+            vec![]
+        }
+        async fn plan(&mut self, state: &TableState) -> Result<Option<Planned>> {
+            let schema = state.schema.clone().unwrap_or_else(|| self.schema.clone());
+            Ok(Some(Planned {
+                batch: RecordBatch::new_empty(schema.clone()),
+                schema,
+                partition_columns: self.partition_columns.clone(),
+                txns: vec![self.txn.clone()],
+                table_properties: self.properties.clone(),
+                commit_if_empty: true,
+            }))
+        }
+    }
+    let [l, r] = cfg.sources();
+    let mut schemas = Vec::new();
+    let mut properties = vec![("lakestream.refine.job".to_string(), cfg.job.clone())];
+    for t in [l, r] {
+        let h = TableHandle::open_existing(ctx.lake, t).await?;
+        schemas.push(h.arrow_schema()?);
+        let s = h.table().snapshot().map_err(|e| Error::storage(t, e))?;
+        properties.push((source_id_property(t), s.metadata().id().to_string()));
+    }
+    let mut output = TableHandle::open(ctx.lake, &cfg.output)?;
+    if output.refresh().await? {
+        // Accepting a re-created source: record its new id.
+        let snapshot = output
+            .table()
+            .snapshot()
+            .map_err(|e| Error::storage(&cfg.output, e))?;
+        let key = source_id_property(table);
+        let current = properties
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.clone());
+        if let Some(id) = current
+            && snapshot.metadata().configuration().get(&key) != Some(&id)
+        {
+            set_property(ctx, &mut output, &key, &id).await?;
+        }
+    }
+    let mut planner = Skip {
+        txn: Transaction::new(source_app_id(ctx.pipeline, &cfg.job, table), version),
+        schema: output_schema(cfg, &schemas[0], &schemas[1])?,
+        partition_columns: cfg.partition_by.clone(),
+        properties,
+    };
+    Ok(
+        commit::append(ctx.lake, &mut output, ctx.settings, &mut planner)
+            .await?
+            .version,
+    )
+}
+
+/// Set one table property (a metadata-only commit through delta-rs's own conflict checks).
+async fn set_property(
+    ctx: &RunContext<'_>,
+    output: &mut TableHandle,
+    key: &str,
+    value: &str,
+) -> Result<()> {
+    use deltalake::kernel::MetadataExt;
+    use deltalake::kernel::transaction::CommitBuilder;
+    let name = output.name().to_string();
+    let snapshot = output
+        .table()
+        .snapshot()
+        .map_err(|e| Error::storage(&name, e))?;
+    let metadata = snapshot
+        .metadata()
+        .clone()
+        .add_config_key(key.to_string(), value.to_string())
+        .map_err(|e| Error::storage(&name, e))?;
+    let op = deltalake::protocol::DeltaOperation::SetTableProperties {
+        properties: [(key.to_string(), value.to_string())].into_iter().collect(),
+    };
+    CommitBuilder::default()
+        .with_actions(vec![deltalake::kernel::Action::Metadata(metadata)])
+        .build(Some(snapshot), output.table().log_store(), op)
+        .await
+        .map_err(|e| Error::storage(&name, e))?;
+    let _ = ctx;
+    output.refresh().await?;
+    Ok(())
+}

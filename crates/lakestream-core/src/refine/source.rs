@@ -1,0 +1,206 @@
+//! The incremental Delta source: what a table gained after a version, read by replaying its
+//! commit files (no DataFusion), with Spark's Delta-source rules:
+//! - only `add` actions with `dataChange=true` are new data;
+//! - commits made only of `dataChange=false` actions (compaction) add nothing;
+//! - a `remove` with `dataChange=true` (delete, update, overwrite) fails the job unless it
+//!   ignores changes (then only that commit's new adds are read);
+//! - a backlog is cut into bounded chunks of whole versions (max files / bytes), the rest is
+//!   read by the next run;
+//! - a version whose commit file is gone (log retention) or whose data files are gone (vacuum)
+//!   fails with the version, how far behind the job is and how to skip ahead.
+
+use crate::error::{Error, Result};
+use crate::handle::TableHandle;
+use deltalake::kernel::Action;
+use deltalake::{DeltaTableError, Path};
+use std::collections::HashMap;
+
+/// Bounds of one chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkLimits {
+    /// New data files per chunk (whole versions; at least one version).
+    pub max_files: usize,
+    /// New data bytes per chunk (whole versions; at least one version).
+    pub max_bytes: u64,
+}
+
+/// A data file a version added.
+#[derive(Debug, Clone)]
+pub struct NewFile {
+    /// Path relative to the table root, percent-decoded.
+    pub path: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Partition values as stored in the log.
+    pub partition_values: HashMap<String, Option<String>>,
+}
+
+impl NewFile {
+    /// The object-store path of the file.
+    pub fn object_path(&self) -> Path {
+        Path::parse(&self.path).unwrap_or_else(|_| Path::from(self.path.as_str()))
+    }
+}
+
+/// The new data of one source version.
+#[derive(Debug, Clone)]
+pub struct SourceVersion {
+    /// The version.
+    pub version: u64,
+    /// Files it added with `dataChange=true`.
+    pub files: Vec<NewFile>,
+}
+
+/// What a table gained in `(after, end]`.
+#[derive(Debug, Clone)]
+pub struct Chunk {
+    /// The last version consumed before (`None`: nothing yet, the chunk starts at version 0).
+    pub after: Option<u64>,
+    /// The last version in the chunk (`after` when there is nothing new).
+    pub end: Option<u64>,
+    /// The table's latest version when the chunk was cut.
+    pub latest: u64,
+    /// Versions with new data, in order (versions without new data are skipped).
+    pub versions: Vec<SourceVersion>,
+}
+
+impl Chunk {
+    /// The chunk moved past `after`.
+    pub fn advanced(&self) -> bool {
+        self.end != self.after
+    }
+
+    /// New files in the chunk.
+    pub fn files(&self) -> usize {
+        self.versions.iter().map(|v| v.files.len()).sum()
+    }
+}
+
+/// Cut the next chunk of `handle`'s table (loaded at its latest version) after `after`.
+pub async fn next_chunk(
+    job: &str,
+    handle: &TableHandle,
+    after: Option<u64>,
+    limits: ChunkLimits,
+    ignore_changes: bool,
+) -> Result<Chunk> {
+    let table = handle.name();
+    let latest = handle.version().unwrap_or(0);
+    let fail = |reason: String| Error::Source {
+        job: job.to_string(),
+        table: table.to_string(),
+        reason,
+    };
+    if let Some(a) = after
+        && a > latest
+    {
+        return Err(fail(format!(
+            "the job consumed up to version {a} but the table's latest version is {latest}: \
+             the table was re-created. Restart the job on it with `lakestream refine {job} \
+             --skip-to {table}=-1` (reads it from the start) or from a chosen version"
+        )));
+    }
+    let mut chunk = Chunk {
+        after,
+        end: after,
+        latest,
+        versions: vec![],
+    };
+    let first = after.map_or(0, |a| a + 1);
+    let (mut files, mut bytes) = (0usize, 0u64);
+    let log_store = handle.table().log_store();
+    for v in first..=latest {
+        if chunk.end != after && (files >= limits.max_files || bytes >= limits.max_bytes) {
+            break;
+        }
+        let Some(commit) = log_store
+            .read_commit_entry(v)
+            .await
+            .map_err(|e| Error::storage(table, e))?
+        else {
+            return Err(fail(gone(job, table, v, after, latest, "its commit file")));
+        };
+        let actions =
+            deltalake::logstore::get_actions(v, &commit).map_err(|e| Error::storage(table, e))?;
+        let mut added = Vec::new();
+        for action in actions {
+            match action {
+                Action::Add(a) if a.data_change => added.push(NewFile {
+                    path: percent_encoding::percent_decode_str(&a.path)
+                        .decode_utf8_lossy()
+                        .into_owned(),
+                    size: a.size.max(0) as u64,
+                    partition_values: a.partition_values.clone(),
+                }),
+                Action::Remove(r) if r.data_change && !ignore_changes => {
+                    return Err(fail(format!(
+                        "version {v} removes data (`{}` with dataChange=true: a delete, update \
+                         or overwrite); an append-only source cannot express that downstream. \
+                         Set `ignore_changes = true` on the job to read only new rows of such \
+                         commits, or rebuild the output",
+                        r.path
+                    )));
+                }
+                _ => {}
+            }
+        }
+        files += added.len();
+        bytes += added.iter().map(|f| f.size).sum::<u64>();
+        if !added.is_empty() {
+            chunk.versions.push(SourceVersion {
+                version: v,
+                files: added,
+            });
+        }
+        chunk.end = Some(v);
+    }
+    Ok(chunk)
+}
+
+/// The message for a version whose log entry or data files are gone.
+pub(crate) fn gone(
+    job: &str,
+    table: &str,
+    version: u64,
+    after: Option<u64>,
+    latest: u64,
+    what: &str,
+) -> String {
+    let behind = latest - after.map_or(0, |a| a + 1) + 1;
+    format!(
+        "{what} for version {version} is gone (log retention or vacuum); the job is {behind} \
+         version(s) behind (consumed {}, latest {latest}). Rows of the missing versions cannot be \
+         read any more: skip ahead with `lakestream refine {job} --skip-to {table}=V` (V = the \
+         last version to treat as consumed, e.g. {latest}), then rebuild the output if it must \
+         be complete",
+        after.map_or("nothing".to_string(), |a| a.to_string())
+    )
+}
+
+/// Map a data-file read error: a missing file is a vacuumed version, anything else storage.
+pub(crate) fn file_error(
+    job: &str,
+    table: &str,
+    version: u64,
+    after: Option<u64>,
+    latest: u64,
+    e: Error,
+) -> Error {
+    match &e {
+        Error::Storage { source, .. }
+            if matches!(
+                source.as_ref(),
+                DeltaTableError::ObjectStore {
+                    source: deltalake::ObjectStoreError::NotFound { .. }
+                }
+            ) =>
+        {
+            Error::Source {
+                job: job.to_string(),
+                table: table.to_string(),
+                reason: gone(job, table, version, after, latest, "a data file"),
+            }
+        }
+        _ => e,
+    }
+}

@@ -1,0 +1,270 @@
+//! The join state is the source tables themselves: a side's rows up to the version the job has
+//! consumed, read from that version's snapshot with partition and min/max-statistics pruning on
+//! the key and time columns. Also: the exact largest event time of a snapshot (the base of the
+//! lateness rule) and the rows earlier runs found late (they stay out of every join).
+
+use super::join::Rows;
+use crate::error::{Error, Result};
+use crate::handle::TableHandle;
+use crate::read::read_data_file;
+use crate::storage::Lake;
+use base64::Engine as _;
+use deltalake::Path;
+use deltalake::arrow::array::{Array, AsArray, RecordBatch, UInt32Array};
+use deltalake::arrow::compute::{concat_batches, take_record_batch};
+use deltalake::arrow::datatypes::SchemaRef;
+use deltalake::logstore::ObjectStoreRef;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// One live data file of a snapshot, with what pruning needs.
+#[derive(Debug, Clone)]
+pub(crate) struct StateFile {
+    path: Path,
+    partitions: HashMap<String, Option<String>>,
+    /// Event-time bounds from statistics (µs; widened by 1 ms: stats are truncated to ms).
+    time: Option<(i64, i64)>,
+    /// Key bounds from statistics (strings only).
+    key: Option<(String, Option<String>)>,
+}
+
+/// A side's snapshot at the version the job consumed.
+pub(crate) struct Snapshot {
+    store: ObjectStoreRef,
+    files: Vec<StateFile>,
+}
+
+const MS: i64 = 1000;
+
+impl Snapshot {
+    /// Load `table` at `version`.
+    pub async fn load(
+        lake: &Lake,
+        table: &str,
+        version: u64,
+        key: &str,
+        time: &str,
+    ) -> Result<Self> {
+        let mut h = TableHandle::open(lake, table)?;
+        h.table_mut()
+            .load_version(version)
+            .await
+            .map_err(|e| Error::storage(table, e))?;
+        let t = h.table();
+        let snapshot = t.snapshot().map_err(|e| Error::storage(table, e))?;
+        let files = snapshot
+            .log_data()
+            .iter()
+            .map(|f| {
+                let stats: Option<serde_json::Value> =
+                    f.stats().and_then(|s| serde_json::from_str(&s).ok());
+                let stat = |kind: &str, col: &str| stats.as_ref()?.get(kind)?.get(col).cloned();
+                let time = match (stat("minValues", time), stat("maxValues", time)) {
+                    (Some(lo), Some(hi)) => parse_time(&lo)
+                        .zip(parse_time(&hi))
+                        .map(|(lo, hi)| (lo - MS, hi + MS)),
+                    _ => None,
+                };
+                let key = match stat("minValues", key) {
+                    Some(serde_json::Value::String(lo)) => {
+                        let hi = stat("maxValues", key).and_then(|v| match v {
+                            // Long strings may be truncated in stats: only trust short maxima.
+                            serde_json::Value::String(s) if s.chars().count() < 32 => Some(s),
+                            _ => None,
+                        });
+                        Some((lo, hi))
+                    }
+                    _ => None,
+                };
+                StateFile {
+                    path: f.object_store_path(),
+                    partitions: f.partition_values_map(),
+                    time,
+                    key,
+                }
+            })
+            .collect();
+        Ok(Self {
+            store: t.object_store(),
+            files,
+        })
+    }
+
+    /// The exact largest event time of the snapshot: statistics pick the files that can hold
+    /// it (stats are truncated to milliseconds), only those are read.
+    pub async fn max_time(
+        &self,
+        schema: &SchemaRef,
+        table: &str,
+        key: &str,
+        time: &str,
+    ) -> Result<Option<i64>> {
+        let top = self.files.iter().filter_map(|f| f.time.map(|t| t.1)).max();
+        let mut best: Option<i64> = None;
+        for f in &self.files {
+            let read = match (f.time, top) {
+                (None, _) => true,
+                (Some((_, hi)), Some(top)) => hi >= top - 3 * MS,
+                _ => false,
+            };
+            if read {
+                let rows = self.read(f, schema, table, key, time).await?;
+                if let Some((_, hi)) = rows.time_range() {
+                    best = Some(best.map_or(hi, |b| b.max(hi)));
+                }
+            }
+        }
+        Ok(best)
+    }
+
+    /// Rows that can match: key in `keys`, time within `[lo, hi]` (files pruned by partition
+    /// values and statistics first, rows filtered after reading).
+    pub async fn rows(
+        &self,
+        schema: &SchemaRef,
+        table: &str,
+        key: &str,
+        time: &str,
+        keys: &HashSet<String>,
+        (lo, hi): (i64, i64),
+    ) -> Result<Rows> {
+        let mut batches = Vec::new();
+        for f in &self.files {
+            if let Some(Some(v)) = f.partitions.get(key)
+                && !keys.contains(v)
+            {
+                continue;
+            }
+            if let Some((tlo, thi)) = f.time
+                && (thi < lo || tlo > hi)
+            {
+                continue;
+            }
+            if let Some((klo, khi)) = &f.key
+                && !keys
+                    .iter()
+                    .any(|k| k >= klo && khi.as_ref().is_none_or(|h| k <= h))
+            {
+                continue;
+            }
+            let rows = self.read(f, schema, table, key, time).await?;
+            let keep: Vec<u32> = (0..rows.len())
+                .filter(|&i| {
+                    matches!((&rows.keys[i], rows.times[i]), (Some(k), Some(t)) if keys.contains(k) && t >= lo && t <= hi)
+                })
+                .map(|i| i as u32)
+                .collect();
+            if !keep.is_empty() {
+                batches.push(take_record_batch(&rows.batch, &UInt32Array::from(keep))?);
+            }
+        }
+        let batch = concat_batches(schema, &batches)?;
+        Rows::new(batch, key, time, table)
+    }
+
+    async fn read(
+        &self,
+        f: &StateFile,
+        schema: &SchemaRef,
+        table: &str,
+        key: &str,
+        time: &str,
+    ) -> Result<Rows> {
+        let batches = read_data_file(&self.store, &f.path, &f.partitions, schema, table).await?;
+        Rows::new(concat_batches(schema, &batches)?, key, time, table)
+    }
+}
+
+/// A statistics value as µs since the epoch (`2026-11-30T12:00:00.123Z`, with or without zone).
+fn parse_time(v: &serde_json::Value) -> Option<i64> {
+    let s = v.as_str()?;
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Some(t.timestamp_micros());
+    }
+    chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f")
+        .ok()
+        .map(|t| t.and_utc().timestamp_micros())
+}
+
+/// Each row of `batch` as a JSON object (nulls omitted), in row order.
+pub(crate) fn row_json(
+    batch: &RecordBatch,
+) -> Result<Vec<serde_json::Map<String, serde_json::Value>>> {
+    let mut w = arrow_json::LineDelimitedWriter::new(Vec::new());
+    w.write(batch)?;
+    w.finish()?;
+    let bytes = w.into_inner();
+    bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            serde_json::from_slice(l).map_err(|e| Error::Internal(format!("row to JSON: {e}")))
+        })
+        .collect()
+}
+
+/// A row's identity for the late set: its values in `names` (the columns the join uses).
+pub(crate) fn identity(
+    row: &serde_json::Map<String, serde_json::Value>,
+    names: &[String],
+) -> String {
+    let picked: BTreeMap<&str, &serde_json::Value> = names
+        .iter()
+        .filter_map(|n| row.get(n).map(|v| (n.as_str(), v)))
+        .collect();
+    serde_json::to_string(&picked).unwrap_or_default()
+}
+
+/// Where a late row's dead letter says it came from.
+pub(crate) fn late_uri(table: &str, version: u64) -> String {
+    format!("delta:{table}@{version}")
+}
+
+/// Identities of the rows of `table` that earlier runs of the job writing `output` found late
+/// (from the dead-letter table).
+pub(crate) async fn late_set(
+    lake: &Lake,
+    dead_letter_table: &str,
+    output: &str,
+    table: &str,
+    names: &[String],
+) -> Result<HashSet<String>> {
+    let letters = match crate::read::read_table(lake, dead_letter_table, None).await {
+        Ok(b) => b,
+        Err(Error::TableNotFound(_)) => return Ok(HashSet::new()),
+        Err(e) => return Err(e),
+    };
+    let col = |n: &str| {
+        letters
+            .column_by_name(n)
+            .map(|c| c.as_string::<i32>().clone())
+            .ok_or_else(|| Error::Internal(format!("dead-letter table has no `{n}`")))
+    };
+    let (uri, raw, error, target) = (
+        col("object_uri")?,
+        col("raw_base64")?,
+        col("error")?,
+        col("target_table")?,
+    );
+    let prefix = format!("delta:{table}@");
+    let mut out = HashSet::new();
+    for i in 0..letters.num_rows() {
+        let matches = target.is_valid(i)
+            && target.value(i) == output
+            && error.value(i).starts_with("late")
+            && uri.is_valid(i)
+            && uri.value(i).starts_with(&prefix)
+            && raw.is_valid(i);
+        if !matches {
+            continue;
+        }
+        let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(raw.value(i)) else {
+            continue;
+        };
+        if let Ok(row) =
+            serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&bytes)
+        {
+            out.insert(identity(&row, names));
+        }
+    }
+    Ok(out)
+}

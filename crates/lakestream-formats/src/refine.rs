@@ -1,0 +1,200 @@
+//! The refine-jobs section of the pipeline config (`[[refine]]` in `lakestream.toml`): jobs that
+//! read what Delta tables gained and write derived tables (the seed's curated job is an interval
+//! join of orders with memberships). Every key is documented in README.md ("Refine jobs").
+
+use crate::error::{Error, Result};
+use serde::Deserialize;
+use std::time::Duration;
+
+/// One refine job.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RefineJobConfig {
+    /// Job name; part of every `txn` appId (`<pipeline>/<job>/<source table>`).
+    pub job: String,
+    /// Output table, relative to the lake root.
+    pub output: String,
+    /// Partition columns of the output table (output column names), set when it is created.
+    #[serde(default)]
+    pub partition_by: Vec<String>,
+    /// A run reads at most this many new data files per source (whole versions; at least one
+    /// version); the rest is read by the next run.
+    #[serde(default = "default_max_files")]
+    pub max_files_per_run: usize,
+    /// A run reads at most this many MiB of new data files per source (whole versions).
+    #[serde(default = "default_max_mib")]
+    pub max_mib_per_run: u64,
+    /// Read only new files of commits that also remove data (`dataChange=true` removes:
+    /// deletes, updates, overwrites) instead of failing. Removed rows stay in the output.
+    #[serde(default)]
+    pub ignore_changes: bool,
+    /// The interval join this job runs.
+    pub join: IntervalJoinConfig,
+}
+
+fn default_max_files() -> usize {
+    1000
+}
+fn default_max_mib() -> u64 {
+    256
+}
+
+/// An inner join on equal keys with a time interval:
+/// `left.key = right.key AND right.time + lower <= left.time <= right.time + upper`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntervalJoinConfig {
+    /// The left (driving) side, e.g. orders.
+    pub left: JoinSideConfig,
+    /// The right side, e.g. memberships.
+    pub right: JoinSideConfig,
+    /// Lower bound of `left.time - right.time` (inclusive), e.g. `"0s"`.
+    #[serde(default = "zero", deserialize_with = "duration")]
+    pub lower: Duration,
+    /// Upper bound of `left.time - right.time` (inclusive), e.g. `"1h"`.
+    #[serde(deserialize_with = "duration")]
+    pub upper: Duration,
+}
+
+fn zero() -> Duration {
+    Duration::ZERO
+}
+
+/// One side of an interval join.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JoinSideConfig {
+    /// Source table.
+    pub table: String,
+    /// Join key column (compared as text, so an int key matches an int key).
+    pub key: String,
+    /// Event-time column (timestamp).
+    pub time: String,
+    /// How late a row may be: a row whose time is below (the largest time in the table's
+    /// earlier versions) minus `delay` is late and goes to the dead-letter table.
+    #[serde(deserialize_with = "duration")]
+    pub delay: Duration,
+    /// Output columns taken from this side: `"name"` or `"name as output_name"`.
+    pub columns: Vec<String>,
+}
+
+impl JoinSideConfig {
+    /// `(source column, output column)` pairs.
+    pub fn column_pairs(&self) -> Vec<(String, String)> {
+        self.columns
+            .iter()
+            .map(|c| {
+                let lower = c.to_ascii_lowercase();
+                match lower.find(" as ") {
+                    Some(i) => (c[..i].trim().to_string(), c[i + 4..].trim().to_string()),
+                    None => (c.trim().to_string(), c.trim().to_string()),
+                }
+            })
+            .collect()
+    }
+}
+
+fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    humantime::parse_duration(text.trim()).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "\"{text}\" is not a duration ({e}); use e.g. \"0s\", \"90m\", \"3h\""
+        ))
+    })
+}
+
+impl RefineJobConfig {
+    /// The output column names, left side first.
+    pub fn output_columns(&self) -> Vec<String> {
+        self.join
+            .left
+            .column_pairs()
+            .into_iter()
+            .chain(self.join.right.column_pairs())
+            .map(|(_, out)| out)
+            .collect()
+    }
+
+    /// The source tables, left first.
+    pub fn sources(&self) -> [&str; 2] {
+        [&self.join.left.table, &self.join.right.table]
+    }
+
+    /// Check the job's own rules; `key` is the job's config path (e.g. `refine[0]`).
+    pub fn validate(&self, key: &str) -> Result<()> {
+        let bad = |m: String| Err(Error::Config(m));
+        if self.job.is_empty()
+            || !self
+                .job
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+        {
+            return bad(format!(
+                "`{key}.job` = \"{}\": use [A-Za-z0-9_-], e.g. curated",
+                self.job
+            ));
+        }
+        if self.max_files_per_run == 0 || self.max_mib_per_run == 0 {
+            return bad(format!(
+                "`{key}.max_files_per_run` and `{key}.max_mib_per_run` must be >= 1"
+            ));
+        }
+        if self.join.lower > self.join.upper {
+            return bad(format!(
+                "`{key}.join.lower` must not be above `{key}.join.upper`"
+            ));
+        }
+        if self.join.left.table == self.join.right.table {
+            return bad(format!(
+                "`{key}.join`: left and right are the same table; a self-join is not supported"
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (side, s) in [("left", &self.join.left), ("right", &self.join.right)] {
+            if s.table == self.output {
+                return bad(format!("`{key}.join.{side}.table` is the job's output"));
+            }
+            for (src, out) in s.column_pairs() {
+                if src.is_empty() || out.is_empty() || !seen.insert(out.clone()) {
+                    return bad(format!(
+                        "`{key}.join.{side}.columns`: \"{out}\" is empty or repeated in the output"
+                    ));
+                }
+            }
+        }
+        for p in &self.partition_by {
+            if !seen.contains(p) {
+                return bad(format!(
+                    "`{key}.partition_by`: \"{p}\" is not an output column"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_with_and_without_alias() {
+        let side = JoinSideConfig {
+            table: "raw/member".into(),
+            key: "order_owner".into(),
+            time: "timestamp".into(),
+            delay: Duration::from_secs(7200),
+            columns: vec![
+                "membership".into(),
+                "timestamp AS membership_timestamp".into(),
+            ],
+        };
+        assert_eq!(
+            side.column_pairs(),
+            [
+                ("membership".to_string(), "membership".to_string()),
+                ("timestamp".to_string(), "membership_timestamp".to_string())
+            ]
+        );
+    }
+}

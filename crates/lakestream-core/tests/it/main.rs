@@ -9,4 +9,5 @@ mod checked_commit;
 mod faults;
 mod ingest;
 mod maintenance;
+mod refine;
 mod support;

@@ -5,7 +5,7 @@ VENV ?= .venv
 MOTO_PORT ?= 5055
 ARCH ?= arm64
 REGION ?= us-east-1
-FUNCTIONS := msk-ingest s3-log-ingest maintenance
+FUNCTIONS := msk-ingest s3-log-ingest maintenance refine
 # x86_64 builds with plain cargo; arm64 cross-compiles with zig (from the cargo-lambda wheel) and
 # needs the aarch64-unknown-linux-gnu std (`rustup target add aarch64-unknown-linux-gnu`).
 ifeq ($(ARCH),x86_64)

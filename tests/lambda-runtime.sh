@@ -64,9 +64,16 @@ echo "$out" | grep -q '"files_after":1' || fail "maintenance optimize: $out"
 out=$(invoke maintenance events/maintenance-manifest.json) || fail "maintenance manifest: $out"
 [ -f "$work/lake/raw/order/_symlink_format_manifest/_lakestream_state.json" ] || fail "no manifest state"
 
+out=$(invoke msk-ingest events/msk-members.json) || fail "msk-ingest members: $out"
+out=$(invoke refine events/refine-curated.json) || fail "refine: $out"
+echo "$out" | grep -q '"joined":8' || fail "refine joined: $out"
+out=$(invoke refine events/refine-curated.json) || fail "refine again: $out"
+echo "$out" | grep -q '"runs":\[\]' || fail "a repeated refine tick ran again: $out"
+
 tables=$(target/debug/lakestream tables --config "$work/lakestream.toml")
 echo "$tables"
 echo "$tables" | grep -qE '^raw/order +version +2 +files +1 +rows +8 ' || fail "raw/order"
 echo "$tables" | grep -qE '^access_logs/datalake-prod +version +0 .* rows +4 ' || fail "access_logs/datalake-prod"
 echo "$tables" | grep -qE '^access_logs/eventbridge-demo .* rows +1 ' || fail "access_logs/eventbridge-demo"
-echo "3 passed, 0 failed"
+echo "$tables" | grep -qE '^curated/order +version +0 .* rows +8 ' || fail "curated/order"
+echo "4 passed, 0 failed"

@@ -1,6 +1,7 @@
-//! `lakestream demo`: the seed pipeline's raw layer, end to end on a local lake. Generated
-//! orders and memberships are packed into MSK-shaped events (base64 values, per-partition
-//! offsets, several partitions per topic) and pushed through the msk-ingest handler.
+//! `lakestream demo`: the seed pipeline end to end on a local lake. Generated orders and
+//! memberships are packed into MSK-shaped events (base64 values, per-partition offsets, several
+//! partitions per topic) and pushed through the msk-ingest handler; then the refine jobs of the
+//! config (the curated interval join) run.
 
 use anyhow::Result;
 use base64::Engine as _;
@@ -111,9 +112,13 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
         );
     }
     println!();
+    // The curated job: orders joined with their owner's membership of the hour before.
+    crate::refine::run(&config, &lake, &[], 10_000, false).await?;
+    println!();
     for table in [
         "raw/order",
         "raw/member",
+        "curated/order",
         "access_logs/datalake-prod",
         config.dead_letter_table.as_str(),
     ] {

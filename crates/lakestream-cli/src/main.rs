@@ -215,7 +215,9 @@ fn after_commit(args: &LakeArgs) {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let log = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
+    // delta-rs warns on every version race our commit path resolves itself: not for users.
+    let log = std::env::var("RUST_LOG")
+        .unwrap_or_else(|_| "warn,deltalake_core::kernel::transaction=error".into());
     lakestream_lambda::telemetry::init_tracing(&log, false);
     match Cli::parse().command {
         Command::Demo { lake, records } => demo::run(load_config(&lake)?, records).await,

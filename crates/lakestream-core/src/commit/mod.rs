@@ -158,7 +158,8 @@ pub async fn append(
         let Some(plan) = planner.plan(&state).await? else {
             return Ok(outcome);
         };
-        if plan.batch.num_rows() == 0 && !(plan.commit_if_empty && !plan.txns.is_empty()) {
+        let txns_only = plan.commit_if_empty && !plan.txns.is_empty();
+        if plan.batch.num_rows() == 0 && !txns_only {
             return Ok(outcome);
         }
         let schema_changed = state

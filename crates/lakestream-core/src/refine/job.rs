@@ -5,7 +5,7 @@
 //! first makes this one re-plan from the newer `txn`s, so no pair is written twice.
 
 use super::join::{Rows, interval_pairs, late_flags};
-use super::source::{Chunk, ChunkLimits, file_error, next_chunk};
+use super::source::{Chunk, ChunkLimits, file_error, gone, next_chunk};
 use super::state::{Snapshot, identity, late_set, late_uri, row_json};
 use super::{RunReport, SideReport};
 use crate::commit::{Planned, Planner, TableState};
@@ -126,9 +126,7 @@ impl JoinPlanner<'_> {
             &cfg.table,
         )?;
         let snapshot = match after {
-            Some(a) => {
-                Some(Snapshot::load(self.ctx.lake, &cfg.table, a, &cfg.key, &cfg.time).await?)
-            }
+            Some(a) => Some(self.snapshot(&handle, cfg, a, chunk.latest).await?),
             None => None,
         };
         let before = match &snapshot {
@@ -192,6 +190,34 @@ impl JoinPlanner<'_> {
             snapshot,
             letters,
         }))
+    }
+
+    /// The side's table at the version the job consumed (the join state and the lateness base).
+    async fn snapshot(
+        &self,
+        handle: &TableHandle,
+        cfg: &JoinSideConfig,
+        version: u64,
+        latest: u64,
+    ) -> Result<Snapshot> {
+        match Snapshot::load(self.ctx.lake, &cfg.table, version, &cfg.key, &cfg.time).await {
+            Ok(s) => Ok(s),
+            Err(e) => match handle.table().log_store().read_commit_entry(version).await {
+                Ok(None) => Err(Error::Source {
+                    job: self.cfg.job.clone(),
+                    table: cfg.table.clone(),
+                    reason: gone(
+                        &self.cfg.job,
+                        &cfg.table,
+                        version,
+                        Some(version),
+                        latest,
+                        "the log to load the consumed version",
+                    ),
+                }),
+                _ => Err(e),
+            },
+        }
     }
 
     /// The other side's consumed rows that can match `probe` (times shifted into its frame),

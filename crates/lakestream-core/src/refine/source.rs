@@ -166,13 +166,13 @@ pub(crate) fn gone(
     latest: u64,
     what: &str,
 ) -> String {
-    let behind = latest - after.map_or(0, |a| a + 1) + 1;
+    let behind = (latest + 1).saturating_sub(after.map_or(0, |a| a + 1));
     format!(
         "{what} for version {version} is gone (log retention or vacuum); the job is {behind} \
          version(s) behind (consumed {}, latest {latest}). Rows of the missing versions cannot be \
          read any more: skip ahead with `lakestream refine {job} --skip-to {table}=V` (V = the \
-         last version to treat as consumed, e.g. {latest}), then rebuild the output if it must \
-         be complete",
+         last version to treat as consumed; one the table can still be loaded at: the latest, \
+         {latest}, or a checkpointed version), then rebuild the output if it must be complete",
         after.map_or("nothing".to_string(), |a| a.to_string())
     )
 }

@@ -44,8 +44,13 @@ async fn curated(lake: &Lake) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// `(order_id, owner, value, timestamp ms)` and `(owner, membership, timestamp ms)` of records.
-fn parse(records: &[SourceRecord]) -> (Vec<(i64, String, i64, i64)>, Vec<(String, String, i64)>) {
+/// `(order_id, owner, value, timestamp ms)` of an order.
+type Order = (i64, String, i64, i64);
+/// `(owner, membership, timestamp ms)` of a membership change.
+type Member = (String, String, i64);
+
+/// The orders and memberships of generated records.
+fn parse(records: &[SourceRecord]) -> (Vec<Order>, Vec<Member>) {
     let (mut orders, mut members) = (vec![], vec![]);
     for r in records {
         let lakestream_core::RecordValue::Bytes(b) = &r.value else {
@@ -145,6 +150,46 @@ enum Schedule {
     SmallChunksWithReplays,
     TwoRunsAtOnce,
     KilledRunThenCompaction,
+    /// Random batch sizes, runs at random points with random chunk limits (seeded).
+    Random(u64),
+}
+
+/// Refine runs over and over while ingestion appends (the schedule firing mid-batch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn runs_while_ingestion_appends_lose_and_duplicate_nothing() -> Result<()> {
+    let records = seed(600);
+    let expected = brute_force(&records);
+    for backend in backends() {
+        let lake = TestLake::new(backend, "refine-while-ingesting")?;
+        let ingestor = lake.ingestor()?;
+        let l = Lake::new(&lake.config.lake)?;
+        let s = settings(&lake);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let ingest = async {
+            for chunk in records.chunks(60) {
+                ingestor.ingest(chunk).await?;
+            }
+            done.store(true, Ordering::SeqCst);
+            anyhow::Ok(())
+        };
+        let runs = async {
+            let mut n = 0;
+            while !done.load(Ordering::SeqCst) {
+                let (a, b) =
+                    tokio::join!(refine(&lake.config, &l, &s), refine(&lake.config, &l, &s));
+                a?;
+                b?;
+                n += 1;
+            }
+            anyhow::Ok(n)
+        };
+        let (ingested, runs) = tokio::join!(ingest, runs);
+        ingested?;
+        assert!(runs? > 0, "refine must have run while ingesting");
+        refine(&lake.config, &l, &s).await?;
+        assert_eq!(summary(&curated(&l).await?), expected, "{backend:?}");
+    }
+    Ok(())
 }
 
 async fn scenario(
@@ -159,6 +204,24 @@ async fn scenario(
     {
         j.max_files_per_run = 1;
     }
+    if let Schedule::Random(seed) = how {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        lake_cfg.refine[0].max_files_per_run = rng.usize(1..6);
+        let ingestor = lake.ingestor()?;
+        let l = Lake::new(&lake.config.lake)?;
+        let s = settings(lake);
+        let mut rest = records;
+        while !rest.is_empty() {
+            let (now, later) = rest.split_at(rng.usize(1..=rest.len().min(200)));
+            ingestor.ingest(now).await?;
+            if rng.bool() {
+                refine(&lake_cfg, &l, &s).await?;
+            }
+            rest = later;
+        }
+        refine(&lake_cfg, &l, &s).await?;
+        return curated(&l).await;
+    }
     let ingestor = lake.ingestor()?;
     let faults = Arc::new(Faults::default());
     let l = faults.install(Lake::new(&lake.config.lake)?);
@@ -166,7 +229,7 @@ async fn scenario(
     for (i, chunk) in records.chunks(batch).enumerate() {
         ingestor.ingest(chunk).await?;
         match how {
-            Schedule::OnceAtTheEnd => {}
+            Schedule::OnceAtTheEnd | Schedule::Random(_) => {}
             Schedule::AfterEachBatch => {
                 refine(&lake_cfg, &l, &s).await?;
             }
@@ -236,7 +299,17 @@ async fn output_is_the_same_however_ingestion_and_runs_are_batched() -> Result<(
             (200, Schedule::SmallChunksWithReplays),
             (150, Schedule::TwoRunsAtOnce),
             (100, Schedule::KilledRunThenCompaction),
+            (0, Schedule::Random(1)),
+            (0, Schedule::Random(2)),
         ] {
+            // On the emulator, the schedules that race or fail storage; all of them on disk.
+            let storage_matters = matches!(
+                how,
+                Schedule::TwoRunsAtOnce | Schedule::KilledRunThenCompaction
+            );
+            if backend == super::support::Backend::S3 && !storage_matters {
+                continue;
+            }
             let lake = TestLake::new(backend, "refine-batching")?;
             let rows = scenario(&lake, &records, batch, how).await?;
             assert_eq!(
@@ -395,5 +468,87 @@ async fn a_source_delete_fails_the_job_clearly() -> Result<()> {
     let mut ignoring = lake.config.clone();
     ignoring.refine[0].ignore_changes = true;
     refine(&ignoring, &l, &s).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn re_created_source_and_lost_versions_fail_with_what_to_do() -> Result<()> {
+    let lake = TestLake::new(super::support::Backend::Fs, "refine-gone")?;
+    let ingestor = lake.ingestor()?;
+    let l = Lake::new(&lake.config.lake)?;
+    let s = settings(&lake);
+    let versions = late_and_bounds();
+    ingestor.ingest(&versions[0]).await?;
+    ingestor.ingest(&versions[1]).await?;
+    refine(&lake.config, &l, &s).await?;
+    // Three more order versions, a checkpoint, then the log before it expires.
+    for v in &versions[3..6] {
+        ingestor.ingest(v).await?;
+    }
+    let clock = lakestream_core::FixedClock::new(chrono::Utc::now());
+    lakestream_core::maintenance::checkpoint(&l, "raw/order", true, &clock).await?;
+    let root = std::path::PathBuf::from(&lake.config.lake.root);
+    for v in 1..3 {
+        std::fs::remove_file(root.join(format!("raw/order/_delta_log/{v:020}.json")))?;
+    }
+    let err = format!(
+        "{:#}",
+        refine(&lake.config, &l, &s)
+            .await
+            .err()
+            .context("lost versions must fail")?
+    );
+    assert!(
+        err.contains("version 1") && err.contains("behind") && err.contains("--skip-to raw/order="),
+        "{err}"
+    );
+    // Skipping ahead as the message says lets the job continue from there.
+    let job = lake.config.refine_job("curated").context("job")?;
+    let ctx = RunContext {
+        lake: &l,
+        pipeline: &lake.config.pipeline,
+        dead_letter_table: &lake.config.dead_letter_table,
+        settings: &s,
+        now: chrono::Utc::now(),
+    };
+    // A version the log no longer reaches is refused the same way on the next run.
+    lakestream_core::refine::skip_to(&ctx, job, "raw/order", 2).await?;
+    let err = format!(
+        "{:#}",
+        refine(&lake.config, &l, &s)
+            .await
+            .err()
+            .context("unloadable")?
+    );
+    assert!(
+        err.contains("version 2") && err.contains("--skip-to"),
+        "{err}"
+    );
+    let latest = lake.version("raw/order").await? as i64;
+    lakestream_core::refine::skip_to(&ctx, job, "raw/order", latest).await?;
+    refine(&lake.config, &l, &s).await?;
+
+    // The members table is deleted and written again: a different table.
+    std::fs::remove_dir_all(root.join("raw/member"))?;
+    let again = lake.ingestor()?;
+    again
+        .ingest(&[member(10, "alice", "gold", "2026-01-01T12:10:00Z")])
+        .await?;
+    let err = format!(
+        "{:#}",
+        refine(&lake.config, &l, &s)
+            .await
+            .err()
+            .context("a re-created source must fail")?
+    );
+    assert!(err.contains("re-created"), "{err}");
+    lakestream_core::refine::skip_to(&ctx, job, "raw/member", -1).await?;
+    refine(&lake.config, &l, &s).await?;
+    let rows = summary(&curated(&l).await?);
+    assert!(
+        rows.iter()
+            .any(|r| r.0 == 3 && r.4 == "gold" && r.5 % 3_600_000 == 600_000),
+        "{rows:?}"
+    );
     Ok(())
 }

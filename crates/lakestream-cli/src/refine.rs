@@ -17,13 +17,7 @@ pub async fn run(
         bail!("the config has no [[refine]] jobs (see README \"Refine jobs\")");
     }
     let settings = (&config.commit).into();
-    let ctx = RunContext {
-        lake,
-        pipeline: &config.pipeline,
-        dead_letter_table: &config.dead_letter_table,
-        settings: &settings,
-        now: chrono::Utc::now(),
-    };
+    let ctx = RunContext::new(config, lake, &settings, chrono::Utc::now());
     let mut reports = Vec::new();
     for job in refine::in_dependency_order(&config.refine, jobs)? {
         let started = std::time::Instant::now();
@@ -107,13 +101,7 @@ pub async fn skip_to(
         .refine_job(job)
         .with_context(|| format!("no refine job `{job}`"))?;
     let settings = (&config.commit).into();
-    let ctx = RunContext {
-        lake,
-        pipeline: &config.pipeline,
-        dead_letter_table: &config.dead_letter_table,
-        settings: &settings,
-        now: chrono::Utc::now(),
-    };
+    let ctx = RunContext::new(config, lake, &settings, chrono::Utc::now());
     let v = refine::skip_to(&ctx, cfg, table, version).await?;
     println!(
         "refine {job}: `{table}` consumed up to version {version} (output version {})",

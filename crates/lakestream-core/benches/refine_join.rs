@@ -45,13 +45,7 @@ fn main() -> anyhow::Result<()> {
     let ing = Ingestor::new(cfg.clone(), Arc::new(FixedClock::new(start)))?;
     let lake = Lake::new(&cfg.lake)?;
     let settings = (&cfg.commit).into();
-    let ctx = RunContext {
-        lake: &lake,
-        pipeline: &cfg.pipeline,
-        dead_letter_table: &cfg.dead_letter_table,
-        settings: &settings,
-        now: start,
-    };
+    let ctx = RunContext::new(&cfg, &lake, &settings, start);
     let job = cfg
         .refine_job("curated")
         .ok_or_else(|| anyhow::anyhow!("no curated job"))?;

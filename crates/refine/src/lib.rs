@@ -61,13 +61,7 @@ pub async fn run(
     clock: &dyn Clock,
 ) -> Result<Vec<JobResult>, Error> {
     let settings = (&config.commit).into();
-    let ctx = RunContext {
-        lake,
-        pipeline: &config.pipeline,
-        dead_letter_table: &config.dead_letter_table,
-        settings: &settings,
-        now: clock.now(),
-    };
+    let ctx = RunContext::new(config, lake, &settings, clock.now());
     let mut failed_outputs: Vec<&str> = Vec::new();
     let mut out = Vec::new();
     for job in in_dependency_order(&config.refine, &req.jobs)? {

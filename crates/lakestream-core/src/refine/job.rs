@@ -36,6 +36,24 @@ pub struct RunContext<'a> {
     pub now: chrono::DateTime<chrono::Utc>,
 }
 
+impl<'a> RunContext<'a> {
+    /// The context of `config`'s pipeline (its name and dead-letter table).
+    pub fn new(
+        config: &'a crate::PipelineConfig,
+        lake: &'a Lake,
+        settings: &'a crate::commit::CommitSettings,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Self {
+        Self {
+            lake,
+            pipeline: &config.pipeline,
+            dead_letter_table: &config.dead_letter_table,
+            settings,
+            now,
+        }
+    }
+}
+
 /// `txn` appId of a job's consumption of `table`.
 pub fn source_app_id(pipeline: &str, job: &str, table: &str) -> String {
     format!("{pipeline}/{job}/{table}")

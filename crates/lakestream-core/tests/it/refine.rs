@@ -127,13 +127,7 @@ fn settings(lake: &TestLake) -> CommitSettings {
 
 async fn refine(config: &PipelineConfig, l: &Lake, settings: &CommitSettings) -> Result<usize> {
     let job = config.refine_job("curated").context("curated job")?;
-    let ctx = RunContext {
-        lake: l,
-        pipeline: &config.pipeline,
-        dead_letter_table: &config.dead_letter_table,
-        settings,
-        now: chrono::Utc::now(),
-    };
+    let ctx = RunContext::new(config, l, settings, chrono::Utc::now());
     Ok(run_job(&ctx, job, 10_000).await?.joined())
 }
 
@@ -504,13 +498,7 @@ async fn re_created_source_and_lost_versions_fail_with_what_to_do() -> Result<()
     );
     // Skipping ahead as the message says lets the job continue from there.
     let job = lake.config.refine_job("curated").context("job")?;
-    let ctx = RunContext {
-        lake: &l,
-        pipeline: &lake.config.pipeline,
-        dead_letter_table: &lake.config.dead_letter_table,
-        settings: &s,
-        now: chrono::Utc::now(),
-    };
+    let ctx = RunContext::new(&lake.config, &l, &s, chrono::Utc::now());
     // A version the log no longer reaches is refused the same way on the next run.
     lakestream_core::refine::skip_to(&ctx, job, "raw/order", 2).await?;
     let err = format!(

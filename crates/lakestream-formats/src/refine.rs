@@ -36,7 +36,7 @@ fn default_max_files() -> usize {
     1000
 }
 fn default_max_mib() -> u64 {
-    256
+    64
 }
 
 /// An inner join on equal keys with a time interval:

@@ -177,6 +177,54 @@ impl RefineJobConfig {
 mod tests {
     use super::*;
 
+    const BASE: &str = "pipeline = \"p\"\n[lake]\nroot = \"/tmp/l\"\n";
+    const JOB: &str = r#"
+[[refine]]
+job = "curated"
+output = "curated/order"
+partition_by = ["hour"]
+[refine.join]
+upper = "1h"
+left = { table = "raw/order", key = "k", time = "t", delay = "3h", columns = ["a", "hour"] }
+right = { table = "raw/member", key = "k", time = "t", delay = "2h", columns = ["t as b"] }
+"#;
+
+    fn err_of(text: &str) -> String {
+        match crate::config::PipelineConfig::from_toml(text) {
+            Ok(_) => "parsed".into(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_job_parses_with_defaults() -> anyhow::Result<()> {
+        let cfg = crate::config::PipelineConfig::from_toml(&format!("{BASE}{JOB}"))?;
+        let job = cfg.refine_job("curated").ok_or_else(|| anyhow::anyhow!("no job"))?;
+        assert_eq!(job.join.lower, Duration::ZERO);
+        assert_eq!(job.join.upper, Duration::from_secs(3600));
+        assert_eq!(job.join.left.delay, Duration::from_secs(3 * 3600));
+        assert_eq!((job.max_files_per_run, job.max_mib_per_run), (1000, 64));
+        assert_eq!(job.output_columns(), ["a", "hour", "b"]);
+        Ok(())
+    }
+
+    #[test]
+    fn bad_jobs_name_the_key() {
+        let job = format!("{BASE}{JOB}");
+        let e = err_of(&job.replace("delay = \"3h\"", "delay = \"3 parsecs\""));
+        assert!(e.contains("refine[0].join.left.delay") && e.contains("duration"), "{e}");
+        let e = err_of(&job.replace("upper = \"1h\"", "upper = \"1h\"\nlower = \"2h\""));
+        assert!(e.contains("refine[0].join.lower"), "{e}");
+        let e = err_of(&job.replace("partition_by = [\"hour\"]", "partition_by = [\"day\"]"));
+        assert!(e.contains("refine[0].partition_by"), "{e}");
+        let e = err_of(&job.replace("columns = [\"t as b\"]", "columns = [\"a\"]"));
+        assert!(e.contains("refine[0].join.right.columns"), "{e}");
+        let e = err_of(&job.replace("output = \"curated/order\"", "output = \"dead_letters\""));
+        assert!(e.contains("refine[0].output"), "{e}");
+        let e = err_of(&format!("{job}{}", JOB));
+        assert!(e.contains("listed twice"), "{e}");
+    }
+
     #[test]
     fn columns_with_and_without_alias() {
         let side = JoinSideConfig {

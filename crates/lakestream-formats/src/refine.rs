@@ -199,7 +199,9 @@ right = { table = "raw/member", key = "k", time = "t", delay = "2h", columns = [
     #[test]
     fn a_job_parses_with_defaults() -> anyhow::Result<()> {
         let cfg = crate::config::PipelineConfig::from_toml(&format!("{BASE}{JOB}"))?;
-        let job = cfg.refine_job("curated").ok_or_else(|| anyhow::anyhow!("no job"))?;
+        let job = cfg
+            .refine_job("curated")
+            .ok_or_else(|| anyhow::anyhow!("no job"))?;
         assert_eq!(job.join.lower, Duration::ZERO);
         assert_eq!(job.join.upper, Duration::from_secs(3600));
         assert_eq!(job.join.left.delay, Duration::from_secs(3 * 3600));
@@ -212,7 +214,10 @@ right = { table = "raw/member", key = "k", time = "t", delay = "2h", columns = [
     fn bad_jobs_name_the_key() {
         let job = format!("{BASE}{JOB}");
         let e = err_of(&job.replace("delay = \"3h\"", "delay = \"3 parsecs\""));
-        assert!(e.contains("refine[0].join.left.delay") && e.contains("duration"), "{e}");
+        assert!(
+            e.contains("refine[0].join.left.delay") && e.contains("duration"),
+            "{e}"
+        );
         let e = err_of(&job.replace("upper = \"1h\"", "upper = \"1h\"\nlower = \"2h\""));
         assert!(e.contains("refine[0].join.lower"), "{e}");
         let e = err_of(&job.replace("partition_by = [\"hour\"]", "partition_by = [\"day\"]"));

@@ -125,6 +125,9 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
         crate::show(&lake, table, 5).await?;
         println!();
     }
+    // What the dashboards read: the latest value and membership of each of the six orders.
+    crate::show(&lake, "processed/order", 10).await?;
+    println!();
     println!(
         "Look around: lakestream tables --lake {}   |   lakestream show raw/member --lake {}",
         config.lake.root, config.lake.root

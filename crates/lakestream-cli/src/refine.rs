@@ -61,12 +61,19 @@ fn print_report(r: &JobReport, output: &str, took: std::time::Duration) {
             )
         })
         .collect();
+    let [inserted, updated, deleted, older] = r.upserted();
+    let result = if inserted + updated + deleted + older > 0 {
+        format!(
+            "{inserted} inserted, {updated} updated, {deleted} deleted, {older} older rows ignored in {output}"
+        )
+    } else {
+        format!("{} rows joined into {output}", r.joined())
+    };
     println!(
-        "refine {}: {} run(s), read {} -> {} rows joined into {output} ({:.2}s){}",
+        "refine {}: {} run(s), read {} -> {result} ({:.2}s){}",
         r.job,
         r.runs.len(),
         sides.join(", "),
-        r.joined(),
         took.as_secs_f64(),
         if r.more {
             "; more to read (run budget reached)"

@@ -126,7 +126,7 @@ pub(crate) async fn read_data_file(
 
 /// Rebuild a data file's batch in the table schema: partition values (from the path) become
 /// columns again, missing columns (older files) read null.
-fn with_partitions(
+pub(crate) fn with_partitions(
     schema: &SchemaRef,
     batch: &RecordBatch,
     partitions: &std::collections::HashMap<String, Option<String>>,

@@ -28,8 +28,63 @@ pub struct RefineJobConfig {
     /// deletes, updates, overwrites) instead of failing. Removed rows stay in the output.
     #[serde(default)]
     pub ignore_changes: bool,
-    /// The interval join this job runs.
-    pub join: IntervalJoinConfig,
+    /// An interval join (the seed's curated job). Exactly one of `join` and `upsert`.
+    #[serde(default)]
+    pub join: Option<IntervalJoinConfig>,
+    /// A keyed latest-wins upsert (the seed's processed job).
+    #[serde(default)]
+    pub upsert: Option<UpsertConfig>,
+}
+
+/// What a job does.
+#[derive(Debug, Clone, Copy)]
+pub enum RefineKind<'a> {
+    /// Interval join of two sources.
+    Join(&'a IntervalJoinConfig),
+    /// Keyed upsert of one source.
+    Upsert(&'a UpsertConfig),
+}
+
+/// A keyed, latest-wins upsert of what a source gained into the output (copy-on-write).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpsertConfig {
+    /// Source table.
+    pub source: String,
+    /// Key columns (one output row per key).
+    pub key: Vec<String>,
+    /// Ordering columns, most significant first: the row with the greatest values wins (ties:
+    /// the greater row as canonical JSON text). An older row never replaces a newer one.
+    pub order_by: Vec<String>,
+    /// CDC: the operation column and its delete values (rows with other values upsert).
+    #[serde(default)]
+    pub op: Option<OpConfig>,
+    /// How long a delete's tombstone is kept (processing time): a row for the key older than
+    /// the delete and arriving within this time is not brought back.
+    #[serde(default = "default_tombstone_retention", deserialize_with = "duration")]
+    pub tombstone_retention: Duration,
+}
+
+fn default_tombstone_retention() -> Duration {
+    Duration::from_secs(30 * 86_400)
+}
+
+/// The CDC operation column.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpConfig {
+    /// Column holding the operation, e.g. `op`.
+    pub column: String,
+    /// Values that mean delete, e.g. `["D"]`.
+    #[serde(default = "default_delete_values")]
+    pub delete: Vec<String>,
+    /// Keep the operation column in the output (default: dropped).
+    #[serde(default)]
+    pub keep: bool,
+}
+
+fn default_delete_values() -> Vec<String> {
+    vec!["D".into()]
 }
 
 fn default_max_files() -> usize {
@@ -104,20 +159,38 @@ fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Durat
 }
 
 impl RefineJobConfig {
-    /// The output column names, left side first.
+    /// What the job does (validated: exactly one kind is configured).
+    pub fn kind(&self) -> Result<RefineKind<'_>> {
+        match (&self.join, &self.upsert) {
+            (Some(j), None) => Ok(RefineKind::Join(j)),
+            (None, Some(u)) => Ok(RefineKind::Upsert(u)),
+            _ => Err(Error::Config(format!(
+                "refine job `{}`: configure exactly one of `[refine.join]` and `[refine.upsert]`",
+                self.job
+            ))),
+        }
+    }
+
+    /// The output column names of a join (left side first); empty for an upsert (the source's).
     pub fn output_columns(&self) -> Vec<String> {
-        self.join
-            .left
+        let Some(join) = &self.join else {
+            return vec![];
+        };
+        join.left
             .column_pairs()
             .into_iter()
-            .chain(self.join.right.column_pairs())
+            .chain(join.right.column_pairs())
             .map(|(_, out)| out)
             .collect()
     }
 
-    /// The source tables, left first.
-    pub fn sources(&self) -> [&str; 2] {
-        [&self.join.left.table, &self.join.right.table]
+    /// The source tables (a join's left first).
+    pub fn sources(&self) -> Vec<&str> {
+        match (&self.join, &self.upsert) {
+            (Some(j), _) => vec![&j.left.table, &j.right.table],
+            (None, Some(u)) => vec![&u.source],
+            (None, None) => vec![],
+        }
     }
 
     /// Check the job's own rules; `key` is the job's config path (e.g. `refine[0]`).
@@ -139,18 +212,54 @@ impl RefineJobConfig {
                 "`{key}.max_files_per_run` and `{key}.max_mib_per_run` must be >= 1"
             ));
         }
-        if self.join.lower > self.join.upper {
+        match self.kind()? {
+            RefineKind::Join(join) => self.validate_join(key, join),
+            RefineKind::Upsert(upsert) => self.validate_upsert(key, upsert),
+        }
+    }
+
+    fn validate_upsert(&self, key: &str, u: &UpsertConfig) -> Result<()> {
+        let bad = |m: String| Err(Error::Config(m));
+        if u.source == self.output {
+            return bad(format!("`{key}.upsert.source` is the job's output"));
+        }
+        if u.key.is_empty() || u.key.iter().any(String::is_empty) {
+            return bad(format!("`{key}.upsert.key` must name at least one column"));
+        }
+        if u.order_by.is_empty() || u.order_by.iter().any(|c| c.is_empty() || u.key.contains(c)) {
+            return bad(format!(
+                "`{key}.upsert.order_by` must name at least one column that is not a key column"
+            ));
+        }
+        if let Some(op) = &u.op
+            && (op.column.is_empty() || op.delete.is_empty())
+        {
+            return bad(format!(
+                "`{key}.upsert.op` needs a `column` and at least one `delete` value"
+            ));
+        }
+        if let Some(p) = self.partition_by.iter().find(|p| !u.key.contains(p)) {
+            return bad(format!(
+                "`{key}.partition_by`: \"{p}\" is not a key column (an upsert's output may only be partitioned by key columns, so a key never moves between partitions)"
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_join(&self, key: &str, join: &IntervalJoinConfig) -> Result<()> {
+        let bad = |m: String| Err(Error::Config(m));
+        if join.lower > join.upper {
             return bad(format!(
                 "`{key}.join.lower` must not be above `{key}.join.upper`"
             ));
         }
-        if self.join.left.table == self.join.right.table {
+        if join.left.table == join.right.table {
             return bad(format!(
                 "`{key}.join`: left and right are the same table; a self-join is not supported"
             ));
         }
         let mut seen = std::collections::HashSet::new();
-        for (side, s) in [("left", &self.join.left), ("right", &self.join.right)] {
+        for (side, s) in [("left", &join.left), ("right", &join.right)] {
             if s.table == self.output {
                 return bad(format!("`{key}.join.{side}.table` is the job's output"));
             }

@@ -234,6 +234,23 @@ pub async fn append(
     })
 }
 
+/// A Parquet writer for new data files of `name` (delta-rs's, with its statistics).
+pub(crate) fn batch_writer(
+    lake: &Lake,
+    name: &str,
+    schema: SchemaRef,
+    partition_columns: Vec<String>,
+) -> Result<RecordBatchWriter> {
+    let url = lake.table_url(name)?;
+    RecordBatchWriter::try_new(
+        url.as_str(),
+        schema,
+        Some(partition_columns),
+        Some(lake.storage_options().clone()),
+    )
+    .map_err(|e| Error::storage(name, e))
+}
+
 async fn write_files(
     lake: &Lake,
     name: &str,
@@ -250,14 +267,7 @@ async fn write_files(
     } else {
         plan.partition_columns.clone()
     };
-    let url = lake.table_url(name)?;
-    let mut writer = RecordBatchWriter::try_new(
-        url.as_str(),
-        plan.schema.clone(),
-        Some(partition_columns),
-        Some(lake.storage_options().clone()),
-    )
-    .map_err(|e| Error::storage(name, e))?;
+    let mut writer = batch_writer(lake, name, plan.schema.clone(), partition_columns)?;
     writer
         .write(plan.batch.clone())
         .await

@@ -18,7 +18,7 @@ use deltalake::arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use deltalake::arrow::compute::{cast, concat_batches, take};
 use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
 use deltalake::kernel::Transaction;
-use lakestream_formats::refine::{JoinSideConfig, RefineJobConfig};
+use lakestream_formats::refine::{IntervalJoinConfig, JoinSideConfig, RefineJobConfig};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -84,6 +84,7 @@ struct Side<'a> {
 pub(crate) struct JoinPlanner<'a> {
     pub ctx: &'a RunContext<'a>,
     pub cfg: &'a RefineJobConfig,
+    pub join: &'a IntervalJoinConfig,
     pub report: RunReport,
 }
 
@@ -329,8 +330,8 @@ fn micros_text(us: i64) -> String {
 
 /// Output columns in table order: `(left side?, source column, output column)`, the non-partition
 /// columns first (left, then right), then the partition columns in `partition_by` order.
-fn output_columns(cfg: &RefineJobConfig) -> Vec<(bool, String, String)> {
-    let all: Vec<(bool, String, String)> = [(true, &cfg.join.left), (false, &cfg.join.right)]
+fn output_columns(cfg: &RefineJobConfig, join: &IntervalJoinConfig) -> Vec<(bool, String, String)> {
+    let all: Vec<(bool, String, String)> = [(true, &join.left), (false, &join.right)]
         .into_iter()
         .flat_map(|(is_left, side)| {
             side.column_pairs()
@@ -350,13 +351,18 @@ fn output_columns(cfg: &RefineJobConfig) -> Vec<(bool, String, String)> {
 }
 
 /// The output schema (see [`output_columns`] for the order).
-pub fn output_schema(cfg: &RefineJobConfig, left: &Schema, right: &Schema) -> Result<SchemaRef> {
+pub fn output_schema(
+    cfg: &RefineJobConfig,
+    join: &IntervalJoinConfig,
+    left: &Schema,
+    right: &Schema,
+) -> Result<SchemaRef> {
     let mut fields = Vec::new();
-    for (is_left, src, out) in output_columns(cfg) {
+    for (is_left, src, out) in output_columns(cfg, join) {
         let (side, schema) = if is_left {
-            (&cfg.join.left, left)
+            (&join.left, left)
         } else {
-            (&cfg.join.right, right)
+            (&join.right, right)
         };
         let f = schema.field_with_name(&src).map_err(|_| Error::Schema {
             table: side.table.clone(),
@@ -370,13 +376,14 @@ pub fn output_schema(cfg: &RefineJobConfig, left: &Schema, right: &Schema) -> Re
 /// The output columns of `pairs` of rows of `left` and `right`.
 fn pair_columns(
     cfg: &RefineJobConfig,
+    join: &IntervalJoinConfig,
     left: &RecordBatch,
     right: &RecordBatch,
     pairs: Vec<(u32, u32)>,
 ) -> Result<Vec<ArrayRef>> {
     let (li, ri): (Vec<u32>, Vec<u32>) = pairs.into_iter().unzip();
     let (li, ri) = (UInt32Array::from(li), UInt32Array::from(ri));
-    output_columns(cfg)
+    output_columns(cfg, join)
         .iter()
         .map(|(is_left, src, _)| {
             let (batch, idx) = if *is_left { (left, &li) } else { (right, &ri) };
@@ -401,7 +408,7 @@ impl Planner for JoinPlanner<'_> {
                 .get(&self.app_id(table))
                 .and_then(|v| u64::try_from(*v).ok())
         };
-        let (lcfg, rcfg) = (&self.cfg.join.left, &self.cfg.join.right);
+        let (lcfg, rcfg) = (&self.join.left, &self.join.right);
         let Some(left) = self.side(lcfg, consumed(&lcfg.table)).await? else {
             self.report.waiting_for = Some(lcfg.table.clone());
             return Ok(None);
@@ -414,8 +421,8 @@ impl Planner for JoinPlanner<'_> {
             return Ok(None);
         }
         let (lower, upper) = (
-            i64::try_from(self.cfg.join.lower.as_micros()).unwrap_or(i64::MAX),
-            i64::try_from(self.cfg.join.upper.as_micros()).unwrap_or(i64::MAX),
+            i64::try_from(self.join.lower.as_micros()).unwrap_or(i64::MAX),
+            i64::try_from(self.join.upper.as_micros()).unwrap_or(i64::MAX),
         );
         let left_ok: Vec<bool> = left.late.iter().map(|l| !l).collect();
         let right_ok: Vec<bool> = right.late.iter().map(|l| !l).collect();
@@ -446,14 +453,14 @@ impl Planner for JoinPlanner<'_> {
         ];
         let out_schema = match &state.schema {
             Some(s) => s.clone(),
-            None => output_schema(self.cfg, &left.schema, &right.schema)?,
+            None => output_schema(self.cfg, self.join, &left.schema, &right.schema)?,
         };
         let mut batches = Vec::new();
         for (lb, rb, pairs) in parts {
             if pairs.is_empty() {
                 continue;
             }
-            let cols = pair_columns(self.cfg, lb, rb, pairs)?
+            let cols = pair_columns(self.cfg, self.join, lb, rb, pairs)?
                 .into_iter()
                 .zip(out_schema.fields())
                 .map(|(c, f)| {

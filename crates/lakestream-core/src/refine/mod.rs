@@ -10,6 +10,7 @@ pub mod job;
 pub mod join;
 pub mod source;
 pub mod state;
+pub mod upsert;
 
 pub use job::{RunContext, output_schema, source_app_id, source_id_property};
 
@@ -18,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::handle::TableHandle;
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::kernel::Transaction;
-use lakestream_formats::refine::RefineJobConfig;
+use lakestream_formats::refine::{RefineJobConfig, RefineKind};
 
 /// What one run read from a source.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -44,8 +45,16 @@ pub struct SideReport {
 pub struct RunReport {
     /// Per source (left first); empty when there was nothing new.
     pub sides: Vec<SideReport>,
-    /// Output rows appended.
+    /// Output rows appended (join).
     pub joined: usize,
+    /// Keys inserted (upsert).
+    pub inserted: usize,
+    /// Keys whose row was replaced by a newer one (upsert).
+    pub updated: usize,
+    /// Keys deleted (upsert, CDC).
+    pub deleted: usize,
+    /// Source rows ignored because the output or a tombstone already had a newer row (upsert).
+    pub older_ignored: usize,
     /// The output version committed.
     pub output_version: Option<u64>,
     /// Commit attempts (more than 1: a concurrent run or a storage error made it re-plan).
@@ -92,10 +101,22 @@ impl JobReport {
     pub fn joined(&self) -> usize {
         self.runs.iter().map(|r| r.joined).sum()
     }
+
+    /// Keys inserted, updated, deleted and source rows ignored as older, over all runs.
+    pub fn upserted(&self) -> [usize; 4] {
+        self.runs.iter().fold([0; 4], |a, r| {
+            [
+                a[0] + r.inserted,
+                a[1] + r.updated,
+                a[2] + r.deleted,
+                a[3] + r.older_ignored,
+            ]
+        })
+    }
 }
 
 /// Fail when a source was re-created since the output recorded its table id.
-async fn check_source_ids(
+pub(crate) async fn check_source_ids(
     ctx: &RunContext<'_>,
     cfg: &RefineJobConfig,
     output: &TableHandle,
@@ -137,9 +158,14 @@ pub async fn run_once(ctx: &RunContext<'_>, cfg: &RefineJobConfig) -> Result<Run
     if output.refresh().await? {
         check_source_ids(ctx, cfg, &output).await?;
     }
+    let join = match cfg.kind()? {
+        RefineKind::Join(join) => join,
+        RefineKind::Upsert(upsert) => return upsert::run_once(ctx, cfg, upsert, output).await,
+    };
     let mut planner = job::JoinPlanner {
         ctx,
         cfg,
+        join,
         report: RunReport::default(),
     };
     let outcome = commit::append(ctx.lake, &mut output, ctx.settings, &mut planner).await?;
@@ -234,6 +260,9 @@ pub async fn skip_to(
     table: &str,
     version: i64,
 ) -> Result<Option<u64>> {
+    let RefineKind::Join(join) = cfg.kind()? else {
+        return upsert::skip_to(ctx, cfg, table, version).await;
+    };
     if !cfg.sources().contains(&table) {
         return Err(Error::Config(format!(
             "refine job `{}` does not read `{table}`",
@@ -262,10 +291,9 @@ pub async fn skip_to(
             }))
         }
     }
-    let [l, r] = cfg.sources();
     let mut schemas = Vec::new();
     let mut properties = vec![("lakestream.refine.job".to_string(), cfg.job.clone())];
-    for t in [l, r] {
+    for t in cfg.sources() {
         let h = TableHandle::open_existing(ctx.lake, t).await?;
         schemas.push(h.arrow_schema()?);
         let s = h.table().snapshot().map_err(|e| Error::storage(t, e))?;
@@ -291,7 +319,7 @@ pub async fn skip_to(
     }
     let mut planner = Skip {
         txn: Transaction::new(source_app_id(ctx.pipeline, &cfg.job, table), version),
-        schema: output_schema(cfg, &schemas[0], &schemas[1])?,
+        schema: output_schema(cfg, join, &schemas[0], &schemas[1])?,
         partition_columns: cfg.partition_by.clone(),
         properties,
     };
@@ -303,7 +331,7 @@ pub async fn skip_to(
 }
 
 /// Set one table property (a metadata-only commit through delta-rs's own conflict checks).
-async fn set_property(
+pub(crate) async fn set_property(
     ctx: &RunContext<'_>,
     output: &mut TableHandle,
     key: &str,

@@ -11,3 +11,4 @@ mod ingest;
 mod maintenance;
 mod refine;
 mod support;
+mod upsert;

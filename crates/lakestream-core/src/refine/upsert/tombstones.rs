@@ -1,0 +1,200 @@
+//! Tombstones of a CDC upsert: when a delete wins for a key, the key, its ordering values and
+//! its tie-break text go to the job's tombstone table (`_lakestream/<job>/tombstones`, a Delta
+//! table partitioned by the processing `date`), so a late, older insert of that key is not
+//! brought back. Tombstones expire `tombstone_retention` after they were written (whole `date`
+//! partitions are removed by the job itself); a row for the key older than the delete that
+//! arrives later than that is upserted again.
+
+use super::order::Encoder;
+use crate::commit::{
+    self, Change, CommitSettings, Failure, Planned, Planner, ReadScope, TableState, land,
+};
+use crate::error::{Error, Result};
+use crate::handle::TableHandle;
+use crate::read::read_table;
+use crate::storage::Lake;
+use chrono::{DateTime, Utc};
+use deltalake::arrow::array::{
+    ArrayRef, AsArray, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
+use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
+use deltalake::protocol::DeltaOperation;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The tombstone table of a job.
+pub fn table_name(job: &str) -> String {
+    format!("_lakestream/{job}/tombstones")
+}
+
+/// Key -> (ordering bytes, tie text) of the newest tombstone per key.
+pub type Tombstones = HashMap<Vec<u8>, (Vec<u8>, String)>;
+
+/// Load every live tombstone of the table (it only holds deletes within the retention).
+pub async fn load(lake: &Lake, table: &str, key: &Encoder, order: &Encoder) -> Result<Tombstones> {
+    let batch = match read_table(lake, table, None).await {
+        Ok(b) => b,
+        Err(Error::TableNotFound(_)) => return Ok(Tombstones::new()),
+        Err(e) => return Err(e),
+    };
+    let keys = key.encode(&batch, table)?;
+    let orders = order.encode(&batch, table)?;
+    let ties = batch
+        .column_by_name("tie")
+        .ok_or_else(|| Error::Internal(format!("tombstone table `{table}` has no `tie`")))?
+        .as_string::<i32>()
+        .clone();
+    let mut out = Tombstones::new();
+    for (i, (k, o)) in keys.into_iter().zip(orders).enumerate() {
+        let t = ties.value(i).to_string();
+        let newer = out.get(&k).is_none_or(|(bo, bt)| (&o, &t) > (bo, bt));
+        if newer {
+            out.insert(k, (o, t));
+        }
+    }
+    Ok(out)
+}
+
+struct Write {
+    batch: RecordBatch,
+}
+
+impl Planner for Write {
+    fn app_ids(&self) -> Vec<String> {
+        vec![]
+    }
+    async fn plan(&mut self, state: &TableState) -> Result<Option<Planned>> {
+        let schema = state.schema.clone().unwrap_or_else(|| self.batch.schema());
+        Ok(Some(Planned {
+            batch: self.batch.clone(),
+            schema,
+            partition_columns: vec!["date".into()],
+            txns: vec![],
+            table_properties: vec![],
+            commit_if_empty: false,
+        }))
+    }
+}
+
+/// Record tombstones for the delete rows `deletes` (key and ordering columns, source types)
+/// with their tie texts. Writing one twice is harmless (the newest per key counts).
+pub async fn write(
+    lake: &Lake,
+    table: &str,
+    settings: &CommitSettings,
+    deletes: &RecordBatch,
+    columns: &[String],
+    ties: Vec<String>,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    if deletes.num_rows() == 0 {
+        return Ok(());
+    }
+    let n = deletes.num_rows();
+    let mut fields = Vec::new();
+    let mut cols: Vec<ArrayRef> = Vec::new();
+    for c in columns {
+        let (i, f) = deletes
+            .schema()
+            .column_with_name(c)
+            .map(|(i, f)| (i, f.clone()))
+            .ok_or_else(|| Error::Internal(format!("delete rows have no `{c}`")))?;
+        fields.push(f.with_nullable(true));
+        cols.push(deletes.column(i).clone());
+    }
+    fields.push(Field::new(
+        "tie",
+        deltalake::arrow::datatypes::DataType::Utf8,
+        false,
+    ));
+    cols.push(Arc::new(StringArray::from(ties)));
+    fields.push(Field::new(
+        "deleted_at",
+        crate::schema::timestamp_type(),
+        false,
+    ));
+    cols.push(Arc::new(
+        TimestampMicrosecondArray::from(vec![now.timestamp_micros(); n]).with_timezone("UTC"),
+    ));
+    fields.push(Field::new(
+        "date",
+        deltalake::arrow::datatypes::DataType::Utf8,
+        false,
+    ));
+    cols.push(Arc::new(StringArray::from(vec![
+        now.format("%Y-%m-%d")
+            .to_string();
+        n
+    ])));
+    let schema: SchemaRef = Arc::new(Schema::new(fields));
+    let mut handle = TableHandle::open(lake, table)?;
+    let mut planner = Write {
+        batch: RecordBatch::try_new(schema, cols)?,
+    };
+    commit::append(lake, &mut handle, settings, &mut planner).await?;
+    Ok(())
+}
+
+/// Remove tombstones written before `now - retention` (whole `date` partitions).
+pub async fn expire(
+    lake: &Lake,
+    table: &str,
+    settings: &CommitSettings,
+    now: DateTime<Utc>,
+    retention: std::time::Duration,
+) -> Result<usize> {
+    let mut handle = TableHandle::open(lake, table)?;
+    if !handle.refresh().await? {
+        return Ok(0);
+    }
+    let cutoff = (now - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX))
+        .format("%Y-%m-%d")
+        .to_string();
+    let snapshot = handle
+        .table()
+        .snapshot()
+        .map_err(|e| Error::storage(table, e))?;
+    let deletion = now.timestamp_millis();
+    let removes: Vec<deltalake::kernel::Remove> = snapshot
+        .log_data()
+        .iter()
+        .filter(|f| {
+            f.partition_values_map()
+                .get("date")
+                .and_then(|d| d.as_deref())
+                .is_some_and(|d| d < cutoff.as_str())
+        })
+        .map(|f| deltalake::kernel::Remove {
+            path: f.path().to_string(),
+            data_change: true,
+            deletion_timestamp: Some(deletion),
+            extended_file_metadata: Some(true),
+            partition_values: Some(f.partition_values_map()),
+            size: Some(f.size()),
+            tags: None,
+            deletion_vector: None,
+            base_row_id: None,
+            default_row_commit_version: None,
+        })
+        .collect();
+    if removes.is_empty() {
+        return Ok(0);
+    }
+    let n = removes.len();
+    let schema = handle.arrow_schema()?;
+    let change = Change {
+        operation: DeltaOperation::Delete {
+            predicate: Some(format!("date < '{cutoff}'")),
+        },
+        adds: vec![],
+        removes,
+        txns: vec![],
+        scope: ReadScope::Files,
+    };
+    match land(&mut handle, &change, &schema, None, settings).await {
+        Ok(_) => Ok(n),
+        // Another run expired them first, or storage failed: the next run tries again.
+        Err(Failure::Conflict(_)) | Err(Failure::Transient(_)) => Ok(0),
+        Err(Failure::Permanent(e)) => Err(e),
+    }
+}

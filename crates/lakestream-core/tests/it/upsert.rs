@@ -1,0 +1,282 @@
+//! The keyed latest-wins upsert with CDC deletes: out-of-order updates never go back in time,
+//! a delete keeps a later-arriving older insert out (tombstone), ties go to the greater row,
+//! new source columns reach the output, and the result is the same run after run, once at the
+//! end, with replays, a killed run, two upserts at once and a compaction racing the upsert.
+
+use super::faults::Faults;
+use super::support::{TestLake, backends, strings};
+use anyhow::{Context, Result};
+use lakestream_core::commit::CommitSettings;
+use lakestream_core::maintenance::{CompactOptions, compact};
+use lakestream_core::refine::{RunContext, run_job};
+use lakestream_core::{Ingestor, Lake, PipelineConfig, SourceRecord, read};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+const CDC: &str = r#"
+[[topics]]
+topic = "cdc"
+table = "raw/cdc"
+schema_mode = "merge"
+columns = [
+  { name = "id", type = "int64", nullable = false },
+  { name = "v", type = "string" },
+  { name = "ts", type = "timestamp", nullable = false },
+  { name = "op", type = "string" },
+]
+
+[[refine]]
+job = "sensors"
+output = "silver/cdc"
+[refine.upsert]
+source = "raw/cdc"
+key = ["id"]
+order_by = ["ts"]
+op = { column = "op", delete = ["D"] }
+"#;
+
+fn config(lake: &TestLake) -> Result<PipelineConfig> {
+    let mut cfg = PipelineConfig::from_toml(&format!("{}\n{CDC}", super::support::EXAMPLE))?;
+    cfg.lake = lake.config.lake.clone();
+    cfg.commit = lake.config.commit.clone();
+    Ok(cfg)
+}
+
+fn rec(offset: i64, json: &str) -> SourceRecord {
+    SourceRecord::new("cdc", 0, offset, 0, json.as_bytes())
+}
+
+/// (id, v) of the output, sorted, plus whether a `color` column exists.
+async fn output(l: &Lake) -> Result<Vec<(String, Option<String>)>> {
+    let b = read::read_table(l, "silver/cdc", None).await?;
+    let ids = strings(&b, "id")?;
+    let vs = strings(&b, "v")?;
+    let mut rows: Vec<(String, Option<String>)> = ids
+        .into_iter()
+        .map(Option::unwrap_or_default)
+        .zip(vs)
+        .collect();
+    rows.sort();
+    Ok(rows)
+}
+
+async fn upsert(cfg: &PipelineConfig, l: &Lake, s: &CommitSettings) -> Result<[usize; 4]> {
+    let job = cfg.refine_job("sensors").context("job")?;
+    let ctx = RunContext::new(cfg, l, s, chrono::Utc::now());
+    Ok(run_job(&ctx, job, 1000).await?.upserted())
+}
+
+/// One invocation's records and the output `(id, v)` expected after it.
+type Step = (Vec<SourceRecord>, Vec<(&'static str, &'static str)>);
+
+/// The versions of the CDC source, one invocation each, and the output expected after each.
+fn history() -> Vec<Step> {
+    let r = |o, id: i64, v: &str, ts: &str, op: &str| {
+        rec(
+            o,
+            &format!(r#"{{"id":{id},"v":"{v}","ts":"2026-01-01T{ts}Z","op":"{op}"}}"#),
+        )
+    };
+    vec![
+        (
+            vec![r(0, 1, "a", "10:00:00", "I"), r(1, 2, "b", "10:00:00", "I")],
+            vec![("1", "a"), ("2", "b")],
+        ),
+        // An older update arrives late: ignored.
+        (
+            vec![r(2, 1, "old", "09:00:00", "U")],
+            vec![("1", "a"), ("2", "b")],
+        ),
+        // Two updates of one key in one batch: the latest wins.
+        (
+            vec![
+                r(3, 1, "c", "11:00:00", "U"),
+                r(4, 1, "b4c", "10:30:00", "U"),
+            ],
+            vec![("1", "c"), ("2", "b")],
+        ),
+        (vec![r(5, 2, "", "12:00:00", "D")], vec![("1", "c")]),
+        // An insert older than the delete, arriving after it: the tombstone keeps it out.
+        (vec![r(6, 2, "late", "11:59:59", "I")], vec![("1", "c")]),
+        (
+            vec![r(7, 2, "back", "12:00:01", "I")],
+            vec![("1", "c"), ("2", "back")],
+        ),
+        // Equal ordering values: the greater row text wins, whatever arrives first.
+        (
+            vec![r(8, 3, "x", "13:00:00", "I"), r(9, 3, "y", "13:00:00", "I")],
+            vec![("1", "c"), ("2", "back"), ("3", "y")],
+        ),
+        (
+            vec![r(10, 3, "m", "13:00:00", "U")],
+            vec![("1", "c"), ("2", "back"), ("3", "y")],
+        ),
+        (
+            vec![r(11, 3, "z", "13:00:00", "U")],
+            vec![("1", "c"), ("2", "back"), ("3", "z")],
+        ),
+        // A new field reaches the output as a column.
+        (
+            vec![rec(
+                12,
+                r#"{"id":4,"v":"new","ts":"2026-01-01T14:00:00Z","op":"I","color":"red"}"#,
+            )],
+            vec![("1", "c"), ("2", "back"), ("3", "z"), ("4", "new")],
+        ),
+    ]
+}
+
+fn expected(rows: &[(&str, &str)]) -> Vec<(String, Option<String>)> {
+    rows.iter()
+        .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latest_wins_deletes_stick_and_columns_evolve() -> Result<()> {
+    for backend in backends() {
+        for after_each in [true, false] {
+            let lake = TestLake::new(backend, "upsert-semantics")?;
+            let cfg = config(&lake)?;
+            let ing = Ingestor::new(cfg.clone(), Arc::new(lakestream_core::SystemClock))?;
+            let l = Lake::new(&cfg.lake)?;
+            let s: CommitSettings = (&cfg.commit).into();
+            let h = history();
+            for (records, want) in &h {
+                ing.ingest(records).await?;
+                if after_each {
+                    upsert(&cfg, &l, &s).await?;
+                    assert_eq!(
+                        output(&l).await?,
+                        expected(want),
+                        "{backend:?} after {records:?}"
+                    );
+                }
+            }
+            upsert(&cfg, &l, &s).await?;
+            let last = &h[h.len() - 1].1;
+            assert_eq!(
+                output(&l).await?,
+                expected(last),
+                "{backend:?} after_each={after_each}"
+            );
+            let b = read::read_table(&l, "silver/cdc", None).await?;
+            assert_eq!(
+                strings(&b, "color")?.iter().flatten().collect::<Vec<_>>(),
+                ["red"]
+            );
+            assert!(
+                b.column_by_name("op").is_none(),
+                "the op column is dropped by default"
+            );
+            // Replays change nothing.
+            ing.ingest(&h[0].0).await?;
+            assert_eq!(upsert(&cfg, &l, &s).await?, [0, 0, 0, 0]);
+        }
+    }
+    Ok(())
+}
+
+/// Rows with distinct keys spread over many commits, then updates of every third key.
+fn bulk(round: usize) -> Vec<SourceRecord> {
+    (0..60)
+        .map(|i| {
+            let id = if round == 0 { i } else { i * 3 % 60 };
+            rec(
+                (round * 100 + i) as i64,
+                &format!(
+                    r#"{{"id":{id},"v":"r{round}","ts":"2026-01-01T10:{:02}:{:02}Z","op":"U"}}"#,
+                    round,
+                    i % 60
+                ),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_upserts_compactions_and_a_killed_run_keep_one_row_per_key() -> Result<()> {
+    for backend in backends() {
+        let lake = TestLake::new(backend, "upsert-races")?;
+        let cfg = config(&lake)?;
+        let ing = Ingestor::new(cfg.clone(), Arc::new(lakestream_core::SystemClock))?;
+        let faults = Arc::new(Faults::default());
+        let l = faults.install(Lake::new(&cfg.lake)?);
+        let s: CommitSettings = (&cfg.commit).into();
+        for chunk in bulk(0).chunks(10) {
+            ing.ingest(chunk).await?;
+            upsert(&cfg, &l, &s).await?;
+        }
+        for round in 1..4 {
+            ing.ingest(&bulk(round)).await?;
+            match round {
+                1 => {
+                    // Two upserts at once: one lands, the other re-plans and finds nothing new.
+                    let (a, b) = tokio::join!(upsert(&cfg, &l, &s), upsert(&cfg, &l, &s));
+                    let (a, b) = (a?, b?);
+                    assert_eq!(
+                        a[1] + b[1],
+                        20,
+                        "each replaced key counted once: {a:?} {b:?}"
+                    );
+                }
+                2 => {
+                    // A compaction lands between the upsert's plan and its commit.
+                    let (l2, opts) = (
+                        l.clone(),
+                        CompactOptions {
+                            min_small_files: 2,
+                            ..Default::default()
+                        },
+                    );
+                    let hook = async move {
+                        // `compact` takes a non-Send progress callback: run it on its own runtime.
+                        let landed = tokio::task::spawn_blocking(move || {
+                            let rt = tokio::runtime::Runtime::new().ok()?;
+                            let r = rt.block_on(compact(
+                                &l2,
+                                "silver/cdc",
+                                &opts,
+                                chrono::Utc::now(),
+                                &|_, _| {},
+                            ));
+                            r.ok()?.version
+                        })
+                        .await;
+                        assert!(matches!(landed, Ok(Some(_))), "the compaction must land");
+                    };
+                    *faults
+                        .before_log_put
+                        .lock()
+                        .map_err(|_| anyhow::anyhow!("lock"))? = Some(Box::pin(hook));
+                    upsert(&cfg, &l, &s).await?;
+                }
+                _ => {
+                    // Killed after writing its files: nothing lands, the next run does it all.
+                    let once = CommitSettings {
+                        max_attempts: 1,
+                        ..s.clone()
+                    };
+                    faults.refuse.store(1, Ordering::SeqCst);
+                    assert!(upsert(&cfg, &l, &once).await.is_err());
+                    upsert(&cfg, &l, &s).await?;
+                }
+            }
+            let rows = output(&l).await?;
+            assert_eq!(rows.len(), 60, "{backend:?} round {round}: one row per key");
+            for (id, v) in &rows {
+                let id: usize = id.parse()?;
+                let newest = (1..=round)
+                    .rev()
+                    .find(|r| (0..60).any(|i| i * 3 % 60 == id && *r > 0))
+                    .unwrap_or(0);
+                assert_eq!(
+                    v.as_deref(),
+                    Some(format!("r{newest}").as_str()),
+                    "{backend:?} round {round} id {id}"
+                );
+            }
+        }
+    }
+    Ok(())
+}

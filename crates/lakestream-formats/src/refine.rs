@@ -311,9 +311,12 @@ right = { table = "raw/member", key = "k", time = "t", delay = "2h", columns = [
         let job = cfg
             .refine_job("curated")
             .ok_or_else(|| anyhow::anyhow!("no job"))?;
-        assert_eq!(job.join.lower, Duration::ZERO);
-        assert_eq!(job.join.upper, Duration::from_secs(3600));
-        assert_eq!(job.join.left.delay, Duration::from_secs(3 * 3600));
+        let RefineKind::Join(join) = job.kind()? else {
+            anyhow::bail!("not a join");
+        };
+        assert_eq!(join.lower, Duration::ZERO);
+        assert_eq!(join.upper, Duration::from_secs(3600));
+        assert_eq!(join.left.delay, Duration::from_secs(3 * 3600));
         assert_eq!((job.max_files_per_run, job.max_mib_per_run), (1000, 64));
         assert_eq!(job.output_columns(), ["a", "hour", "b"]);
         Ok(())
@@ -337,6 +340,34 @@ right = { table = "raw/member", key = "k", time = "t", delay = "2h", columns = [
         assert!(e.contains("refine[0].output"), "{e}");
         let e = err_of(&format!("{job}{}", JOB));
         assert!(e.contains("listed twice"), "{e}");
+        let both = job.replace(
+            "[refine.join]",
+            "[refine.upsert]\nsource = \"raw/x\"\nkey = [\"k\"]\norder_by = [\"t\"]\n[refine.join]",
+        );
+        assert!(
+            err_of(&both).contains("exactly one of"),
+            "{}",
+            err_of(&both)
+        );
+    }
+
+    #[test]
+    fn upsert_jobs() {
+        let upsert = |extra: &str| {
+            format!(
+                "{BASE}[[refine]]\njob = \"p\"\noutput = \"processed/order\"\n{extra}[refine.upsert]\nsource = \"curated/order\"\nkey = [\"order_id\"]\norder_by = [\"timestamp\"]\n"
+            )
+        };
+        assert_eq!(err_of(&upsert("")), "parsed");
+        let e = err_of(&upsert("partition_by = [\"day\"]\n"));
+        assert!(e.contains("not a key column"), "{e}");
+        let e =
+            err_of(&upsert("").replace("order_by = [\"timestamp\"]", "order_by = [\"order_id\"]"));
+        assert!(e.contains("refine[0].upsert.order_by"), "{e}");
+        let e = err_of(
+            &upsert("").replace("source = \"curated/order\"", "source = \"processed/order\""),
+        );
+        assert!(e.contains("refine[0].upsert.source"), "{e}");
     }
 
     #[test]

@@ -172,6 +172,26 @@ def curated(lake):
     return rows
 
 
+def processed_reference(curated_rows):
+    """Latest row per order_id by (timestamp, membership_timestamp) over everything curated has
+    (latest-wins never goes back in time, so the incremental result is the overall maximum)."""
+    best = {}
+    for row in curated_rows.elements():
+        key, rank = row[0], (row[3], row[5])
+        if key not in best or rank > best[key][0]:
+            best[key] = (rank, row)
+    return Counter(r for _, r in best.values())
+
+
+def processed(lake):
+    t = DeltaTable(lake.table_uri("processed/order"), storage_options=lake.storage_options).to_pyarrow_table()
+    rows = Counter()
+    for r in t.to_pylist():
+        rows[(r["order_id"], r["order_owner"], r["order_value"], micros(r["timestamp"]), r["membership"],
+              micros(r["membership_timestamp"]), r["year"], r["month"], r["day"], r["hour"])] += 1
+    return rows
+
+
 def test_curated_matches_the_python_reference(lake, tmp_path):
     batches = generate()
     for i, batch in enumerate(batches):
@@ -197,3 +217,9 @@ def test_curated_matches_the_python_reference(lake, tmp_path):
     late_letters = [e for e in letters.column("error").to_pylist() if e.startswith("late:")]
     assert len(late_letters) == late
     assert report[0]["job"] == "curated"
+    # processed/order: the latest row per order of everything curated holds, one row per order.
+    assert report[1]["job"] == "processed"
+    want = processed_reference(got)
+    have = processed(lake)
+    assert len(want) == 6 and sum(have.values()) == 6
+    assert have == want, f"missing {list(want - have)[:3]}, extra {list(have - want)[:3]}"

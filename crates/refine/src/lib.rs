@@ -1,5 +1,5 @@
 //! The scheduled refine function: an EventBridge Scheduler (ScheduleV2) `Input` such as
-//! `{"jobs":["curated"]}` names the jobs (all configured jobs when absent); each runs in
+//! `{"jobs":["curated"]}` (every minute) or `{"jobs":["processed"]}` (hourly) names the jobs (all configured jobs when absent); each runs in
 //! dependency order until nothing is new or `max_runs` runs committed. Exactly once per source
 //! version (the output's `txn`s), so overlapping or repeated invocations are harmless.
 
@@ -123,6 +123,10 @@ pub fn metrics_line(r: &JobReport, duration_ms: f64, ts: i64) -> String {
             Metric::new("RightRowsRead", "Count", rt.rows as f64),
             Metric::new("LateRows", "Count", (l.late + rt.late) as f64),
             Metric::new("RowsJoined", "Count", r.joined() as f64),
+            Metric::new("KeysInserted", "Count", r.upserted()[0] as f64),
+            Metric::new("KeysUpdated", "Count", r.upserted()[1] as f64),
+            Metric::new("KeysDeleted", "Count", r.upserted()[2] as f64),
+            Metric::new("OlderRowsIgnored", "Count", r.upserted()[3] as f64),
             Metric::new("VersionsBehind", "Count", lag(&l).max(lag(&rt))),
             Metric::new("DurationMs", "Milliseconds", duration_ms),
         ],

@@ -20,7 +20,7 @@ TEST_ENV = LAKESTREAM_TEST_S3_ENDPOINT=http://127.0.0.1:$(MOTO_PORT) LAKESTREAM_
 	AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 \
 	MOTO_PORT=$(MOTO_PORT) LAKESTREAM_BIN=$(CURDIR)/target/debug/lakestream
 
-.PHONY: help demo test check fmt clippy no-datafusion validate build package deploy bench bench-refine bench-logs fuzz chaos venv moto-start moto-stop clean
+.PHONY: help demo test check fmt clippy no-datafusion validate build package deploy bench bench-refine bench-upsert bench-logs fuzz chaos venv moto-start moto-stop clean
 
 help: ## List targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-14s %s\n", $$1, $$2}'
@@ -86,6 +86,10 @@ bench-refine: ## Curated interval join on one day of generated data: once, and a
 	cargo bench -p lakestream-core --bench refine_join --no-run
 	taskset -c 0 cargo bench -p lakestream-core --bench refine_join -- 5000 240 once
 	taskset -c 0 cargo bench -p lakestream-core --bench refine_join -- 5000 240 incremental
+
+bench-upsert: venv ## Upsert 100k keys into 10M rows (two shapes) vs Python deltalake MERGE, one core (not in CI)
+	cargo build --release --bin lakestream
+	$(VENV)/bin/python scripts/bench_upsert.py
 
 bench-logs: ## Access-log parse -> Arrow vs Rust regex vs Python re (Athena pattern), one core
 	cargo bench -p lakestream-core --bench access_log_parse --no-run

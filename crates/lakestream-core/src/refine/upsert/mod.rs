@@ -307,17 +307,20 @@ async fn plan(
         columns.dedup();
         for (fi, f) in candidates.iter().enumerate() {
             let batch = target::read_columns(&store, f, &schema, &columns, &cfg.output).await?;
-            let ek = key_enc.encode(&batch, &cfg.output)?;
-            let eo = order_enc.encode(&batch, &cfg.output)?;
+            let ek = key_enc.rows(&batch, &cfg.output)?;
+            let eo = order_enc.rows(&batch, &cfg.output)?;
             let mut tied = Vec::new();
-            for (i, (k, o)) in ek.iter().zip(&eo).enumerate() {
-                let Some(w) = incoming.get_mut(k) else {
+            for i in 0..ek.num_rows() {
+                let k = ek.row(i);
+                let Some(w) = incoming.get_mut(k.as_ref()) else {
                     continue;
                 };
-                match o.cmp(&w.order) {
+                match eo.row(i).as_ref().cmp(w.order.as_slice()) {
                     std::cmp::Ordering::Greater => w.older = true,
-                    std::cmp::Ordering::Less => drops.entry(fi).or_default().push((i, k.clone())),
-                    std::cmp::Ordering::Equal => tied.push((i, k.clone())),
+                    std::cmp::Ordering::Less => {
+                        drops.entry(fi).or_default().push((i, k.as_ref().to_vec()))
+                    }
+                    std::cmp::Ordering::Equal => tied.push((i, k.as_ref().to_vec())),
                 }
             }
             if !tied.is_empty() {

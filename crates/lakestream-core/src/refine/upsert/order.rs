@@ -8,7 +8,7 @@ use crate::refine::state::row_json;
 use deltalake::arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use deltalake::arrow::compute::{cast, take_record_batch};
 use deltalake::arrow::datatypes::DataType;
-use deltalake::arrow::row::{RowConverter, SortField};
+use deltalake::arrow::row::{RowConverter, Rows, SortField};
 use std::collections::HashMap;
 
 /// Encodes columns of any batch into comparable bytes, in the types of the source table.
@@ -31,6 +31,14 @@ impl Encoder {
 
     /// Each row's bytes; a missing column reads as null.
     pub fn encode(&self, batch: &RecordBatch, table: &str) -> Result<Vec<Vec<u8>>> {
+        let rows = self.rows(batch, table)?;
+        Ok((0..rows.num_rows())
+            .map(|i| rows.row(i).as_ref().to_vec())
+            .collect())
+    }
+
+    /// The rows in arrow's row format (no per-row allocation: for scanning the target).
+    pub fn rows(&self, batch: &RecordBatch, table: &str) -> Result<Rows> {
         let cols: Vec<ArrayRef> = self
             .names
             .iter()
@@ -44,10 +52,7 @@ impl Encoder {
                 None => Ok(deltalake::arrow::array::new_null_array(t, batch.num_rows())),
             })
             .collect::<Result<_>>()?;
-        let rows = self.converter.convert_columns(&cols)?;
-        Ok((0..rows.num_rows())
-            .map(|i| rows.row(i).as_ref().to_vec())
-            .collect())
+        Ok(self.converter.convert_columns(&cols)?)
     }
 }
 

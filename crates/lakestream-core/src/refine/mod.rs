@@ -1,10 +1,12 @@
 //! Refine jobs: derived tables computed from what source Delta tables gained, exactly once
-//! (ARCHITECTURE.md "Refine"). Today one kind, the interval join (the seed's curated job).
+//! (ARCHITECTURE.md "Refine"). Two kinds: the interval join (the seed's curated job) and the
+//! keyed latest-wins upsert (the seed's processed job; CDC deletes).
 //!
 //! - [`source`]: the incremental Delta source (Spark's Delta-source rules, bounded chunks).
 //! - [`join`]: keys, event times, the lateness rule and interval matching on Arrow batches.
 //! - [`state`]: the other side's consumed rows, read from the source table itself with pruning.
-//! - [`job`]: one run on the checked commit path (output + one `txn` per source, one commit).
+//! - [`job`]: one join run on the checked commit path (output + one `txn` per source, one commit).
+//! - [`upsert`]: one upsert run (copy-on-write: rewrite files that lose rows, add new rows).
 
 pub mod job;
 pub mod join;

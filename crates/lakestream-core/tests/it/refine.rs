@@ -252,9 +252,7 @@ async fn scenario(
                     faults.refuse.store(1, Ordering::SeqCst);
                     let killed = refine(&lake_cfg, &l, &once).await;
                     faults.refuse.store(0, Ordering::SeqCst);
-                    if killed.is_ok() {
-                        // Nothing new to commit (or the refusal hit a dead-letter write first).
-                    }
+                    assert!(killed.is_err(), "the refused commit must fail the run");
                 } else {
                     let opts = CompactOptions {
                         min_small_files: 2,

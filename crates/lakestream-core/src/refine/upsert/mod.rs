@@ -274,9 +274,8 @@ async fn plan(
     let mut drops: HashMap<usize, Vec<(usize, Vec<u8>)>> = HashMap::new();
     let mut removes = Vec::new();
     let mut adds = Vec::new();
-    let now_ms = ctx.now.timestamp_millis();
     if exists {
-        let files = target::live_files(output, &u.key[0], now_ms)?;
+        let files = target::live_files(output, &u.key[0])?;
         let first = RecordBatch::try_new(
             Arc::new(Schema::new(vec![
                 field(&src_schema, &u.key[0], &u.source, &cfg.job)?.clone(),

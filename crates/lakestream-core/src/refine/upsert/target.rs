@@ -35,7 +35,7 @@ pub struct TargetFile {
 }
 
 /// Live files of the target at the handle's version.
-pub fn live_files(handle: &TableHandle, first_key: &str, now_ms: i64) -> Result<Vec<TargetFile>> {
+pub fn live_files(handle: &TableHandle, first_key: &str) -> Result<Vec<TargetFile>> {
     let snapshot = handle
         .table()
         .snapshot()
@@ -52,18 +52,7 @@ pub fn live_files(handle: &TableHandle, first_key: &str, now_ms: i64) -> Result<
                 path: f.object_store_path(),
                 partitions: f.partition_values_map(),
                 key_range,
-                remove: Remove {
-                    path: f.path().to_string(),
-                    data_change: true,
-                    deletion_timestamp: Some(now_ms),
-                    extended_file_metadata: Some(true),
-                    partition_values: Some(f.partition_values_map()),
-                    size: Some(f.size()),
-                    tags: None,
-                    deletion_vector: None,
-                    base_row_id: None,
-                    default_row_commit_version: None,
-                },
+                remove: f.remove_action(true),
             }
         })
         .collect())

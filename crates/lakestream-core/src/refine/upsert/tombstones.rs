@@ -154,7 +154,6 @@ pub async fn expire(
         .table()
         .snapshot()
         .map_err(|e| Error::storage(table, e))?;
-    let deletion = now.timestamp_millis();
     let removes: Vec<deltalake::kernel::Remove> = snapshot
         .log_data()
         .iter()
@@ -164,18 +163,7 @@ pub async fn expire(
                 .and_then(|d| d.as_deref())
                 .is_some_and(|d| d < cutoff.as_str())
         })
-        .map(|f| deltalake::kernel::Remove {
-            path: f.path().to_string(),
-            data_change: true,
-            deletion_timestamp: Some(deletion),
-            extended_file_metadata: Some(true),
-            partition_values: Some(f.partition_values_map()),
-            size: Some(f.size()),
-            tags: None,
-            deletion_vector: None,
-            base_row_id: None,
-            default_row_commit_version: None,
-        })
+        .map(|f| f.remove_action(true))
         .collect();
     if removes.is_empty() {
         return Ok(0);

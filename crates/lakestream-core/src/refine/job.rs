@@ -5,14 +5,13 @@
 //! first makes this one re-plan from the newer `txn`s, so no pair is written twice.
 
 use super::join::{Rows, interval_pairs, late_flags};
-use super::source::{Chunk, ChunkLimits, file_error, gone, next_chunk};
+use super::source::{Chunk, ChunkLimits, gone, next_chunk, read_version};
 use super::state::{Snapshot, identity, late_set, late_uri, row_json};
 use super::{RunReport, SideReport};
 use crate::commit::{Planned, Planner, TableState};
 use crate::deadletter::{DeadLetter, write_dead_letters};
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
-use crate::read::read_data_file;
 use crate::storage::Lake;
 use deltalake::arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use deltalake::arrow::compute::{cast, concat_batches, take};
@@ -115,25 +114,10 @@ impl JoinPlanner<'_> {
             self.cfg.ignore_changes,
         )
         .await?;
-        let store = handle.table().object_store();
         let mut batches = Vec::new();
         let mut per_version = Vec::new();
         for v in &chunk.versions {
-            let mut rows = Vec::new();
-            for f in &v.files {
-                let read = read_data_file(
-                    &store,
-                    &f.object_path(),
-                    &f.partition_values,
-                    &schema,
-                    &cfg.table,
-                )
-                .await;
-                let read = read.map_err(|e| {
-                    file_error(&self.cfg.job, &cfg.table, v.version, after, chunk.latest, e)
-                })?;
-                rows.extend(read);
-            }
+            let rows = read_version(&self.cfg.job, &handle, &chunk, v, &schema).await?;
             let batch = concat_batches(&schema, &rows)?;
             per_version.push((v.version, batch.num_rows()));
             batches.push(batch);

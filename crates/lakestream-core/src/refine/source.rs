@@ -157,6 +157,34 @@ pub async fn next_chunk(
     Ok(chunk)
 }
 
+/// The rows version `v` of `chunk` added, in `schema` (the table's latest), with a vacuumed file
+/// reported as a gone version.
+pub async fn read_version(
+    job: &str,
+    handle: &TableHandle,
+    chunk: &Chunk,
+    v: &SourceVersion,
+    schema: &deltalake::arrow::datatypes::SchemaRef,
+) -> Result<Vec<deltalake::arrow::record_batch::RecordBatch>> {
+    let table = handle.name();
+    let store = handle.table().object_store();
+    let mut out = Vec::new();
+    for f in &v.files {
+        let read = crate::read::read_data_file(
+            &store,
+            &f.object_path(),
+            &f.partition_values,
+            schema,
+            table,
+        )
+        .await;
+        out.extend(
+            read.map_err(|e| file_error(job, table, v.version, chunk.after, chunk.latest, e))?,
+        );
+    }
+    Ok(out)
+}
+
 /// The message for a version whose log entry or data files are gone.
 pub(crate) fn gone(
     job: &str,
@@ -178,7 +206,7 @@ pub(crate) fn gone(
 }
 
 /// Map a data-file read error: a missing file is a vacuumed version, anything else storage.
-pub(crate) fn file_error(
+fn file_error(
     job: &str,
     table: &str,
     version: u64,

@@ -16,12 +16,12 @@ pub mod target;
 pub mod tombstones;
 
 use super::job::{RunContext, source_app_id, source_id_property};
-use super::source::{ChunkLimits, file_error, next_chunk};
+use super::source::{ChunkLimits, next_chunk, read_version};
 use super::{RunReport, SideReport};
 use crate::commit::{Change, Failure, NewTable, ReadScope, backoff, land};
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
-use crate::read::{read_data_file, with_partitions};
+use crate::read::with_partitions;
 use deltalake::arrow::array::{Array, AsArray, RecordBatch, UInt32Array};
 use deltalake::arrow::compute::{cast, concat_batches, take_record_batch};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -161,22 +161,9 @@ async fn plan(
     if !chunk.advanced() {
         return Ok(Err(report));
     }
-    let store = src.table().object_store();
     let mut batches = Vec::new();
     for v in &chunk.versions {
-        for f in &v.files {
-            let read = read_data_file(
-                &store,
-                &f.object_path(),
-                &f.partition_values,
-                &src_schema,
-                &u.source,
-            )
-            .await;
-            batches.extend(read.map_err(|e| {
-                file_error(&cfg.job, &u.source, v.version, consumed, chunk.latest, e)
-            })?);
-        }
+        batches.extend(read_version(&cfg.job, &src, &chunk, v, &src_schema).await?);
     }
     let s = concat_batches(&src_schema, &batches)?;
     // The rows as the output stores them (the op column dropped unless kept).

@@ -8,13 +8,16 @@ existing ids, 10,000 new ids, all with a newer `ts`) are upserted into a fresh c
   newest  - the updated ids are the newest 90,000 (one file is rewritten).
 Lakestream: `lakestream refine` (release build) with an upsert job, key `id`, order by `ts`.
 Python: DeltaTable.merge(predicate="t.id = s.id").when_matched_update_all()
-.when_not_matched_insert_all(). Each run is its own process pinned to one core; wall time and
-peak RSS come from /usr/bin/time. Prints a table and writes target/bench-upsert/results.json.
+.when_not_matched_insert_all(). Each run is its own process pinned to one core on a fresh copy;
+wall time and peak RSS come from /usr/bin/time. Each pair runs BENCH_REPEAT times (default 3,
+alternating engines, as these machines are noisy); the table shows the median and the range.
+Writes target/bench-upsert/results.json.
 """
 import json
 import os
 import pathlib
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -24,6 +27,7 @@ OUT = ROOT / "target" / "bench-upsert"
 CACHE = OUT / "cache"
 ROWS, FILES, UPDATES, INSERTS = 10_000_000, 100, 90_000, 10_000
 PER_FILE = ROWS // FILES
+REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
 
 
 def generate():
@@ -118,22 +122,34 @@ def main():
     if len(sys.argv) == 4 and sys.argv[1] == "merge":
         return merge(sys.argv[2], sys.argv[3])
     generate()
-    results = []
+    runs = {}
     for shape in ("spread", "newest"):
-        for engine, run in (("lakestream", lakestream), ("python deltalake merge", python_merge)):
-            work = OUT / "work"
-            shutil.rmtree(work, ignore_errors=True)
-            work.mkdir(parents=True)
-            shutil.copytree(CACHE / "base", work / "target")
-            shutil.copytree(CACHE / f"src-{shape}", work / f"src-{shape}")
-            wall, rss, _ = run(work, shape)
-            rows, updated = check(work)
-            assert rows == ROWS + INSERTS and updated == UPDATES + INSERTS, (engine, shape, rows, updated)
-            results.append({"shape": shape, "engine": engine, "wall_s": wall, "peak_rss_mib": round(rss)})
+        for _ in range(REPEAT):
+            for engine, run in (("lakestream", lakestream), ("python deltalake merge", python_merge)):
+                work = OUT / "work"
+                shutil.rmtree(work, ignore_errors=True)
+                work.mkdir(parents=True)
+                shutil.copytree(CACHE / "base", work / "target")
+                shutil.copytree(CACHE / f"src-{shape}", work / f"src-{shape}")
+                wall, rss, _ = run(work, shape)
+                rows, updated = check(work)
+                assert rows == ROWS + INSERTS and updated == UPDATES + INSERTS, (engine, shape, rows, updated)
+                runs.setdefault((shape, engine), []).append((wall, rss))
     shutil.rmtree(OUT / "work", ignore_errors=True)
-    print(f"{'shape':<8} {'engine':<24} {'wall s':>7} {'peak RSS MiB':>13}")
+    results = []
+    for (shape, engine), rs in runs.items():
+        walls, rsss = [r[0] for r in rs], [r[1] for r in rs]
+        results.append({
+            "shape": shape, "engine": engine, "runs": len(rs),
+            "wall_s": statistics.median(walls), "wall_s_range": [min(walls), max(walls)],
+            "peak_rss_mib": round(statistics.median(rsss)),
+            "peak_rss_mib_range": [round(min(rsss)), round(max(rsss))],
+        })
+    print(f"{'shape':<8} {'engine':<24} {'wall s (median, range)':>24} {'peak RSS MiB (median, range)':>30}")
     for r in results:
-        print(f"{r['shape']:<8} {r['engine']:<24} {r['wall_s']:>7.2f} {r['peak_rss_mib']:>13}")
+        w, m = r["wall_s_range"], r["peak_rss_mib_range"]
+        print(f"{r['shape']:<8} {r['engine']:<24} {r['wall_s']:>7.2f} ({w[0]:.2f}-{w[1]:.2f}){'':>4}"
+              f" {r['peak_rss_mib']:>13} ({m[0]}-{m[1]})")
     (OUT / "results.json").write_text(json.dumps(results, indent=2))
 
 

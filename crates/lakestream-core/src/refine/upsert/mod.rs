@@ -27,22 +27,26 @@ use deltalake::arrow::compute::{cast, concat_batches, take_record_batch};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::kernel::Transaction;
 use deltalake::protocol::{DeltaOperation, MergePredicate};
+use deltalake::writer::DeltaWriter;
+use foldhash::HashMapExt;
 use lakestream_formats::refine::{RefineJobConfig, RefineKind, UpsertConfig};
 use order::{Encoder, latest_per_key, tie_texts};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-/// One key's winning source row.
+/// One key's winning source row (its key and ordering values are in the run's row buffers,
+/// its tie text, when needed, in a side map): 8 bytes per key.
 struct Incoming {
-    row: usize,
-    order: Vec<u8>,
-    tie: String,
+    row: u32,
     delete: bool,
     /// A newer row (in the output or a tombstone) keeps this one out.
     older: bool,
     /// It replaces (or deletes) a row of the output.
     replaces: bool,
 }
+
+/// Tie texts of incoming rows, by index in `incoming`, computed only when needed.
+type Ties = HashMap<usize, String>;
 
 /// A planned commit.
 struct Plan {
@@ -107,6 +111,25 @@ pub(crate) async fn run_once(
     })
 }
 
+/// Compute the tie texts of the `which` incoming rows (indexes into `incoming`) that have none
+/// yet, in one batch over `rows` (the source rows as the output stores them).
+fn fill_ties(
+    incoming: &[Incoming],
+    ties: &mut Ties,
+    mut which: Vec<usize>,
+    rows: &RecordBatch,
+) -> Result<()> {
+    which.sort_unstable();
+    which.dedup();
+    which.retain(|w| !ties.contains_key(w));
+    if which.is_empty() {
+        return Ok(());
+    }
+    let idx: Vec<usize> = which.iter().map(|&w| incoming[w].row as usize).collect();
+    ties.extend(which.into_iter().zip(tie_texts(rows, &idx)?));
+    Ok(())
+}
+
 /// Column `name` of `schema`, or a clear error naming the job.
 fn field<'s>(schema: &'s Schema, name: &str, table: &str, job: &str) -> Result<&'s Field> {
     schema.field_with_name(name).map_err(|_| Error::Schema {
@@ -166,6 +189,7 @@ async fn plan(
         batches.extend(read_version(&cfg.job, &src, &chunk, v, &src_schema).await?);
     }
     let s = concat_batches(&src_schema, &batches)?;
+    drop(batches);
     // The rows as the output stores them (the op column dropped unless kept).
     let op_column = u.op.as_ref().filter(|o| !o.keep).map(|o| o.column.as_str());
     let out_fields: Vec<Field> = src_schema
@@ -189,51 +213,58 @@ async fn plan(
     };
     let key_enc = Encoder::new(&u.key, types(&u.key)?)?;
     let order_enc = Encoder::new(&u.order_by, types(&u.order_by)?)?;
-    let keys = key_enc.encode(&s, &u.source)?;
-    let orders = order_enc.encode(&s, &u.source)?;
-    let winners = latest_per_key(&keys, &orders, |idx| tie_texts(&s_out, idx))?;
-    let ties = tie_texts(&s_out, &winners)?;
-    let deletes: Vec<bool> = match &u.op {
+    // Keys and ordering values in arrow's row format: two buffers, no allocation per row.
+    let key_rows = key_enc.rows(&s, &u.source)?;
+    let order_rows = order_enc.rows(&s, &u.source)?;
+    // Winners in first-seen order, and key bytes -> index in `incoming` (= in `winners`).
+    let (winners, index) = latest_per_key(&key_rows, &order_rows, |idx| tie_texts(&s_out, idx))?;
+    let delete_values: Option<Vec<String>> = u.op.as_ref().map(|op| op.delete.clone());
+    let op_values = match &u.op {
         Some(op) => {
             field(&src_schema, &op.column, &u.source, &cfg.job)?;
             let col = s
                 .column_by_name(&op.column)
                 .ok_or_else(|| Error::Internal("op".into()))?;
-            let col = cast(col, &DataType::Utf8)?;
-            let col = col.as_string::<i32>();
-            (0..col.len())
-                .map(|i| col.is_valid(i) && op.delete.iter().any(|d| d == col.value(i)))
-                .collect()
+            Some(cast(col, &DataType::Utf8)?)
         }
-        None => vec![false; s.num_rows()],
+        None => None,
     };
-    let mut incoming: HashMap<Vec<u8>, Incoming> = winners
+    let is_delete = |row: usize| match (&op_values, &delete_values) {
+        (Some(col), Some(values)) => {
+            let col = col.as_string::<i32>();
+            col.is_valid(row) && values.iter().any(|d| d == col.value(row))
+        }
+        _ => false,
+    };
+    let mut incoming: Vec<Incoming> = winners
         .iter()
-        .zip(ties)
-        .map(|(&row, tie)| {
-            (
-                keys[row].clone(),
-                Incoming {
-                    row,
-                    order: orders[row].clone(),
-                    tie,
-                    delete: deletes[row],
-                    older: false,
-                    replaces: false,
-                },
-            )
+        .map(|&row| Incoming {
+            row: row as u32,
+            delete: is_delete(row),
+            older: false,
+            replaces: false,
         })
         .collect();
+    let mut ties = Ties::new();
+    let order_of = |inc: &Incoming| order_rows.row(inc.row as usize).data();
 
     // Tombstones: a delete newer than (or equal to) the row keeps it out.
     let tomb_table = tombstones::table_name(&cfg.job);
     if u.op.is_some() {
         let tombs = tombstones::load(ctx.lake, &tomb_table, &key_enc, &order_enc).await?;
-        for (k, w) in incoming.iter_mut() {
-            if let Some((o, t)) = tombs.get(k)
-                && (o, t) >= (&w.order, &w.tie)
+        let tombstone_of = |inc: &Incoming| tombs.get(key_rows.row(inc.row as usize).data());
+        let tied: Vec<usize> = (0..incoming.len())
+            .filter(|&w| {
+                tombstone_of(&incoming[w])
+                    .is_some_and(|(o, _)| o.as_slice() == order_of(&incoming[w]))
+            })
+            .collect();
+        fill_ties(&incoming, &mut ties, tied, &s_out)?;
+        for (w, inc) in incoming.iter_mut().enumerate() {
+            if let Some((o, t)) = tombstone_of(inc)
+                && (o.as_slice(), Some(t)) >= (order_of(inc), ties.get(&w))
             {
-                w.older = true;
+                inc.older = true;
             }
         }
     }
@@ -257,37 +288,29 @@ async fn plan(
     } else {
         cfg.partition_by.clone()
     };
-    // Per candidate file: the rows (index, key) an incoming row replaces.
-    let mut drops: HashMap<usize, Vec<(usize, Vec<u8>)>> = HashMap::new();
+    // Per candidate file: the rows (index in the file, index in `incoming`) it replaces.
+    let mut drops: foldhash::HashMap<usize, Vec<(usize, usize)>> = foldhash::HashMap::new();
     let mut removes = Vec::new();
     let mut adds = Vec::new();
+    // One writer (and object store client) for every file this run writes.
+    let mut writer = crate::commit::batch_writer(
+        ctx.lake,
+        &cfg.output,
+        schema.clone(),
+        partition_columns.clone(),
+    )?;
     if exists {
         let files = target::live_files(output, &u.key[0])?;
-        let first = RecordBatch::try_new(
-            Arc::new(Schema::new(vec![
-                field(&src_schema, &u.key[0], &u.source, &cfg.job)?.clone(),
-            ])),
-            vec![
-                s.column_by_name(&u.key[0])
-                    .ok_or_else(|| Error::Internal("key".into()))?
-                    .clone(),
-            ],
-        )?;
-        let winners_first = take_record_batch(
-            &first,
+        let first_key = s
+            .column_by_name(&u.key[0])
+            .ok_or_else(|| Error::Internal("key".into()))?;
+        let winners_first = deltalake::arrow::compute::take(
+            first_key,
             &UInt32Array::from(winners.iter().map(|i| *i as u32).collect::<Vec<_>>()),
+            None,
         )?;
-        let keys_json: Vec<serde_json::Value> = super::state::row_json(&winners_first)?
-            .into_iter()
-            .filter_map(|m| m.get(&u.key[0]).cloned())
-            .collect();
-        let text = cast(winners_first.column(0), &DataType::Utf8)?;
-        let text = text.as_string::<i32>();
-        let keys_text: HashSet<String> = (0..text.len())
-            .filter(|i| text.is_valid(*i))
-            .map(|i| text.value(i).to_string())
-            .collect();
-        let candidates = target::candidates(&files, &u.key[0], &keys_text, &keys_json);
+        let candidates = target::candidates(&files, &u.key[0], &winners_first)?;
+        drop((winners_first, winners));
         let store = output.table().object_store();
         let mut columns: Vec<String> = u.key.iter().chain(&u.order_by).cloned().collect();
         columns.dedup();
@@ -297,29 +320,30 @@ async fn plan(
             let eo = order_enc.rows(&batch, &cfg.output)?;
             let mut tied = Vec::new();
             for i in 0..ek.num_rows() {
-                let k = ek.row(i);
-                let Some(w) = incoming.get_mut(k.as_ref()) else {
+                let Some(&w) = index.get(ek.row(i).data()) else {
                     continue;
                 };
-                match eo.row(i).as_ref().cmp(w.order.as_slice()) {
-                    std::cmp::Ordering::Greater => w.older = true,
-                    std::cmp::Ordering::Less => {
-                        drops.entry(fi).or_default().push((i, k.as_ref().to_vec()))
-                    }
-                    std::cmp::Ordering::Equal => tied.push((i, k.as_ref().to_vec())),
+                match eo.row(i).data().cmp(order_of(&incoming[w])) {
+                    std::cmp::Ordering::Greater => incoming[w].older = true,
+                    std::cmp::Ordering::Less => drops.entry(fi).or_default().push((i, w)),
+                    std::cmp::Ordering::Equal => tied.push((i, w)),
                 }
             }
             if !tied.is_empty() {
+                fill_ties(
+                    &incoming,
+                    &mut ties,
+                    tied.iter().map(|t| t.1).collect(),
+                    &s_out,
+                )?;
                 let all = target::read_all(&store, f, &schema, &cfg.output).await?;
                 let as_incoming = with_partitions(&incoming_schema, &all, &HashMap::new())?;
                 let idx: Vec<usize> = tied.iter().map(|t| t.0).collect();
-                for ((i, k), text) in tied.into_iter().zip(tie_texts(&as_incoming, &idx)?) {
-                    if let Some(w) = incoming.get_mut(&k) {
-                        if text >= w.tie {
-                            w.older = true;
-                        } else {
-                            drops.entry(fi).or_default().push((i, k));
-                        }
+                for ((i, w), text) in tied.into_iter().zip(tie_texts(&as_incoming, &idx)?) {
+                    if Some(&text) >= ties.get(&w) {
+                        incoming[w].older = true;
+                    } else {
+                        drops.entry(fi).or_default().push((i, w));
                     }
                 }
             }
@@ -327,29 +351,21 @@ async fn plan(
         // A key whose incoming row lost to a newer one keeps all its rows.
         for (fi, f) in candidates.iter().enumerate() {
             let Some(rows) = drops.get(&fi) else { continue };
-            let mut drop = HashSet::new();
-            for (i, k) in rows {
-                if let Some(w) = incoming.get_mut(k)
-                    && !w.older
-                {
-                    w.replaces = true;
-                    drop.insert(*i);
+            let mut drop = Vec::new();
+            for &(i, w) in rows {
+                if !incoming[w].older {
+                    incoming[w].replaces = true;
+                    drop.push(i);
                 }
             }
+            drop.sort_unstable();
+            drop.dedup();
             if drop.is_empty() {
                 continue;
             }
             adds.extend(
-                target::rewrite_without(
-                    ctx.lake,
-                    &cfg.output,
-                    &store,
-                    f,
-                    &schema,
-                    &partition_columns,
-                    &drop,
-                )
-                .await?,
+                target::rewrite_without(&mut writer, &cfg.output, &store, f, &schema, &drop)
+                    .await?,
             );
             removes.push(f.remove.clone());
         }
@@ -357,21 +373,14 @@ async fn plan(
 
     // New rows: winners that are neither older than what the output has nor deletes.
     let mut upserts: Vec<u32> = incoming
-        .values()
+        .iter()
         .filter(|w| !w.older && !w.delete)
-        .map(|w| w.row as u32)
+        .map(|w| w.row)
         .collect();
     upserts.sort_unstable();
     if !upserts.is_empty() {
         let rows = take_record_batch(&s_out, &UInt32Array::from(upserts.clone()))?;
         let rows = with_partitions(&schema, &rows, &HashMap::new())?;
-        let mut writer = crate::commit::batch_writer(
-            ctx.lake,
-            &cfg.output,
-            schema.clone(),
-            partition_columns.clone(),
-        )?;
-        use deltalake::writer::DeltaWriter;
         writer
             .write(rows)
             .await
@@ -384,13 +393,20 @@ async fn plan(
         );
     }
     // Deletes that won: tombstones first (harmless if this commit never lands).
-    let mut deleted: Vec<&Incoming> = incoming.values().filter(|w| !w.older && w.delete).collect();
-    deleted.sort_by_key(|w| w.row);
+    let won: Vec<usize> = (0..incoming.len())
+        .filter(|&w| !incoming[w].older && incoming[w].delete)
+        .collect();
+    fill_ties(&incoming, &mut ties, won.clone(), &s_out)?;
+    let mut deleted = won;
+    deleted.sort_by_key(|&w| incoming[w].row);
     if !deleted.is_empty() {
-        let idx = UInt32Array::from(deleted.iter().map(|w| w.row as u32).collect::<Vec<_>>());
+        let idx = UInt32Array::from(deleted.iter().map(|&w| incoming[w].row).collect::<Vec<_>>());
         let rows = take_record_batch(&s, &idx)?;
         let columns: Vec<String> = u.key.iter().chain(&u.order_by).cloned().collect();
-        let ties = deleted.iter().map(|w| w.tie.clone()).collect();
+        let ties = deleted
+            .iter()
+            .map(|w| ties.get(w).cloned().unwrap_or_default())
+            .collect();
         tombstones::write(
             ctx.lake,
             &tomb_table,
@@ -414,18 +430,18 @@ async fn plan(
         late: 0,
     }];
     report.inserted = incoming
-        .values()
+        .iter()
         .filter(|w| !w.older && !w.delete && !w.replaces)
         .count();
     report.updated = incoming
-        .values()
+        .iter()
         .filter(|w| !w.older && !w.delete && w.replaces)
         .count();
     report.deleted = incoming
-        .values()
+        .iter()
         .filter(|w| !w.older && w.delete && w.replaces)
         .count();
-    report.older_ignored = incoming.values().filter(|w| w.older).count();
+    report.older_ignored = incoming.iter().filter(|w| w.older).count();
     let on = u
         .key
         .iter()

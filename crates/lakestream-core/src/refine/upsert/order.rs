@@ -68,52 +68,53 @@ pub fn tie_texts(batch: &RecordBatch, idx: &[usize]) -> Result<Vec<String>> {
         .collect())
 }
 
-/// The winning row index per key (`keys[i]`, `orders[i]`); `tie` gives the canonical text of
-/// rows when ordering values are equal. Winners are returned in first-seen key order.
-pub fn latest_per_key(
-    keys: &[Vec<u8>],
-    orders: &[Vec<u8>],
+/// Key bytes -> a position (in the winners of [`latest_per_key`]).
+pub type KeyIndex<'k> = foldhash::HashMap<&'k [u8], usize>;
+
+/// The winning row index per key (`keys` and `orders` row by row), in first-seen key order,
+/// and each key's position in that list; `tie` gives the canonical text of rows when ordering
+/// values are equal.
+pub fn latest_per_key<'k>(
+    keys: &'k Rows,
+    orders: &Rows,
     tie: impl Fn(&[usize]) -> Result<Vec<String>>,
-) -> Result<Vec<usize>> {
-    let mut best: HashMap<&[u8], Vec<usize>> = HashMap::new();
-    let mut first_seen: Vec<&[u8]> = Vec::new();
-    for (i, k) in keys.iter().enumerate() {
-        match best.get_mut(k.as_slice()) {
-            None => {
-                best.insert(k, vec![i]);
-                first_seen.push(k);
+) -> Result<(Vec<usize>, KeyIndex<'k>)> {
+    // Key -> slot in `best`; `tied` holds, per slot, the other rows equal to the best so far.
+    let mut slot = KeyIndex::with_capacity_and_hasher(keys.num_rows(), Default::default());
+    let mut best: Vec<usize> = Vec::new();
+    let mut tied: HashMap<usize, Vec<usize>> = HashMap::new();
+    for i in 0..keys.num_rows() {
+        let k = keys.row(i).data();
+        let Some(&s) = slot.get(k) else {
+            slot.insert(k, best.len());
+            best.push(i);
+            continue;
+        };
+        match orders.row(i).cmp(&orders.row(best[s])) {
+            std::cmp::Ordering::Greater => {
+                best[s] = i;
+                tied.remove(&s);
             }
-            Some(b) => match orders[i].cmp(&orders[b[0]]) {
-                std::cmp::Ordering::Greater => *b = vec![i],
-                std::cmp::Ordering::Equal => b.push(i),
-                std::cmp::Ordering::Less => {}
-            },
+            std::cmp::Ordering::Equal => tied.entry(s).or_default().push(i),
+            std::cmp::Ordering::Less => {}
         }
     }
-    let tied: Vec<usize> = best
-        .values()
-        .filter(|b| b.len() > 1)
-        .flatten()
-        .copied()
-        .collect();
-    let texts: HashMap<usize, String> = if tied.is_empty() {
-        HashMap::new()
-    } else {
-        tied.iter().copied().zip(tie(&tied)?).collect()
-    };
-    Ok(first_seen
+    if tied.is_empty() {
+        return Ok((best, slot));
+    }
+    let rows: Vec<usize> = tied
         .iter()
-        .map(|k| {
-            let b = &best[k];
-            if b.len() == 1 {
-                b[0]
-            } else {
-                *b.iter()
-                    .max_by(|x, y| texts[x].cmp(&texts[y]).then(y.cmp(x)))
-                    .unwrap_or(&b[0])
-            }
-        })
-        .collect())
+        .flat_map(|(s, r)| std::iter::once(best[*s]).chain(r.iter().copied()))
+        .collect();
+    let texts: HashMap<usize, String> = rows.iter().copied().zip(tie(&rows)?).collect();
+    for (s, r) in tied {
+        // The greater text wins; equal texts (identical rows): the first one.
+        best[s] = std::iter::once(best[s])
+            .chain(r)
+            .max_by(|x, y| texts[x].cmp(&texts[y]).then(y.cmp(x)))
+            .unwrap_or(best[s]);
+    }
+    Ok((best, slot))
 }
 
 #[cfg(test)]
@@ -140,11 +141,10 @@ mod tests {
         ])?;
         let key = Encoder::new(&["k".into()], vec![DataType::Int64])?;
         let order = Encoder::new(&["t".into()], vec![DataType::Int64])?;
-        let winners = latest_per_key(
-            &key.encode(&batch, "t")?,
-            &order.encode(&batch, "t")?,
-            |idx| tie_texts(&batch, idx),
-        )?;
+        let (winners, _) =
+            latest_per_key(&key.rows(&batch, "t")?, &order.rows(&batch, "t")?, |idx| {
+                tie_texts(&batch, idx)
+            })?;
         // key 1: rows 1 and 3 tie at t=9, "z" > "b"; key 2: rows 2 and 4 tie, "d" > "c".
         assert_eq!(winners, [3, 4]);
         Ok(())

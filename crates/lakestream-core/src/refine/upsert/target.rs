@@ -7,18 +7,17 @@
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
 use crate::read::with_partitions;
-use crate::storage::Lake;
 use deltalake::Path;
-use deltalake::arrow::array::{BooleanArray, RecordBatch};
-use deltalake::arrow::compute::filter_record_batch;
-use deltalake::arrow::datatypes::{Schema, SchemaRef};
+use deltalake::arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch};
+use deltalake::arrow::compute::{cast, filter_record_batch};
+use deltalake::arrow::datatypes::{DataType, Float64Type, Schema, SchemaRef};
 use deltalake::kernel::{Add, Remove};
 use deltalake::logstore::ObjectStoreRef;
 use deltalake::parquet::arrow::ProjectionMask;
 #[allow(deprecated)] // see `reader`
 use deltalake::parquet::arrow::async_reader::ParquetObjectReader;
 use deltalake::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
-use deltalake::writer::DeltaWriter;
+use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use futures::TryStreamExt;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -58,53 +57,113 @@ pub fn live_files(handle: &TableHandle, first_key: &str) -> Result<Vec<TargetFil
         .collect())
 }
 
-/// One incoming value of the first key column, comparable with JSON statistics.
-#[derive(Debug, Clone, PartialEq, PartialOrd)]
-pub enum KeyValue {
-    /// Numbers (statistics of integer and float columns).
+/// A statistics bound of the first key column (from the JSON statistics of a file).
+#[derive(Debug, Clone, PartialEq)]
+enum Bound {
     Number(f64),
-    /// Text (statistics of string columns; also compared with partition values).
     Text(String),
 }
 
-impl KeyValue {
+impl Bound {
     fn of(v: &serde_json::Value) -> Option<Self> {
         match v {
-            serde_json::Value::Number(n) => n.as_f64().map(KeyValue::Number),
-            serde_json::Value::String(s) => Some(KeyValue::Text(s.clone())),
+            serde_json::Value::Number(n) => n.as_f64().map(Bound::Number),
+            serde_json::Value::String(s) => Some(Bound::Text(s.clone())),
             _ => None,
         }
     }
 }
 
-/// The files that can hold one of `keys` (values of the first key column, as text and as
-/// JSON), pruned by its partition value or its min/max statistics.
+/// The incoming values of the first key column, sorted, as statistics compare them.
+#[derive(Debug, PartialEq)]
+pub enum KeyValues {
+    /// Integer and float keys (NaN excluded: then there is no `KeyValues`).
+    Numbers(Vec<f64>),
+    /// String keys.
+    Texts(Vec<String>),
+}
+
+impl KeyValues {
+    /// Whether a file whose first key column spans `lo..=hi` can hold one of the values.
+    fn may_hold(&self, lo: &Bound, hi: &Bound) -> bool {
+        match (self, lo, hi) {
+            (KeyValues::Numbers(v), Bound::Number(lo), Bound::Number(hi)) => {
+                let i = v.partition_point(|k| k < lo);
+                v.get(i).is_some_and(|k| k <= hi)
+            }
+            (KeyValues::Texts(v), Bound::Text(lo), Bound::Text(hi)) => {
+                // Long strings may be truncated in statistics: only trust short maxima.
+                let hi_trusted = hi.chars().count() < 32;
+                let i = v.partition_point(|k| k.as_str() < lo.as_str());
+                v.get(i)
+                    .is_some_and(|k| !hi_trusted || k.as_str() <= hi.as_str())
+            }
+            _ => true,
+        }
+    }
+}
+
+/// The values of the first key column as statistics compare them: numbers and text; `None`
+/// for other types (dates, timestamps, ...), whose files are then not pruned by statistics.
+pub fn key_values(column: &ArrayRef) -> Result<Option<KeyValues>> {
+    let t = column.data_type();
+    if t.is_numeric() {
+        let f = cast(column, &DataType::Float64)?;
+        let mut v: Vec<f64> = f.as_primitive::<Float64Type>().iter().flatten().collect();
+        if v.iter().any(|x| x.is_nan()) {
+            return Ok(None);
+        }
+        v.sort_by(f64::total_cmp);
+        Ok(Some(KeyValues::Numbers(v)))
+    } else if matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) {
+        let text = cast(column, &DataType::Utf8)?;
+        let mut v: Vec<String> = text
+            .as_string::<i32>()
+            .iter()
+            .flatten()
+            .map(str::to_string)
+            .collect();
+        v.sort_unstable();
+        Ok(Some(KeyValues::Texts(v)))
+    } else {
+        Ok(None)
+    }
+}
+
+/// The files that can hold one of the incoming keys (`first`: the values of the first key
+/// column), pruned by its partition value or its min/max statistics.
 pub fn candidates<'a>(
     files: &'a [TargetFile],
     first_key: &str,
-    keys_text: &std::collections::HashSet<String>,
-    keys_json: &[serde_json::Value],
-) -> Vec<&'a TargetFile> {
-    let mut sorted: Vec<KeyValue> = keys_json.iter().filter_map(KeyValue::of).collect();
-    sorted.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    files
+    first: &ArrayRef,
+) -> Result<Vec<&'a TargetFile>> {
+    let by_partition = files.iter().any(|f| f.partitions.contains_key(first_key));
+    let keys_text: std::collections::HashSet<String> = if by_partition {
+        let text = cast(first, &DataType::Utf8)?;
+        text.as_string::<i32>()
+            .iter()
+            .flatten()
+            .map(str::to_string)
+            .collect()
+    } else {
+        Default::default()
+    };
+    let keys = key_values(first)?;
+    Ok(files
         .iter()
         .filter(|f| {
             if let Some(Some(v)) = f.partitions.get(first_key) {
                 return keys_text.contains(v);
             }
-            let Some((lo, hi)) = &f.key_range else {
+            let (Some(keys), Some((lo, hi))) = (&keys, &f.key_range) else {
                 return true;
             };
-            let (Some(lo), Some(hi)) = (KeyValue::of(lo), KeyValue::of(hi)) else {
+            let (Some(lo), Some(hi)) = (Bound::of(lo), Bound::of(hi)) else {
                 return true;
             };
-            // Long strings may be truncated in statistics: only trust short maxima.
-            let hi_trusted = !matches!(&hi, KeyValue::Text(s) if s.chars().count() >= 32);
-            let start = sorted.partition_point(|k| k < &lo);
-            sorted.get(start).is_some_and(|k| !hi_trusted || k <= &hi)
+            keys.may_hold(&lo, &hi)
         })
-        .collect()
+        .collect())
 }
 
 /// parquet 59 deprecates `ParquetObjectReader` in favour of hand-written `AsyncFileReader`s;
@@ -164,25 +223,27 @@ pub async fn read_all(
     read_columns(store, f, schema, &names, table).await
 }
 
-/// Rewrite `f` without the rows whose index (in file order) is in `drop`, streaming row group
-/// by row group into one new file (`dataChange=true`). `None` when no row survives.
-#[allow(clippy::too_many_arguments)]
+/// Rows per batch read while rewriting (parquet's default of 1,024 made the per-batch work
+/// of filtering and writing a third of the rewrite).
+const REWRITE_BATCH_ROWS: usize = 8192;
+
+/// Rewrite `f` without the rows whose index (in file order) is in `drop` (sorted), streaming
+/// row group by row group through `writer` into one new file (`dataChange=true`), flushed
+/// before returning. Empty when no row survives.
 pub async fn rewrite_without(
-    lake: &Lake,
+    writer: &mut RecordBatchWriter,
     table: &str,
     store: &ObjectStoreRef,
     f: &TargetFile,
     schema: &SchemaRef,
-    partition_columns: &[String],
-    drop: &std::collections::HashSet<usize>,
+    drop: &[usize],
 ) -> Result<Vec<Add>> {
     let mut stream = ParquetRecordBatchStreamBuilder::new(reader(store, f))
         .await
         .map_err(|e| Error::storage(table, e))?
+        .with_batch_size(REWRITE_BATCH_ROWS)
         .build()
         .map_err(|e| Error::storage(table, e))?;
-    let mut writer =
-        crate::commit::batch_writer(lake, table, schema.clone(), partition_columns.to_vec())?;
     let mut offset = 0usize;
     let mut kept = 0usize;
     while let Some(batch) = stream
@@ -191,11 +252,12 @@ pub async fn rewrite_without(
         .map_err(|e| Error::storage(table, e))?
     {
         let n = batch.num_rows();
-        let keep = BooleanArray::from(
-            (0..n)
-                .map(|i| !drop.contains(&(offset + i)))
-                .collect::<Vec<_>>(),
-        );
+        let mut keep = vec![true; n];
+        let start = drop.partition_point(|&i| i < offset);
+        for &i in drop[start..].iter().take_while(|&&i| i < offset + n) {
+            keep[i - offset] = false;
+        }
+        let keep = BooleanArray::from(keep);
         offset += n;
         let batch = with_partitions(schema, &filter_record_batch(&batch, &keep)?, &f.partitions)?;
         if batch.num_rows() > 0 {
@@ -210,4 +272,67 @@ pub async fn rewrite_without(
         return Ok(vec![]);
     }
     writer.flush().await.map_err(|e| Error::storage(table, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deltalake::arrow::array::{Int64Array, StringArray, TimestampMicrosecondArray};
+    use serde_json::json;
+
+    fn file(name: &str, lo: serde_json::Value, hi: serde_json::Value) -> TargetFile {
+        TargetFile {
+            path: Path::from(name),
+            partitions: HashMap::new(),
+            key_range: Some((lo, hi)),
+            remove: Remove::default(),
+        }
+    }
+
+    fn names(files: Vec<&TargetFile>) -> Vec<String> {
+        files.iter().map(|f| f.path.to_string()).collect()
+    }
+
+    #[test]
+    fn numeric_and_text_keys_prune_by_statistics() -> Result<()> {
+        let files = [
+            file("a", json!(0), json!(99)),
+            file("b", json!(100), json!(199)),
+            file("c", json!(200), json!(299)),
+        ];
+        let keys: ArrayRef = Arc::new(Int64Array::from(vec![150, 250, 1000]));
+        assert_eq!(names(candidates(&files, "id", &keys)?), ["b", "c"]);
+
+        let files = [
+            file("a", json!("a-000"), json!("a-999")),
+            file("b", json!("b-000"), json!("b-999")),
+        ];
+        let keys: ArrayRef = Arc::new(StringArray::from(vec!["b-123"]));
+        assert_eq!(names(candidates(&files, "id", &keys)?), ["b"]);
+        Ok(())
+    }
+
+    #[test]
+    fn other_key_types_and_partitioned_keys_are_not_pruned_by_statistics() -> Result<()> {
+        // Timestamp statistics are text in another format than a cast would give: no pruning.
+        let files = [file(
+            "a",
+            json!("2026-01-01T00:00:00.000Z"),
+            json!("2026-01-01T00:00:00.000Z"),
+        )];
+        let keys: ArrayRef = Arc::new(
+            TimestampMicrosecondArray::from(vec![1_900_000_000_000_000]).with_timezone("UTC"),
+        );
+        assert_eq!(key_values(&keys)?, None);
+        assert_eq!(names(candidates(&files, "id", &keys)?), ["a"]);
+
+        let mut by_key = file("p", json!(0), json!(0));
+        by_key.partitions.insert("id".into(), Some("7".into()));
+        let files = [by_key];
+        let seven: ArrayRef = Arc::new(Int64Array::from(vec![7]));
+        let eight: ArrayRef = Arc::new(Int64Array::from(vec![8]));
+        assert_eq!(names(candidates(&files, "id", &seven)?), ["p"]);
+        assert!(candidates(&files, "id", &eight)?.is_empty());
+        Ok(())
+    }
 }

@@ -18,7 +18,6 @@ trap cleanup EXIT
 sed "s#^root = \"./lake\"#root = \"$work/lake\"#" lakestream.toml > "$work/lakestream.toml"
 cat > "$work/env" <<ENV
 LAKESTREAM_CONFIG=$work/lakestream.toml
-RUST_LOG=warn
 AWS_ENDPOINT_URL=$MOTO
 AWS_ACCESS_KEY_ID=test
 AWS_SECRET_ACCESS_KEY=test
@@ -53,8 +52,14 @@ fail() { echo "lambda-runtime: FAIL: $*"; cat "$work/watch.log" | tail -30; exit
 
 out=$(invoke msk-ingest events/msk-orders.json) || fail "msk-ingest invoke: $out"
 echo "$out" | grep -q '"written":6' || fail "msk-ingest wrote: $out"
+# A warm invocation at the default log level (RUST_LOG unset) logs its EMF line, not delta-rs
+# internals (they were ~67 KB per invocation at plain `info`).
+before=$(wc -c < "$work/watch.log")
 out=$(invoke msk-ingest events/msk-orders.json) || fail "msk-ingest replay: $out"
 echo "$out" | grep -q '"duplicates":6' || fail "msk-ingest replay: $out"
+logged=$(( $(wc -c < "$work/watch.log") - before ))
+echo "msk-ingest warm invocation logged $logged bytes:"; tail -c "$logged" "$work/watch.log"
+[ "$logged" -lt 1536 ] || { tail -c 3000 "$work/watch.log"; fail "msk-ingest logged $logged bytes at the default level"; }
 out=$(invoke s3-log-ingest events/sqs-s3-notifications.json) || fail "s3-log-ingest invoke: $out"
 echo "$out" | grep -q '"batchItemFailures":\[\]' || fail "s3-log-ingest response: $out"
 

@@ -47,6 +47,11 @@ pub async fn load_config(source: &str, s3: &S3Access) -> Result<PipelineConfig, 
     Ok(PipelineConfig::from_toml(&text)?)
 }
 
+/// The log filter when `RUST_LOG` is unset: our `info` lines (errors, the EMF line), and only
+/// warnings from delta-rs and its kernel, which log whole snapshots at `info` (~67 KB per
+/// invocation, more CloudWatch Logs cost than the function's compute).
+pub const DEFAULT_LOG_FILTER: &str = "info,buoyant_kernel=warn,deltalake_core=warn";
+
 /// The environment every Lakestream function reads, typed. `main` passes the lookup (so this
 /// library never reads the process environment itself).
 #[derive(Debug, Clone)]
@@ -55,7 +60,7 @@ pub struct FunctionEnv {
     pub config_source: String,
     /// `LAKESTREAM_LAKE_ROOT`: overrides `lake.root`.
     pub lake_root: Option<String>,
-    /// `RUST_LOG` (default `info`).
+    /// `RUST_LOG` (default [`DEFAULT_LOG_FILTER`]).
     pub log_filter: String,
     /// `LAKESTREAM_QUEUE_URL` (s3-log-ingest drain mode).
     pub queue_url: Option<String>,
@@ -73,7 +78,7 @@ impl FunctionEnv {
                 Error::Config("LAKESTREAM_CONFIG is not set: give a TOML file path, an s3:// URI or inline TOML".into())
             })?,
             lake_root: get("LAKESTREAM_LAKE_ROOT"),
-            log_filter: get("RUST_LOG").unwrap_or_else(|| "info".into()),
+            log_filter: get("RUST_LOG").unwrap_or_else(|| DEFAULT_LOG_FILTER.into()),
             queue_url: get("LAKESTREAM_QUEUE_URL"),
             s3: S3Access {
                 endpoint_url: get("AWS_ENDPOINT_URL_S3").or_else(|| get("AWS_ENDPOINT_URL")),

@@ -12,7 +12,11 @@ pub fn init_tracing(filter: &str, json: bool) {
         .with_target(false)
         .with_writer(std::io::stderr);
     let _ = if json {
-        builder.json().without_time().try_init()
+        builder
+            .json()
+            .without_time()
+            .with_span_list(false)
+            .try_init()
     } else {
         builder.compact().try_init()
     };

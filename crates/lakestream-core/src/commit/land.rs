@@ -176,9 +176,12 @@ async fn put(
         .iter()
         .map(|t| Transaction::new_with_last_update(&t.app_id, t.version, Some(now_ms)))
         .collect();
+    // Expired-log cleanup LISTs the whole `_delta_log` after every commit (delta-rs's default):
+    // the maintenance job's checkpoint step does it instead, once per table and schedule.
     let props = CommitProperties::default()
         .with_application_transactions(txns)
         .with_max_retries(0)
+        .with_cleanup_expired_logs(Some(false))
         .with_metadata([(
             COMMIT_ID_KEY.to_string(),
             serde_json::Value::String(commit_id.to_string()),

@@ -340,7 +340,7 @@ pub(crate) async fn set_property(
     value: &str,
 ) -> Result<()> {
     use deltalake::kernel::MetadataExt;
-    use deltalake::kernel::transaction::CommitBuilder;
+    use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
     let name = output.name().to_string();
     let snapshot = output
         .table()
@@ -354,7 +354,8 @@ pub(crate) async fn set_property(
     let op = deltalake::protocol::DeltaOperation::SetTableProperties {
         properties: [(key.to_string(), value.to_string())].into_iter().collect(),
     };
-    CommitBuilder::default()
+    // No expired-log cleanup here either: the maintenance job's checkpoint step does it.
+    CommitBuilder::from(CommitProperties::default().with_cleanup_expired_logs(Some(false)))
         .with_actions(vec![deltalake::kernel::Action::Metadata(metadata)])
         .build(Some(snapshot), output.table().log_store(), op)
         .await

@@ -10,5 +10,6 @@ mod faults;
 mod ingest;
 mod maintenance;
 mod refine;
+mod requests;
 mod support;
 mod upsert;

@@ -1,7 +1,8 @@
-//! Hooks around a commit's log-entry PUT: a [`StoreWrapper`] that forwards every call to the
-//! real store and runs [`LogPutHooks`] before and after each `_delta_log/<version>.json` PUT.
-//! Tests inject faults and crash points with it (`tests/it/faults.rs`, the CLI's test-only
-//! `--crash-at`); production never installs one.
+//! Hooks around a table store: a [`StoreWrapper`] that forwards every call to the real store
+//! and runs [`LogPutHooks`] before and after each `_delta_log/<version>.json` PUT, or tells a
+//! [`CallObserver`] of every call. Tests inject faults and crash points with it
+//! (`tests/it/faults.rs`, the CLI's test-only `--crash-at`) and count requests
+//! (`tests/it/requests.rs`); production never installs one.
 
 use crate::storage::StoreWrapper;
 use async_trait::async_trait;
@@ -32,19 +33,42 @@ fn is_log_entry(location: &Path, opts: &PutOptions) -> bool {
         && matches!(opts.mode, PutMode::Create)
 }
 
+/// Told of every call to a table store: the operation (`put`, `put_multipart`, `get`, `head`,
+/// `delete`, `list`, `list_from`, `list_dir`, `copy`) and its path or prefix.
+pub type CallObserver = Arc<dyn Fn(&str, Option<&Path>) + Send + Sync>;
+
 /// A store wrapper running `hooks` around every table store's log-entry PUTs.
 pub fn hook_log_puts(hooks: Arc<dyn LogPutHooks>) -> StoreWrapper {
+    wrapper(Some(hooks), None)
+}
+
+/// A store wrapper telling `observer` of every call to every table store.
+pub fn observe_calls(observer: CallObserver) -> StoreWrapper {
+    wrapper(None, Some(observer))
+}
+
+fn wrapper(hooks: Option<Arc<dyn LogPutHooks>>, observer: Option<CallObserver>) -> StoreWrapper {
     Arc::new(move |inner| {
         Arc::new(Intercepted {
             inner,
             hooks: hooks.clone(),
+            observer: observer.clone(),
         }) as Arc<dyn ObjectStore>
     })
 }
 
 struct Intercepted {
     inner: Arc<dyn ObjectStore>,
-    hooks: Arc<dyn LogPutHooks>,
+    hooks: Option<Arc<dyn LogPutHooks>>,
+    observer: Option<CallObserver>,
+}
+
+impl Intercepted {
+    fn saw(&self, op: &str, path: Option<&Path>) {
+        if let Some(observe) = &self.observer {
+            observe(op, path);
+        }
+    }
 }
 
 impl std::fmt::Debug for Intercepted {
@@ -67,18 +91,24 @@ impl ObjectStore for Intercepted {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        if !is_log_entry(location, &opts) {
+        self.saw("put", Some(location));
+        let Some(hooks) = self
+            .hooks
+            .as_ref()
+            .filter(|_| is_log_entry(location, &opts))
+        else {
             return self.inner.put_opts(location, payload, opts).await;
-        }
-        self.hooks.before().await?;
+        };
+        hooks.before().await?;
         let result = self.inner.put_opts(location, payload, opts).await;
-        self.hooks.after(location, result)
+        hooks.after(location, result)
     }
     async fn put_multipart_opts(
         &self,
         location: &Path,
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.saw("put_multipart", Some(location));
         self.inner.put_multipart_opts(location, opts).await
     }
     async fn get_opts(
@@ -86,15 +116,18 @@ impl ObjectStore for Intercepted {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
+        self.saw(if options.head { "head" } else { "get" }, Some(location));
         self.inner.get_opts(location, options).await
     }
     fn delete_stream(
         &self,
         locations: BoxStream<'static, object_store::Result<Path>>,
     ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.saw("delete", None);
         self.inner.delete_stream(locations)
     }
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.saw("list", prefix);
         self.inner.list(prefix)
     }
     fn list_with_offset(
@@ -102,9 +135,11 @@ impl ObjectStore for Intercepted {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.saw("list_from", prefix);
         self.inner.list_with_offset(prefix, offset)
     }
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.saw("list_dir", prefix);
         self.inner.list_with_delimiter(prefix).await
     }
     async fn copy_opts(
@@ -113,6 +148,7 @@ impl ObjectStore for Intercepted {
         to: &Path,
         options: object_store::CopyOptions,
     ) -> object_store::Result<()> {
+        self.saw("copy", Some(from));
         self.inner.copy_opts(from, to, options).await
     }
 }

@@ -4,12 +4,8 @@
 
 use crate::support::{TestLake, backends};
 use anyhow::Result;
-use async_trait::async_trait;
-use deltalake::logstore::object_store::{
-    self, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, path::Path,
-};
-use futures::stream::BoxStream;
+use deltalake::Path;
+use lakestream_core::intercept::observe_calls;
 use lakestream_core::{FixedClock, Ingestor, Lake, SourceRecord};
 use std::sync::{Arc, Mutex};
 
@@ -32,80 +28,6 @@ impl Calls {
     }
 }
 
-#[derive(Debug)]
-struct Counting {
-    inner: Arc<dyn ObjectStore>,
-    calls: Arc<Calls>,
-}
-
-impl std::fmt::Display for Counting {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Counting({})", self.inner)
-    }
-}
-
-#[async_trait]
-impl ObjectStore for Counting {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        self.calls.push("put", Some(location));
-        self.inner.put_opts(location, payload, opts).await
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.calls.push("put_multipart", Some(location));
-        self.inner.put_multipart_opts(location, opts).await
-    }
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        let op = if options.head { "head" } else { "get" };
-        self.calls.push(op, Some(location));
-        self.inner.get_opts(location, options).await
-    }
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.calls.push("delete", None);
-        self.inner.delete_stream(locations)
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.calls.push("list", prefix);
-        self.inner.list(prefix)
-    }
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.calls.push("list_from", prefix);
-        self.inner.list_with_offset(prefix, offset)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.calls.push("list_dir", prefix);
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: object_store::CopyOptions,
-    ) -> object_store::Result<()> {
-        self.calls.push("copy", Some(from));
-        self.inner.copy_opts(from, to, options).await
-    }
-}
-
 fn order(off: i64) -> SourceRecord {
     let json = format!(
         r#"{{"order_id":{},"order_owner":"o1","order_value":{off},"timestamp":"2022-04-04T10:15:30Z"}}"#,
@@ -120,12 +42,8 @@ async fn warm_appends_never_list_the_whole_log() -> Result<()> {
         let lake = TestLake::new(b, "requests")?;
         let calls = Arc::new(Calls::default());
         let c = calls.clone();
-        let l = Lake::new(&lake.config.lake)?.with_store_wrapper(Arc::new(move |inner| {
-            Arc::new(Counting {
-                inner,
-                calls: c.clone(),
-            }) as Arc<dyn ObjectStore>
-        }));
+        let l = Lake::new(&lake.config.lake)?
+            .with_store_wrapper(observe_calls(Arc::new(move |op, path| c.push(op, path))));
         let clock =
             FixedClock::new(chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default());
         let ing = Ingestor::with_lake(lake.config.clone(), l, Arc::new(clock));

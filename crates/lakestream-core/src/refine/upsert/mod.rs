@@ -218,7 +218,6 @@ async fn plan(
     let order_rows = order_enc.rows(&s, &u.source)?;
     // Winners in first-seen order, and key bytes -> index in `incoming` (= in `winners`).
     let (winners, index) = latest_per_key(&key_rows, &order_rows, |idx| tie_texts(&s_out, idx))?;
-    let delete_values: Option<Vec<String>> = u.op.as_ref().map(|op| op.delete.clone());
     let op_values = match &u.op {
         Some(op) => {
             field(&src_schema, &op.column, &u.source, &cfg.job)?;
@@ -229,10 +228,10 @@ async fn plan(
         }
         None => None,
     };
-    let is_delete = |row: usize| match (&op_values, &delete_values) {
-        (Some(col), Some(values)) => {
+    let is_delete = |row: usize| match (&op_values, &u.op) {
+        (Some(col), Some(op)) => {
             let col = col.as_string::<i32>();
-            col.is_valid(row) && values.iter().any(|d| d == col.value(row))
+            col.is_valid(row) && op.delete.iter().any(|d| d == col.value(row))
         }
         _ => false,
     };

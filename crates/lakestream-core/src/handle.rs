@@ -1,8 +1,15 @@
 //! A long-lived handle on one table: the loaded `DeltaTable` plus a cache of committed `txn`
 //! versions. Kept in the [`Ingestor`](crate::Ingestor) across invocations of a warm Lambda, so
-//! an invocation costs an incremental log refresh, not a full table load; and `txn` versions
-//! are read once from the snapshot, then advanced from each new commit's JSON (delta-rs
-//! answers each appId by replaying the log segment, which is one pass per appId).
+//! an invocation costs no table load; `txn` versions are read once from the snapshot, then
+//! advanced from each new commit's JSON (delta-rs answers each appId by replaying the log
+//! segment, which is one pass per appId).
+//!
+//! The handle's *head* is the newest version it knows the content of. It runs ahead of the
+//! delta-rs snapshot after our own commits: what we committed (the `txn`s, a new schema) is
+//! applied to the handle from memory instead of being read back. A writer plans against the
+//! head without asking storage ([`TableHandle::sync`]); if another writer committed meanwhile,
+//! the conditional PUT of head + 1 fails and the commit engine reads what landed
+//! ([`TableHandle::refresh`]) and checks it, so a stale head costs a retry, never a duplicate.
 
 use crate::commit::TableState;
 use crate::error::{Error, Result};
@@ -27,13 +34,18 @@ pub struct TableHandle {
     txn_version: Option<u64>,
     /// `txns` holds every appId of the table (loaded in one log pass), so a miss means absent.
     txns_complete: bool,
+    /// Newest version whose content the handle knows (>= the snapshot's after our own commits).
+    head: Option<u64>,
+    /// The schema as of `head` when our own commit changed it after the snapshot was loaded.
+    head_schema: Option<SchemaRef>,
 }
 
 impl std::fmt::Debug for TableHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TableHandle")
             .field("name", &self.name)
-            .field("version", &self.table.version())
+            .field("version", &self.version())
+            .field("snapshot", &self.table.version())
             .finish()
     }
 }
@@ -77,6 +89,8 @@ impl TableHandle {
             txns: HashMap::new(),
             txn_version: None,
             txns_complete: false,
+            head: None,
+            head_schema: None,
         }
     }
 
@@ -85,7 +99,8 @@ impl TableHandle {
         &self.name
     }
 
-    /// The loaded table.
+    /// The loaded table. Its snapshot may be older than [`version`](Self::version) after our
+    /// own commits: call [`refresh`](Self::refresh) before reading its files.
     pub fn table(&self) -> &DeltaTable {
         &self.table
     }
@@ -100,12 +115,60 @@ impl TableHandle {
         self.exists
     }
 
-    /// Current loaded version.
+    /// The newest version the handle knows: the loaded snapshot's, or our own last commit's.
     pub fn version(&self) -> Option<u64> {
-        self.table.version()
+        self.head.max(self.table.version())
     }
 
-    /// Bring the handle up to the latest version; `false` when there is no table yet.
+    /// Make the handle usable for planning a write: no storage request when it is already
+    /// loaded (a warm handle), else a [`refresh`](Self::refresh). A write planned on a stale
+    /// head is caught by the conditional PUT of the next version, which another writer's
+    /// commit occupies; the commit engine then refreshes and checks.
+    pub async fn sync(&mut self) -> Result<bool> {
+        if self.exists && self.table.version().is_some() {
+            return Ok(true);
+        }
+        self.refresh().await
+    }
+
+    /// Apply our own commit at `version` from memory: its `txn`s and the schema after it.
+    /// A version that does not follow the head (someone else committed in between and we have
+    /// not read it) leaves the head where it is; the next write then refreshes.
+    pub(crate) fn applied(
+        &mut self,
+        version: u64,
+        txns: &[deltalake::kernel::Transaction],
+        schema: &SchemaRef,
+    ) {
+        if self.version().map(|v| v + 1) != Some(version) {
+            return;
+        }
+        for t in txns {
+            self.txns.insert(t.app_id.clone(), Some(t.version));
+        }
+        if self.txn_version.is_some_and(|v| v + 1 == version) {
+            self.txn_version = Some(version);
+        }
+        let changed = self
+            .snapshot_schema()
+            .is_none_or(|s| s.fields() != schema.fields());
+        self.head_schema = changed.then(|| schema.clone());
+        self.head = Some(version);
+    }
+
+    /// Replace the table with the state a commit returned (the handle of a table we created).
+    pub(crate) fn adopt(&mut self, state: deltalake::table::state::DeltaTableState) {
+        let version = state.version();
+        self.table.state = Some(state);
+        self.exists = true;
+        self.head = Some(version);
+        self.head_schema = None;
+        self.txns.clear();
+        self.txns_complete = false;
+        self.txn_version = Some(version);
+    }
+
+    /// Bring the handle up to the latest version in storage; `false` when there is no table.
     pub async fn refresh(&mut self) -> Result<bool> {
         let res = if self.table.version().is_some() {
             self.table.update_state().await
@@ -120,6 +183,8 @@ impl TableHandle {
         match res {
             Ok(()) => {
                 self.exists = true;
+                self.head = self.table.version();
+                self.head_schema = None;
                 self.advance_txns().await?;
                 Ok(true)
             }
@@ -202,7 +267,8 @@ impl TableHandle {
         if self.txns_complete || !self.exists {
             return Ok(());
         }
-        let Some(latest) = self.table.version() else {
+        // Up to the head: our own commits after the snapshot carry `txn`s too.
+        let Some(latest) = self.version() else {
             return Ok(());
         };
         match read_all_txns(&self.table, latest).await {
@@ -216,8 +282,11 @@ impl TableHandle {
         Ok(())
     }
 
-    /// Arrow schema of the loaded table.
+    /// Arrow schema of the table as of [`version`](Self::version).
     pub fn arrow_schema(&self) -> Result<SchemaRef> {
+        if let Some(schema) = &self.head_schema {
+            return Ok(schema.clone());
+        }
         let snapshot = self
             .table
             .snapshot()
@@ -229,6 +298,13 @@ impl TableHandle {
             },
         )?;
         Ok(Arc::new(schema))
+    }
+
+    /// Arrow schema of the loaded snapshot (older than the head's after our own schema change).
+    pub(crate) fn snapshot_schema(&self) -> Option<SchemaRef> {
+        let snapshot = self.table.snapshot().ok()?;
+        let schema: Schema = snapshot.schema().as_ref().try_into_arrow().ok()?;
+        Some(Arc::new(schema))
     }
 
     /// The state a planner plans against.

@@ -14,9 +14,10 @@ use crate::handle::TableHandle;
 use deltalake::DeltaTableError;
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
 use deltalake::kernel::{Action, MetadataExt, StructType, Transaction, new_metadata};
 use deltalake::protocol::{DeltaOperation, SaveMode};
+use deltalake::table::state::DeltaTableState;
 use futures::{StreamExt, TryStreamExt};
 
 /// What a change needs when it creates the table (the table does not exist at its base).
@@ -50,7 +51,8 @@ pub enum Failure {
     Permanent(Error),
 }
 
-/// Land `change` on the table behind `handle`, planned from the handle's loaded version.
+/// Land `change` on the table behind `handle`, planned from the handle's version (its head).
+/// On success the handle is advanced from memory (no read of what was just written).
 /// `schema` is the table schema after the change; a metadata action is written when it differs
 /// from the base snapshot's (or the table is created with it when `create` is given and the
 /// table does not exist).
@@ -72,9 +74,14 @@ pub async fn land(
         };
         let res = put(handle, change, schema, create, &commit_id).await;
         let err = match res {
-            Ok(version) => {
+            Ok(put) => {
+                match put.created {
+                    Some(state) => handle.adopt(*state),
+                    None => handle.applied(put.version, &change.txns, schema),
+                }
+                checkpoint_if_due(handle, put.version).await;
                 return Ok(Landed {
-                    version,
+                    version: put.version,
                     resolved_from_log: false,
                     rebases,
                 });
@@ -120,6 +127,32 @@ pub async fn land(
     }
 }
 
+/// Write a checkpoint when `version` is due by the table's `delta.checkpointInterval`
+/// (delta-rs's post-commit rule). The kernel builds a checkpoint by replaying the log from
+/// storage, so the handle is refreshed first (it reads the commits after its snapshot, which
+/// it would read anyway on its next refresh). Failing here does not undo the commit: it is
+/// logged, and the maintenance job's checkpoint step writes a missed checkpoint.
+async fn checkpoint_if_due(handle: &mut TableHandle, version: u64) {
+    use deltalake::table::config::TablePropertiesExt;
+    let interval = match handle.table().snapshot() {
+        Ok(s) => s.table_config().checkpoint_interval().get(),
+        Err(_) => return,
+    };
+    if !(version + 1).is_multiple_of(interval) {
+        return;
+    }
+    let written = async {
+        handle.refresh().await?;
+        deltalake::checkpoints::create_checkpoint(handle.table(), None)
+            .await
+            .map_err(|e| Error::storage(handle.name(), e))
+    }
+    .await;
+    if let Err(e) = written {
+        tracing::warn!(table = %handle.name(), version, error = %e, "checkpoint not written; the maintenance job will write it");
+    }
+}
+
 /// Commit files read at once when checking what landed after a base version.
 const LOG_READ_CONCURRENCY: usize = 16;
 
@@ -159,14 +192,21 @@ async fn since(handle: &mut TableHandle, base: Option<u64>) -> Result<Vec<Commit
     Ok(out)
 }
 
-/// One conditional PUT of the change at the version after the handle's snapshot.
+/// A PUT that landed.
+struct Put {
+    version: u64,
+    /// The table state after creating the table (kept, so the next commit is warm).
+    created: Option<Box<DeltaTableState>>,
+}
+
+/// One conditional PUT of the change at the version after the handle's head.
 async fn put(
     handle: &TableHandle,
     change: &Change,
     schema: &SchemaRef,
     create: Option<&NewTable>,
     commit_id: &str,
-) -> std::result::Result<u64, DeltaTableError> {
+) -> std::result::Result<Put, DeltaTableError> {
     let table = handle.table();
     // `lastUpdated` is wall-clock commit time: delta-rs expires `txn`s against the wall clock
     // (`delta.setTransactionRetentionDuration`), so an injected clock must not reach it.
@@ -227,7 +267,10 @@ async fn put(
             .with_actions(actions)
             .build(None, table.log_store(), op)
             .await?;
-        return Ok(done.version());
+        return Ok(Put {
+            version: done.version(),
+            created: Some(Box::new(done.snapshot)),
+        });
     }
     let snapshot = table.snapshot()?;
     let mut actions: Vec<Action> = Vec::new();
@@ -240,9 +283,36 @@ async fn put(
     }
     actions.extend(files);
     let operation: DeltaOperation = change.operation.clone();
-    let done = CommitBuilder::from(props)
+    // delta-rs serializes the commit and checks the protocol; the PUT is ours: delta-rs's own
+    // commit future LISTs the log before the PUT and rebuilds the snapshot after it (a LIST and
+    // two GETs of what we just wrote), and we hold both already.
+    let prepared = CommitBuilder::from(props)
         .with_actions(actions)
         .build(Some(snapshot), table.log_store(), operation)
+        .into_prepared_commit_future()
         .await?;
-    Ok(done.version())
+    let version = handle.version().map_or(0, |v| v + 1);
+    let entry = prepared.commit_or_bytes().clone();
+    let log_store = table.log_store();
+    let operation_id = uuid::Uuid::new_v4();
+    match log_store
+        .write_commit_entry(version, entry.clone(), operation_id)
+        .await
+    {
+        Ok(()) => Ok(Put {
+            version,
+            created: None,
+        }),
+        Err(TransactionError::VersionAlreadyExists(v)) => {
+            Err(TransactionError::VersionAlreadyExists(v).into())
+        }
+        Err(e) => {
+            // A temporary commit file (log stores without conditional PUT) is removed; the
+            // engine then reads the log to learn whether the entry landed.
+            let _ = log_store
+                .abort_commit_entry(version, entry, operation_id)
+                .await;
+            Err(e.into())
+        }
+    }
 }

@@ -2,7 +2,8 @@
 //! later upsert/delete/join output — goes through one checked path.
 //!
 //! Protocol (see ARCHITECTURE.md "Commit protocol"):
-//! 1. Load (or refresh) the table; read the committed `txn` version of each appId involved.
+//! 1. Load the table (a warm handle is used as is: its head already includes our own last
+//!    commit); read the committed `txn` version of each appId involved.
 //! 2. Ask the [`Planner`] what to write given that state: it drops records at or below the
 //!    committed versions and decodes the rest against the table's *current* schema.
 //! 3. Write the Parquet files, then [`land`] the [`Change`] (data + `txn` actions + new metadata
@@ -21,12 +22,12 @@ pub use change::{Change, Conflict, ReadScope};
 pub use land::{Failure, Landed, NewTable, land};
 
 use crate::error::{Error, Result};
+use deltalake::DeltaTableError;
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::kernel::{Add, Transaction};
 use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
-use deltalake::{DeltaTable, DeltaTableError};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -150,7 +151,13 @@ pub async fn append(
         if attempt > 1 {
             tokio::time::sleep(backoff(settings, attempt, fastrand::f64())).await;
         }
-        let exists = handle.refresh().await?;
+        // First attempt: a warm handle plans from its head without asking storage (a newer
+        // commit by someone else makes our PUT fail and `land` read it). Retries refresh.
+        let exists = if attempt == 1 {
+            handle.sync().await?
+        } else {
+            handle.refresh().await?
+        };
         if planner.wants_all_txns() {
             handle.load_all_txns().await?;
         }
@@ -168,7 +175,7 @@ pub async fn append(
             .is_none_or(|s| s.fields() != plan.schema.fields());
         let adds = match staged.take() {
             Some((batch, txns, adds)) if batch == plan.batch && txns == plan.txns => adds,
-            _ => write_files(lake, name, handle.table(), exists, &plan).await?,
+            _ => write_files(lake, handle, exists, &plan).await?,
         };
         let partition_by = if exists {
             handle
@@ -253,11 +260,11 @@ pub(crate) fn batch_writer(
 
 async fn write_files(
     lake: &Lake,
-    name: &str,
-    table: &DeltaTable,
+    handle: &TableHandle,
     exists: bool,
     plan: &Planned,
 ) -> Result<Vec<Add>> {
+    let (name, table) = (handle.name(), handle.table());
     if plan.batch.num_rows() == 0 {
         return Ok(vec![]);
     }
@@ -267,7 +274,17 @@ async fn write_files(
     } else {
         plan.partition_columns.clone()
     };
-    let mut writer = batch_writer(lake, name, plan.schema.clone(), partition_columns)?;
+    // The table's own object store when the schema is the loaded snapshot's (the common case):
+    // one long-lived client and connection pool per warm handle instead of one per commit.
+    let same_schema = exists
+        && handle
+            .snapshot_schema()
+            .is_some_and(|s| s.fields() == plan.schema.fields());
+    let mut writer = if same_schema {
+        RecordBatchWriter::for_table(table).map_err(|e| Error::storage(name, e))?
+    } else {
+        batch_writer(lake, name, plan.schema.clone(), partition_columns)?
+    };
     writer
         .write(plan.batch.clone())
         .await

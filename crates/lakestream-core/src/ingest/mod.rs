@@ -189,7 +189,7 @@ impl Ingestor {
             let mut planner = TopicPlanner::new(&self.config.pipeline, layout, records, idx, now);
             let mut handle = self.take_handle(table)?;
             let planned = async {
-                handle.refresh().await?;
+                handle.sync().await?;
                 let state = handle.state(&commit::Planner::app_ids(&planner)).await?;
                 commit::Planner::plan(&mut planner, &state).await
             }

@@ -20,7 +20,7 @@ TEST_ENV = LAKESTREAM_TEST_S3_ENDPOINT=http://127.0.0.1:$(MOTO_PORT) LAKESTREAM_
 	AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 \
 	MOTO_PORT=$(MOTO_PORT) LAKESTREAM_BIN=$(CURDIR)/target/debug/lakestream
 
-.PHONY: help demo test check fmt clippy no-datafusion validate build package deploy bench bench-refine bench-upsert bench-logs fuzz chaos venv moto-start moto-stop clean
+.PHONY: help demo test check fmt clippy no-datafusion validate build package deploy bench bench-compare bench-refine bench-upsert bench-logs fuzz chaos venv moto-start moto-stop clean
 
 help: ## List targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-14s %s\n", $$1, $$2}'
@@ -81,6 +81,10 @@ deploy: venv ## sam build + deploy (guided the first time; see DEPLOY.md)
 bench: ## Decode+write throughput on 1M generated orders (release build, one core)
 	cargo bench -p lakestream-core --bench ingest_throughput --no-run
 	taskset -c 0 cargo bench -p lakestream-core --bench ingest_throughput
+
+bench-compare: moto-start ## Every peer side by side in one run, one table (BENCH_SIZE=quick|full, BENCH_REPEAT=3; not in CI)
+	cargo bench -p lakestream-core --no-run
+	MOTO_PORT=$(MOTO_PORT) $(VENV)/bin/python scripts/bench_compare.py
 
 bench-refine: ## Curated interval join on one day of generated data: once, and after every batch (one core)
 	cargo bench -p lakestream-core --bench refine_join --no-run

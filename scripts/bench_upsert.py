@@ -2,8 +2,9 @@
 """`make bench-upsert`: Lakestream's upsert vs Python `deltalake`'s MERGE, side by side.
 
 A 10,000,000-row table of 100 files (file i holds ids [i*100k, (i+1)*100k)) is generated once
-and cached under target/bench-upsert/cache. Two sources of 100,000 rows (90,000 updates of
-existing ids, 10,000 new ids, all with a newer `ts`) are upserted into a fresh copy:
+and cached under target/bench-upsert/cache-<rows>. Two sources of 100,000 rows (90,000 updates of
+existing ids, 10,000 new ids, all with a newer `ts`) are upserted into a fresh copy
+(BENCH_UPSERT_ROWS scales all of it, e.g. 1000000 for a quick run):
   spread  - the updated ids are spread over all 100 files (every file is rewritten);
   newest  - the updated ids are the newest 90,000 (one file is rewritten).
 Lakestream: `lakestream refine` (release build) with an upsert job, key `id`, order by `ts`.
@@ -24,8 +25,9 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUT = ROOT / "target" / "bench-upsert"
-CACHE = OUT / "cache"
-ROWS, FILES, UPDATES, INSERTS = 10_000_000, 100, 90_000, 10_000
+ROWS = int(os.environ.get("BENCH_UPSERT_ROWS", "10000000"))
+CACHE = OUT / f"cache-{ROWS}"
+FILES, UPDATES, INSERTS = 100, ROWS * 9 // 1000, ROWS // 1000
 PER_FILE = ROWS // FILES
 REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
 
@@ -121,6 +123,11 @@ def check(work):
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "merge":
         return merge(sys.argv[2], sys.argv[3])
+    run()
+
+
+def run():
+    """Generate (cached), run every pair REPEAT times, print the table; returns the results."""
     generate()
     runs = {}
     for shape in ("spread", "newest"):
@@ -151,6 +158,7 @@ def main():
         print(f"{r['shape']:<8} {r['engine']:<24} {r['wall_s']:>7.2f} ({w[0]:.2f}-{w[1]:.2f}){'':>4}"
               f" {r['peak_rss_mib']:>13} ({m[0]}-{m[1]})")
     (OUT / "results.json").write_text(json.dumps(results, indent=2))
+    return results
 
 
 if __name__ == "__main__":

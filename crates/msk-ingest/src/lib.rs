@@ -78,14 +78,25 @@ pub async fn handle(
             })?
         }
     };
-    tracing::info!(
-        received = report.received,
-        written = report.written,
-        dead_lettered = report.dead_lettered,
-        duplicates = report.duplicates,
-        conflicts = report.conflicts(),
-        "batch ingested"
-    );
+    // The EMF line carries these counts on every invocation; the summary line is logged at the
+    // default level only when something needs a look (dead letters, conflicts).
+    if report.dead_lettered > 0 || report.conflicts() > 0 {
+        tracing::info!(
+            received = report.received,
+            written = report.written,
+            dead_lettered = report.dead_lettered,
+            duplicates = report.duplicates,
+            conflicts = report.conflicts(),
+            "batch ingested"
+        );
+    } else {
+        tracing::debug!(
+            received = report.received,
+            written = report.written,
+            duplicates = report.duplicates,
+            "batch ingested"
+        );
+    }
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     Ok(MskResponse {
         report,

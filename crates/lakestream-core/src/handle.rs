@@ -132,8 +132,8 @@ impl TableHandle {
     }
 
     /// Apply our own commit at `version` from memory: its `txn`s and the schema after it.
-    /// A version that does not follow the head (someone else committed in between and we have
-    /// not read it) leaves the head where it is; the next write then refreshes.
+    /// A version that does not follow the head (not expected: `land` PUTs head + 1) leaves the
+    /// handle as it is; the next write's PUT then fails on the occupied version and refreshes.
     pub(crate) fn applied(
         &mut self,
         version: u64,

@@ -303,9 +303,7 @@ async fn put(
             version,
             created: None,
         }),
-        Err(TransactionError::VersionAlreadyExists(v)) => {
-            Err(TransactionError::VersionAlreadyExists(v).into())
-        }
+        Err(e @ TransactionError::VersionAlreadyExists(_)) => Err(e.into()),
         Err(e) => {
             // A temporary commit file (log stores without conditional PUT) is removed; the
             // engine then reads the log to learn whether the entry landed.

@@ -136,3 +136,47 @@ async fn warm_appends_make_at_most_four_log_requests() -> Result<()> {
     }
     Ok(())
 }
+
+/// Two warm instances of the function (two Lambda containers) over one table, the same batches
+/// redelivered to both: a handle that plans from a stale head must be caught by its conditional
+/// PUT and re-plan, never write an offset twice — one after the other and at the same time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_warm_handles_never_write_an_offset_twice() -> Result<()> {
+    for b in backends() {
+        let lake = TestLake::new(b, "stale-heads")?;
+        let calls = Arc::new(Calls::default());
+        let (a, other) = (ingestor(&lake, &calls)?, ingestor(&lake, &calls)?);
+        let batch = |from: i64| (from..from + 10).map(order).collect::<Vec<_>>();
+        a.ingest(&batch(0)).await?;
+        other.ingest(&batch(0)).await?; // both handles are warm now
+        a.ingest(&batch(10)).await?;
+        // `other` plans offsets 10..20 from a head that does not have them.
+        let redelivered = other.ingest(&batch(10)).await?;
+        assert_eq!(
+            (redelivered.written, redelivered.duplicates),
+            (0, 10),
+            "{b:?}"
+        );
+        // Both warm, both stale in turn, the same batch at the same time, then new batches.
+        let (b20, b30, b40) = (batch(20), batch(30), batch(40));
+        let (x, y) = tokio::join!(a.ingest(&b20), other.ingest(&b20));
+        assert_eq!(x?.written + y?.written, 10, "{b:?}");
+        let (x, y) = tokio::join!(a.ingest(&b30), other.ingest(&b40));
+        assert_eq!(x?.written + y?.written, 20, "{b:?}");
+        let rows =
+            lakestream_core::read::read_table(&Lake::new(&lake.config.lake)?, "raw/order", None)
+                .await?;
+        assert_eq!(rows.num_rows(), 50, "{b:?}");
+        let offsets = rows
+            .column_by_name("kafka_offset")
+            .and_then(|c| {
+                c.as_any()
+                    .downcast_ref::<deltalake::arrow::array::Int64Array>()
+                    .cloned()
+            })
+            .ok_or_else(|| anyhow::anyhow!("kafka_offset column"))?;
+        let distinct: std::collections::BTreeSet<i64> = offsets.iter().flatten().collect();
+        assert_eq!(distinct, (0..50).collect(), "{b:?}");
+    }
+    Ok(())
+}

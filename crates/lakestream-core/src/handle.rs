@@ -13,6 +13,7 @@
 
 use crate::commit::TableState;
 use crate::error::{Error, Result};
+use crate::log_reads::LogReads;
 use crate::storage::Lake;
 use deltalake::arrow::datatypes::{Schema, SchemaRef};
 use deltalake::arrow::record_batch::RecordBatch;
@@ -60,14 +61,21 @@ impl TableHandle {
                     .build()
             })
         };
-        let mut table = build(url.clone()).map_err(|e| Error::storage(name, e))?;
+        let table = build(url.clone()).map_err(|e| Error::storage(name, e))?;
+        // The log read once per process (commit files kept, checkpoints read whole); a test's
+        // wrapper sits underneath, next to the network, so it sees the requests really made.
+        let mut store = table.log_store().root_object_store(None);
         if let Some(wrap) = lake.store_wrapper() {
-            let store = wrap(table.log_store().root_object_store(None));
-            table = DeltaTableBuilder::from_url(url.clone())
-                .map(|b| b.with_storage_backend(store, url))
-                .and_then(|b| b.build())
-                .map_err(|e| Error::storage(name, e))?;
+            store = wrap(store);
         }
+        let store = Arc::new(LogReads::new(store));
+        let table = DeltaTableBuilder::from_url(url.clone())
+            .map(|b| {
+                b.with_storage_options(lake.storage_options().clone())
+                    .with_storage_backend(store, url)
+            })
+            .and_then(|b| b.build())
+            .map_err(|e| Error::storage(name, e))?;
         Ok(Self::from_table(name, table))
     }
 

@@ -11,6 +11,7 @@ pub mod error;
 pub mod handle;
 pub mod ingest;
 pub mod intercept;
+pub mod log_reads;
 pub mod maintenance;
 pub mod read;
 pub mod refine;

@@ -1,0 +1,397 @@
+//! The Delta log read once per process: commit files kept, checkpoints read with one GET.
+//!
+//! delta-rs's kernel replays the log in two passes (protocol and metadata, then actions), so a
+//! reload GETs every commit file since the last checkpoint twice, and `create_checkpoint`
+//! replays them again: 37 requests for a checkpoint commit, though the process wrote or read
+//! each of those files moments before. And it reads a `*.checkpoint.parquet` with one ranged GET
+//! per footer and column chunk: 19 requests for a small table's checkpoint, every cold start.
+//!
+//! [`LogReads`] sits in front of a table's store and
+//! - keeps commit files (`_delta_log/<20 digits>.json`, immutable once written: the protocol
+//!   writes them with put-if-absent) that it wrote or read, up to [`COMMIT_BYTES`] in total,
+//!   oldest dropped first, and answers plain GETs of them from memory;
+//! - answers the first ranged read of a checkpoint with a GET of the whole object when it is at
+//!   most [`MAX_WHOLE_BYTES`], and following ranges from those bytes for [`KEEP`] (one table
+//!   load: a checkpoint may be rewritten at the same version, so it is not kept longer).
+//!
+//! Everything else (`_last_checkpoint`, lists, data files, conditional reads) goes to the store.
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use deltalake::logstore::object_store::{
+    self, GetOptions, GetRange, GetResult, GetResultPayload, ListResult, MultipartUpload,
+    ObjectMeta, ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    path::Path,
+};
+use futures::stream::BoxStream;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Checkpoints up to this size are fetched whole (a 100,000-file table's is ~30 MB).
+pub const MAX_WHOLE_BYTES: u64 = 16 << 20;
+/// Commit files kept, in bytes (a one-file append's commit is ~1-2 KB).
+pub const COMMIT_BYTES: usize = 8 << 20;
+/// How long a whole checkpoint answers ranged reads.
+pub const KEEP: Duration = Duration::from_secs(10);
+/// Checkpoints held at once (a multi-part checkpoint reads its parts in turn).
+const CHECKPOINTS: usize = 4;
+
+/// A table store that reads the Delta log once (see the module docs).
+pub struct LogReads {
+    inner: Arc<dyn ObjectStore>,
+    commits: Mutex<Commits>,
+    checkpoints: Mutex<Vec<Fetched>>,
+}
+
+#[derive(Default)]
+struct Commits {
+    files: VecDeque<(Path, ObjectMeta, Bytes)>,
+    bytes: usize,
+}
+
+struct Fetched {
+    location: Path,
+    meta: ObjectMeta,
+    bytes: Bytes,
+    at: Instant,
+}
+
+impl LogReads {
+    /// Wrap `inner`.
+    pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
+        Self {
+            inner,
+            commits: Mutex::new(Commits::default()),
+            checkpoints: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn commit(&self, location: &Path) -> Option<(ObjectMeta, Bytes)> {
+        let commits = self.commits.lock().unwrap_or_else(|p| p.into_inner());
+        commits
+            .files
+            .iter()
+            .rev()
+            .find(|(p, _, _)| p == location)
+            .map(|(_, m, b)| (m.clone(), b.clone()))
+    }
+
+    fn keep_commit(&self, location: &Path, meta: ObjectMeta, bytes: Bytes) {
+        if bytes.len() > COMMIT_BYTES {
+            return;
+        }
+        let mut c = self.commits.lock().unwrap_or_else(|p| p.into_inner());
+        if c.files.iter().any(|(p, _, _)| p == location) {
+            return;
+        }
+        c.bytes += bytes.len();
+        c.files.push_back((location.clone(), meta, bytes));
+        while c.bytes > COMMIT_BYTES {
+            match c.files.pop_front() {
+                Some((_, _, b)) => c.bytes -= b.len(),
+                None => break,
+            }
+        }
+    }
+
+    fn checkpoint(&self, location: &Path) -> Option<(ObjectMeta, Bytes)> {
+        let mut held = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
+        held.retain(|f| f.at.elapsed() < KEEP);
+        held.iter()
+            .find(|f| &f.location == location)
+            .map(|f| (f.meta.clone(), f.bytes.clone()))
+    }
+
+    fn keep_checkpoint(&self, location: &Path, meta: ObjectMeta, bytes: Bytes) {
+        let mut held = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
+        held.retain(|f| &f.location != location);
+        if held.len() >= CHECKPOINTS {
+            held.remove(0);
+        }
+        held.push(Fetched {
+            location: location.clone(),
+            meta,
+            bytes,
+            at: Instant::now(),
+        });
+    }
+
+    /// A whole checkpoint, from memory or one GET; `None` when it is too large to hold.
+    async fn whole_checkpoint(
+        &self,
+        location: &Path,
+    ) -> object_store::Result<Option<(ObjectMeta, Bytes)>> {
+        if let Some(hit) = self.checkpoint(location) {
+            return Ok(Some(hit));
+        }
+        let result = self.inner.get_opts(location, GetOptions::default()).await?;
+        if result.meta.size > MAX_WHOLE_BYTES {
+            return Ok(None); // dropping the body closes that response
+        }
+        let meta = result.meta.clone();
+        let bytes = result.bytes().await?;
+        self.keep_checkpoint(location, meta.clone(), bytes.clone());
+        Ok(Some((meta, bytes)))
+    }
+}
+
+/// `_delta_log/<20 digits>.json`: a commit file, immutable once written.
+fn is_commit_file(location: &Path) -> bool {
+    let path = location.as_ref();
+    let Some((dir, name)) = path.rsplit_once('/') else {
+        return false;
+    };
+    let Some(digits) = name.strip_suffix(".json") else {
+        return false;
+    };
+    dir.ends_with("_delta_log") && digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// A GET without conditions (a range is allowed).
+fn is_plain(options: &GetOptions) -> bool {
+    !options.head
+        && options.if_match.is_none()
+        && options.if_none_match.is_none()
+        && options.if_modified_since.is_none()
+        && options.if_unmodified_since.is_none()
+        && options.version.is_none()
+}
+
+/// A plain ranged read of a checkpoint file: answered from the whole object.
+fn is_checkpoint_range(location: &Path, options: &GetOptions) -> bool {
+    let path = location.as_ref();
+    options.range.is_some()
+        && is_plain(options)
+        && path.contains("_delta_log/")
+        && path.contains(".checkpoint")
+        && path.ends_with(".parquet")
+}
+
+/// `range` (all when `None`) of `bytes` as a [`GetResult`], with an error for a bad range.
+fn slice(
+    meta: ObjectMeta,
+    bytes: &Bytes,
+    range: Option<&GetRange>,
+) -> object_store::Result<GetResult> {
+    let r = match range {
+        None => 0..meta.size,
+        Some(range) => range
+            .as_range(meta.size)
+            .map_err(|e| object_store::Error::Generic {
+                store: "LogReads",
+                source: Box::new(e),
+            })?,
+    };
+    let part = bytes.slice(r.start as usize..r.end as usize);
+    Ok(GetResult {
+        payload: GetResultPayload::Stream(Box::pin(futures::stream::once(async { Ok(part) }))),
+        meta,
+        range: r,
+        attributes: Default::default(),
+    })
+}
+
+impl std::fmt::Debug for LogReads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LogReads({})", self.inner)
+    }
+}
+
+impl std::fmt::Display for LogReads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LogReads({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for LogReads {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        let keep = (matches!(opts.mode, PutMode::Create) && is_commit_file(location))
+            .then(|| payload.clone());
+        let result = self.inner.put_opts(location, payload, opts).await?;
+        if let Some(payload) = keep {
+            let bytes = match payload.as_ref() {
+                [one] => one.clone(),
+                parts => Bytes::from(parts.concat()),
+            };
+            let meta = ObjectMeta {
+                location: location.clone(),
+                last_modified: chrono::Utc::now(),
+                size: bytes.len() as u64,
+                e_tag: result.e_tag.clone(),
+                version: result.version.clone(),
+            };
+            self.keep_commit(location, meta, bytes);
+        }
+        Ok(result)
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        if is_checkpoint_range(location, &options)
+            && let Some(range) = &options.range
+            && let Some((meta, bytes)) = self.whole_checkpoint(location).await?
+        {
+            return slice(meta, &bytes, Some(range));
+        }
+        if !(is_plain(&options) && is_commit_file(location)) {
+            return self.inner.get_opts(location, options).await;
+        }
+        let (meta, bytes) = match self.commit(location) {
+            Some(hit) => hit,
+            None => {
+                let whole = self.inner.get_opts(location, GetOptions::default()).await?;
+                let meta = whole.meta.clone();
+                let bytes = whole.bytes().await?;
+                self.keep_commit(location, meta.clone(), bytes.clone());
+                (meta, bytes)
+            }
+        };
+        slice(meta, &bytes, options.range.as_ref())
+    }
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: object_store::CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deltalake::logstore::object_store::ObjectStoreExt;
+    use deltalake::logstore::object_store::memory::InMemory;
+
+    #[tokio::test]
+    async fn checkpoint_ranges_come_from_one_whole_read() -> anyhow::Result<()> {
+        let mem = Arc::new(InMemory::new());
+        let ckpt = Path::from("t/_delta_log/00000000000000000019.checkpoint.parquet");
+        let data = Path::from("t/part-0.parquet");
+        let body: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
+        mem.put(&ckpt, body.clone().into()).await?;
+        mem.put(&data, body.clone().into()).await?;
+        let store = LogReads::new(mem.clone());
+        let got = store.get_range(&ckpt, 10..20).await?;
+        assert_eq!(&got[..], &body[10..20]);
+        // From memory now: delete the object underneath and the ranges still answer.
+        mem.delete(&ckpt).await?;
+        let got = store.get_range(&ckpt, 4990..5000).await?;
+        assert_eq!(&got[..], &body[4990..5000]);
+        let opts = GetOptions {
+            range: Some(GetRange::Suffix(8)),
+            ..Default::default()
+        };
+        let got = store.get_opts(&ckpt, opts).await?;
+        assert_eq!(got.range, 4992..5000);
+        assert_eq!(&got.bytes().await?[..], &body[4992..]);
+        assert!(store.get_range(&ckpt, 6000..6001).await.is_err());
+        // Data files are not held: gone underneath, gone here.
+        mem.delete(&data).await?;
+        assert!(store.get_range(&data, 0..10).await.is_err());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn commit_files_written_or_read_are_not_fetched_again() -> anyhow::Result<()> {
+        let mem = Arc::new(InMemory::new());
+        let store = LogReads::new(mem.clone());
+        let ours = Path::from("t/_delta_log/00000000000000000007.json");
+        let theirs = Path::from("t/_delta_log/00000000000000000006.json");
+        let hint = Path::from("t/_delta_log/_last_checkpoint");
+        mem.put(&theirs, "{\"theirs\":6}".into()).await?;
+        mem.put(&hint, "{\"version\":5}".into()).await?;
+        let create = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        store
+            .put_opts(&ours, "{\"ours\":7}".into(), create.clone())
+            .await?;
+        assert_eq!(
+            &store.get(&theirs).await?.bytes().await?[..],
+            b"{\"theirs\":6}"
+        );
+        store.get(&hint).await?;
+        // Gone underneath (log cleanup), still answered: both were seen by this process.
+        mem.delete(&ours).await?;
+        mem.delete(&theirs).await?;
+        mem.delete(&hint).await?;
+        assert_eq!(&store.get(&ours).await?.bytes().await?[..], b"{\"ours\":7}");
+        assert_eq!(
+            &store.get(&theirs).await?.bytes().await?[..],
+            b"{\"theirs\":6}"
+        );
+        assert_eq!(&store.get_range(&ours, 2..6).await?[..], b"ours");
+        // `_last_checkpoint` changes in place: never held.
+        assert!(store.get(&hint).await.is_err());
+        // A losing conditional PUT leaves nothing behind.
+        mem.put(&theirs, "{\"winner\":6}".into()).await?;
+        let lost = Path::from("t/_delta_log/00000000000000000008.json");
+        mem.put(&lost, "{\"winner\":8}".into()).await?;
+        assert!(
+            store
+                .put_opts(&lost, "{\"ours\":8}".into(), create)
+                .await
+                .is_err()
+        );
+        assert_eq!(
+            &store.get(&lost).await?.bytes().await?[..],
+            b"{\"winner\":8}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn only_numbered_commit_files_are_commits() {
+        let yes = [
+            "t/_delta_log/00000000000000000007.json",
+            "_delta_log/00000000000000000000.json",
+        ];
+        let no = [
+            "t/_delta_log/_last_checkpoint",
+            "t/_delta_log/00000000000000000007.crc",
+            "t/_delta_log/_commits/00000000000000000007.uuid.json",
+            "t/_delta_log/0000000000000000007.json",
+            "t/data/00000000000000000007.json",
+        ];
+        assert!(yes.iter().all(|p| is_commit_file(&Path::from(*p))));
+        assert!(!no.iter().any(|p| is_commit_file(&Path::from(*p))));
+    }
+}

@@ -464,6 +464,9 @@ def main():
     if "logs" in only:
         r = results["access_logs"] = access_logs()
         ours = r.get("lakestream parse -> Arrow")
+        if r.get("lakestream parse -> typed record"):
+            rows.append(("access logs MB/s, parse to typed records only",
+                         fmt_range(r["lakestream parse -> typed record"], "MB/s", 0), "", ""))
         for name in ("rust regex (Athena) -> strings", "python re (Athena) -> tuples"):
             if ours and name in r:
                 rows.append((f"access logs MB/s vs {name.split(' (')[0]}", fmt_range(ours, "MB/s", 0),

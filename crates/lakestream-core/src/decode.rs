@@ -352,21 +352,7 @@ fn convert_timestamps(
     Ok((batch, bad))
 }
 
-/// Parse one timestamp to epoch microseconds: integer text = epoch milliseconds; otherwise
-/// ISO-8601-ish, UTC when no zone is given. `None` when it is neither.
-pub fn parse_timestamp_micros(s: &str) -> Option<i64> {
-    let t = s.trim();
-    if !t.is_empty()
-        && t.bytes()
-            .enumerate()
-            .all(|(i, b)| b.is_ascii_digit() || (i == 0 && b == b'-'))
-    {
-        return t.parse::<i64>().ok()?.checked_mul(1000);
-    }
-    deltalake::arrow::compute::kernels::cast_utils::string_to_datetime(&chrono::Utc, t)
-        .ok()
-        .map(|d| d.timestamp_micros())
-}
+pub use crate::timestamp::parse_timestamp_micros;
 
 #[cfg(test)]
 mod tests {

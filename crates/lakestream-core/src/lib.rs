@@ -18,6 +18,7 @@ pub mod refine;
 pub mod schema;
 pub mod seed;
 pub mod storage;
+pub mod timestamp;
 
 pub use lakestream_formats::{config, record};
 

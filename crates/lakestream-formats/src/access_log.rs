@@ -3,7 +3,7 @@
 //! hold spaces; a bare `-` (or a quoted `"-"`) is null. Lines from older formats end early and
 //! leave the trailing fields null; fields beyond the known ones are kept verbatim.
 
-use chrono::NaiveDate;
+use memchr::memchr;
 
 /// Names of the known fields, in log order (the table's column names).
 pub const FIELDS: [&str; 27] = [
@@ -183,10 +183,6 @@ pub fn parse_line(line: &str) -> Result<AccessLogRecord<'_>, ParseError> {
     Ok(rec)
 }
 
-fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|b| *b == needle)
-}
-
 fn parse_int<T: std::str::FromStr>(v: &str, n: usize) -> Result<T, ParseError> {
     v.parse::<T>().map_err(|_| {
         ParseError(format!(
@@ -203,13 +199,10 @@ pub fn parse_time(s: &str) -> Option<i64> {
     if b.len() != 26 || b[2] != b'/' || b[6] != b'/' || b[11] != b':' || b[20] != b' ' {
         return None;
     }
-    let num = |r: std::ops::Range<usize>| -> Option<u32> {
-        let t = s.get(r)?;
-        if t.bytes().all(|c| c.is_ascii_digit()) {
-            t.parse().ok()
-        } else {
-            None
-        }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        b[r].iter().try_fold(0i64, |acc, &c| {
+            c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0'))
+        })
     };
     let month = match &b[3..6] {
         b"Jan" => 1,
@@ -226,22 +219,28 @@ pub fn parse_time(s: &str) -> Option<i64> {
         b"Dec" => 12,
         _ => return None,
     };
-    let date = NaiveDate::from_ymd_opt(num(7..11)? as i32, month, num(0..2)?)?;
     if b[14] != b':' || b[17] != b':' {
         return None;
     }
-    let t = date.and_hms_opt(num(12..14)?, num(15..17)?, num(18..20)?)?;
+    let secs = crate::civil::epoch_seconds(
+        num(7..11)?,
+        month,
+        num(0..2)?,
+        num(12..14)?,
+        num(15..17)?,
+        num(18..20)?,
+    )?;
     let sign = match b[21] {
         b'+' => 1i64,
         b'-' => -1,
         _ => return None,
     };
-    let (oh, om) = (num(22..24)? as i64, num(24..26)? as i64);
+    let (oh, om) = (num(22..24)?, num(24..26)?);
     if om >= 60 {
         return None;
     }
     let offset_s = sign * (oh * 3600 + om * 60);
-    Some((t.and_utc().timestamp() - offset_s) * 1_000_000)
+    Some((secs - offset_s) * 1_000_000)
 }
 
 #[cfg(test)]

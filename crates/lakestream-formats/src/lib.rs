@@ -4,6 +4,7 @@
 //! every crate above can trust what comes out of here.
 
 pub mod access_log;
+pub mod civil;
 pub mod config;
 pub mod error;
 pub mod fuzzing;

@@ -50,6 +50,8 @@ pub struct AccessLogBatchBuilder {
     object: StringBuilder,
     line: Int64Builder,
     date: StringBuilder,
+    /// The last day seen (days since the epoch) and its `YYYY-MM-DD`: logs come in time order.
+    last_day: Option<(i64, String)>,
     rows: usize,
 }
 
@@ -71,6 +73,7 @@ impl AccessLogBatchBuilder {
             object: StringBuilder::new(),
             line: Int64Builder::new(),
             date: StringBuilder::new(),
+            last_day: None,
             rows: 0,
         }
     }
@@ -102,15 +105,41 @@ impl AccessLogBatchBuilder {
         self.object.append_value(object_uri);
         self.line.append_value(line_no);
         let day = rec.time_us.div_euclid(86_400_000_000);
-        let date = chrono::DateTime::from_timestamp(day * 86_400, 0)
-            .map(|d| d.format("%Y-%m-%d").to_string())
-            .unwrap_or_default();
+        let date = match &self.last_day {
+            Some((d, text)) if *d == day => text,
+            _ => {
+                let text = chrono::DateTime::from_timestamp(day * 86_400, 0)
+                    .map(|d| d.format("%Y-%m-%d").to_string())
+                    .unwrap_or_default();
+                &self.last_day.insert((day, text)).1
+            }
+        };
         self.date.append_value(date);
         self.rows += 1;
     }
 
-    /// Take the rows appended so far as a batch (the builder is reset).
+    /// Take the rows appended so far as a batch (the builder is reset, its buffers sized like
+    /// this batch's: arrow's `finish` hands its buffers over and the next batch would regrow
+    /// every one of the 27 columns from empty).
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
+        let rows = self.rows;
+        let sized = |b: &StringBuilder| StringBuilder::with_capacity(rows, b.values_slice().len());
+        let text_next: Vec<StringBuilder> = self.text.iter().map(sized).collect();
+        let (extra_next, object_next, date_next) =
+            (sized(&self.extra), sized(&self.object), sized(&self.date));
+        let batch = self.finish_columns();
+        self.text = text_next;
+        self.extra = extra_next;
+        self.object = object_next;
+        self.date = date_next;
+        self.time = TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC");
+        self.status = Int32Builder::with_capacity(rows);
+        self.numbers = std::array::from_fn(|_| Int64Builder::with_capacity(rows));
+        self.line = Int64Builder::with_capacity(rows);
+        batch
+    }
+
+    fn finish_columns(&mut self) -> Result<RecordBatch, ArrowError> {
         let mut text = self.text.iter_mut();
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(FIELDS.len() + 4);
         for i in 0..FIELDS.len() {

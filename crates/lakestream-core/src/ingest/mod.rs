@@ -143,17 +143,30 @@ impl Ingestor {
     /// Route records to their tables; repeats of (topic, partition, offset) in the batch,
     /// unknown topics and values that are not bytes are settled here.
     fn route<'a>(&'a self, records: &[SourceRecord], states: &mut [RecordState]) -> Routed<'a> {
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::with_capacity_and_hasher(
+            records.len(),
+            foldhash::fast::RandomState::default(),
+        );
         let mut routed = Routed {
             by_table: BTreeMap::new(),
             letters: Vec::new(),
         };
+        let mut last: Option<(&str, Option<&TableLayout>)> = None;
         for (i, r) in records.iter().enumerate() {
             if !seen.insert((r.topic.as_str(), r.partition, r.offset)) {
                 states[i] = RecordState::RepeatedInBatch;
                 continue;
             }
-            let Some(layout) = self.layouts.get(&r.topic) else {
+            // Batches hold a handful of topics: look a topic up once per run of it.
+            let layout = match last {
+                Some((topic, layout)) if topic == r.topic => layout,
+                _ => {
+                    let layout = self.layouts.get(&r.topic);
+                    last = Some((r.topic.as_str(), layout));
+                    layout
+                }
+            };
+            let Some(layout) = layout else {
                 let reason = format!("no table is configured for topic `{}`", r.topic);
                 routed.letters.push((i, letter(r, None, reason)));
                 continue;

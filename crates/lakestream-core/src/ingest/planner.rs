@@ -32,7 +32,6 @@ struct Plan {
 
 /// Plans one table's append from the records routed to it.
 pub(super) struct TopicPlanner<'a> {
-    pipeline: &'a str,
     pub(super) layout: &'a TableLayout,
     records: &'a [SourceRecord],
     /// Indexes (into `records`) of this table's records.
@@ -47,6 +46,10 @@ pub(super) struct TopicPlanner<'a> {
     pub(super) unknown_ignored: u64,
     /// Columns the latest plan adds.
     pub(super) columns_added: Vec<String>,
+    /// The distinct `txn` appIds of this table's records (formatted once, not per record).
+    app_ids: Vec<String>,
+    /// Each record's appId, as an index into `app_ids` (by index into `records`).
+    app_of: Vec<usize>,
 }
 
 impl<'a> TopicPlanner<'a> {
@@ -57,11 +60,23 @@ impl<'a> TopicPlanner<'a> {
         idx: Vec<usize>,
         now: DateTime<Utc>,
     ) -> Self {
+        let mut app_ids: Vec<String> = Vec::new();
+        let mut app_of = vec![usize::MAX; records.len()];
+        let mut known: HashMap<(&str, i32), usize, foldhash::fast::RandomState> =
+            HashMap::default();
+        for &i in &idx {
+            let r = &records[i];
+            app_of[i] = *known.entry((&r.topic, r.partition)).or_insert_with(|| {
+                app_ids.push(app_id(pipeline, &r.topic, r.partition));
+                app_ids.len() - 1
+            });
+        }
         Self {
-            pipeline,
             layout,
             records,
             idx,
+            app_ids,
+            app_of,
             processing_time: now,
             plan: None,
             dead_lettered: HashSet::new(),
@@ -112,10 +127,14 @@ impl<'a> TopicPlanner<'a> {
         // Records past the committed txn version of their partition.
         let mut already_committed = Vec::new();
         let mut todo = Vec::with_capacity(self.idx.len());
+        let committed: Vec<Option<i64>> = self
+            .app_ids
+            .iter()
+            .map(|id| state.committed.get(id).copied())
+            .collect();
         for &i in &self.idx {
             let r = &self.records[i];
-            let id = app_id(self.pipeline, &r.topic, r.partition);
-            if state.committed.get(&id).is_some_and(|c| r.offset <= *c) {
+            if committed[self.app_of[i]].is_some_and(|c| r.offset <= c) {
                 already_committed.push(i);
             } else if !self.dead_lettered.contains(&i) {
                 todo.push(i);
@@ -158,17 +177,19 @@ impl<'a> TopicPlanner<'a> {
             .collect();
         let rows: Vec<usize> = decoded.rows.iter().map(|&j| todo[j]).collect();
         let batch = self.assemble(&schema, &decoded.batch, &rows)?;
-        let mut high: BTreeMap<String, i64> = BTreeMap::new();
+        let mut high: Vec<Option<i64>> = vec![None; self.app_ids.len()];
         for &i in &rows {
-            let r = &self.records[i];
-            let e = high
-                .entry(app_id(self.pipeline, &r.topic, r.partition))
-                .or_insert(r.offset);
-            *e = (*e).max(r.offset);
+            let h = &mut high[self.app_of[i]];
+            *h = Some(h.map_or(self.records[i].offset, |h| h.max(self.records[i].offset)));
         }
-        let txns = high
+        let txns = self
+            .app_ids
+            .iter()
+            .zip(high)
+            .filter_map(|(id, v)| Some((id, v?)))
+            .collect::<BTreeMap<_, _>>()
             .into_iter()
-            .map(|(id, v)| Transaction::new(id, v))
+            .map(|(id, v)| Transaction::new(id.clone(), v))
             .collect();
         let planned = Planned {
             batch,
@@ -256,15 +277,8 @@ fn state_fields(state: &TableState) -> Vec<Field> {
 
 impl Planner for TopicPlanner<'_> {
     fn app_ids(&self) -> Vec<String> {
-        let ids: BTreeSet<String> = self
-            .idx
-            .iter()
-            .map(|&i| {
-                let r = &self.records[i];
-                app_id(self.pipeline, &r.topic, r.partition)
-            })
-            .collect();
-        ids.into_iter().collect()
+        let ids: BTreeSet<&String> = self.app_ids.iter().collect();
+        ids.into_iter().cloned().collect()
     }
 
     async fn plan(&mut self, state: &TableState) -> Result<Option<Planned>> {

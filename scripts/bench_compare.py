@@ -146,6 +146,17 @@ def upsert():
 
 # ---------------------------------------------------------------- functions
 
+class QuietServer(ThreadingHTTPServer):
+    """A loopback server that does not print a traceback when a stopped process drops its
+    connection (every function is killed at the end of its phase)."""
+
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            super().handle_error(request, client_address)
+
+
 class Counter:
     """Requests seen by the proxy, by kind."""
 
@@ -212,7 +223,7 @@ def start_proxy(counter):
 
         do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = forward
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    server = QuietServer(("127.0.0.1", 0), Proxy)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -268,7 +279,7 @@ class RuntimeApi:
                     api.cv.notify_all()
                 self.reply(202)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = QuietServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.port = self.server.server_address[1]
         self.seq = 0

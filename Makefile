@@ -61,10 +61,13 @@ no-datafusion: ## Prove the functions do not link DataFusion
 	  if cargo tree -p $$f -e normal | grep -qi datafusion; then echo "$$f links DataFusion"; exit 1; else echo "$$f: no DataFusion"; fi; \
 	done
 
-validate: venv ## cfn-lint and sam validate (with and without --lint) on template.yaml
+validate: venv ## cfn-lint, sam validate (with and without --lint), the offline deploy contract and its tests
 	$(VENV)/bin/cfn-lint template.yaml
 	$(SAM) validate --lint
 	$(SAM) validate
+	$(VENV)/bin/python scripts/template_contract.py
+	$(VENV)/bin/python scripts/template_contract.py --param MskPollerMode=Provisioned --param LogIngestMode=drain
+	$(VENV)/bin/pytest -q tests/deploy
 
 build: venv ## cargo lambda release build of every function (ARCH=arm64|x86_64), prints sizes
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cargo lambda build --release $(LAMBDA_TARGET) $(addprefix --bin ,$(FUNCTIONS))
@@ -74,9 +77,10 @@ package: venv ## Zip each function (target/lambda/<fn>/bootstrap.zip) for any de
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cargo lambda build --release $(LAMBDA_TARGET) --output-format zip $(addprefix --bin ,$(FUNCTIONS))
 	@ls -l target/lambda/*/bootstrap.zip
 
-deploy: venv ## sam build + deploy (guided the first time; see DEPLOY.md)
+deploy: venv ## sam build + deploy for ARCH (guided the first time; refuses a samconfig.toml of another ARCH; DEPLOY.md)
+	$(VENV)/bin/python scripts/template_contract.py samconfig --arch $(ARCH)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(SAM) build --beta-features --parameter-overrides Architecture=$(ARCH)
-	@if [ -f samconfig.toml ]; then $(SAM) deploy; else $(SAM) deploy --guided; fi
+	@if [ -f samconfig.toml ]; then $(SAM) deploy; else $(SAM) deploy --guided --parameter-overrides Architecture=$(ARCH); fi
 
 bench: ## Decode+write throughput on 1M generated orders (release build, one core)
 	cargo bench -p lakestream-core --bench ingest_throughput --no-run

@@ -1,0 +1,143 @@
+"""The deploy contract (scripts/template_contract.py): the fixed template passes in every mode,
+the pre-issue-14 copy is rejected for what would fail on AWS, and each rule catches its mistake
+when it is put back into the fixed template. Offline: the SAM translator and botocore's model."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import template_contract as contract  # noqa: E402
+
+TEMPLATE = ROOT / "template.yaml"
+BEFORE = ROOT / "tests" / "fixtures" / "deploy" / "template-before-issue-14.yaml"
+
+
+def rules(findings: list[str]) -> set[str]:
+    return {f.split(" ", 1)[0] for f in findings}
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"MskPollerMode": "Provisioned"},
+        {"LogIngestMode": "drain"},
+        {"MskTopic2": "", "MskConsumerGroupPrefix": "prod"},
+        {"MskTopic3": "clicks", "MskTopic4": "views", "MskPollerMode": "Provisioned"},
+    ],
+)
+def test_fixed_template_holds_the_contract(params: dict[str, str]) -> None:
+    assert contract.check(TEMPLATE, params) == []
+
+
+def test_template_before_issue_14_is_rejected_for_what_would_fail_on_aws() -> None:
+    findings = contract.check(BEFORE, {})
+    text = "\n".join(findings)
+    # 1. one Kafka event source with two topics: the API takes exactly one.
+    assert "ESM-SHAPE MskIngestFunctionKafka: MskIngestFunctionKafka.Topics: 2 items, the API allows at most 1" in text
+    # 2. a !Sub as Fn::Join's delimiter (CloudFormation rejects it).
+    assert any(f.startswith("JOIN-DELIMITER ") and "Fn::Sub" in f for f in findings)
+    # 3. schedule names fixed by logical id: the second stack in an account fails.
+    named = {f.split(" ")[1].rstrip(":") for f in findings if f.startswith("SCHEDULE-NAME ")}
+    assert named == {
+        "LogIngestFunctionDrain",
+        "MaintenanceFunctionCheckpoint",
+        "MaintenanceFunctionManifest",
+        "MaintenanceFunctionOptimize",
+        "MaintenanceFunctionVacuum",
+        "RefineFunctionCurated",
+        "RefineFunctionProcessed",
+    }
+    # 5. a failing Kafka batch is retried until its records expire.
+    assert any(f.startswith("KAFKA-RETRY MskIngestFunctionKafka") for f in findings)
+    # 6-9: the missing permission, ListBucket, maintenance overlap, unbounded SQS concurrency.
+    assert "KAFKA-IAM MskIngestFunctionKafka: role of MskIngestFunction lacks kafka-cluster:DescribeClusterDynamicConfiguration" in text
+    assert any(f.startswith("S3-LIST LogIngestFunctionRole") for f in findings)
+    assert "MAINTENANCE-CONCURRENCY MaintenanceFunction: ReservedConcurrentExecutions is None" in text
+    assert "SQS-SOURCE LogIngestFunctionNotifications: no ScalingConfig.MaximumConcurrency" in text
+    assert {"LOG-RETENTION", "BUCKET-VERSIONING", "S3-MULTIPART", "ASYNC-FAILURE"} <= rules(findings)
+
+
+def mutated(tmp_path: Path, old: str, new: str, count: int = 1) -> Path:
+    text = TEMPLATE.read_text()
+    assert text.count(old) >= count, f"fixture text not found: {old!r}"
+    out = tmp_path / "template.yaml"
+    out.write_text(text.replace(old, new, count))
+    return out
+
+
+MUTATIONS = [
+    # (rule, old text, new text)
+    ("ESM-SHAPE", "      Topics: [!Ref MskTopic1]", "      Topics: [!Ref MskTopic1, !Ref MskTopic2]"),
+    ("ESM-SHAPE", "      StartingPosition: TRIM_HORIZON", "      StartingPosition: EARLIEST"),
+    ("KAFKA-GROUP", '          - "${Prefix}-${MskTopic2}"', '          - "${Prefix}-${MskTopic1}"'),
+    (
+        "KAFKA-DESTINATION",
+        "          Destination: !GetAtt FailedBatchesBucket.Arn",
+        "          Destination: !GetAtt ScheduleFailuresQueue.Arn",
+    ),
+    (
+        "KAFKA-RETRY",
+        "      DestinationConfig:\n        OnFailure:\n          Destination: !GetAtt FailedBatchesBucket.Arn\n",
+        "",
+    ),
+    (
+        "KAFKA-PROVISIONED",
+        "      MaximumRetryAttempts: !If [ProvisionedPollers, !Ref MskMaximumRetryAttempts, !Ref AWS::NoValue]",
+        "      MaximumRetryAttempts: !Ref MskMaximumRetryAttempts",
+    ),
+    ("KAFKA-IAM", "                - kafka-cluster:DescribeClusterDynamicConfiguration\n", ""),
+    (
+        "KAFKA-IAM",
+        "            - Sid: FailedBatchesList\n              Effect: Allow\n              Action: s3:ListBucket\n",
+        "            - Sid: FailedBatchesList\n              Effect: Allow\n              Action: s3:GetBucketLocation\n",
+    ),
+    ("SQS-SOURCE", "      ScalingConfig:\n        MaximumConcurrency: !Ref LogIngestMaxConcurrency\n", ""),
+    ("SQS-SOURCE", "                - sqs:DeleteMessage\n", ""),
+    ("SCHEDULE-NAME", "            OmitName: true\n            Input: '{\"job\":\"vacuum\"}'", "            Input: '{\"job\":\"vacuum\"}'"),
+    ("SCHEDULE-RETRY", "            DeadLetterConfig: {Arn: !GetAtt ScheduleFailuresQueue.Arn}\n", ""),
+    ("ASYNC-FAILURE", "        MaximumRetryAttempts: 1\n", ""),
+    (
+        "ASYNC-FAILURE",
+        "        MaximumRetryAttempts: 1\n        MaximumEventAgeInSeconds: 3600\n        DestinationConfig:\n"
+        "          OnFailure:\n            Type: SQS\n            Destination: !GetAtt ScheduleFailuresQueue.Arn\n",
+        "        MaximumRetryAttempts: 1\n        MaximumEventAgeInSeconds: 3600\n",
+    ),
+    ("MAINTENANCE-CONCURRENCY", "      ReservedConcurrentExecutions: 1\n", ""),
+    ("S3-LIST", "            - Sid: RawLogsList\n              Effect: Allow\n              Action: s3:ListBucket\n", "            - Sid: RawLogsList\n              Effect: Allow\n              Action: s3:GetBucketLocation\n"),
+    ("S3-MULTIPART", "[s3:GetObject, s3:PutObject, s3:DeleteObject, s3:AbortMultipartUpload]", "[s3:GetObject, s3:PutObject, s3:DeleteObject]"),
+    ("LOG-RETENTION", "      RetentionInDays: !Ref LogRetentionDays\n  LogIngestLogGroup:", "  LogIngestLogGroup:"),
+    ("JOIN-DELIMITER", '    Value: !Sub "s3://${LakeBucketName}/${LakePrefix}"\n', '    Value: !Join [!Ref LakePrefix, ["a", "b"]]\n'),
+    (
+        "BUCKET-VERSIONING",
+        "      BucketName: !Ref LakeBucketName\n",
+        "      BucketName: !Ref LakeBucketName\n      VersioningConfiguration: {Status: Suspended}\n",
+    ),
+]
+
+
+@pytest.mark.parametrize("rule,old,new", MUTATIONS, ids=[f"{m[0]}-{i}" for i, m in enumerate(MUTATIONS)])
+def test_each_rule_catches_its_mistake(tmp_path: Path, rule: str, old: str, new: str) -> None:
+    findings = contract.check(mutated(tmp_path, old, new), {})
+    assert rule in rules(findings), findings
+
+
+def test_samconfig_must_deploy_the_built_architecture(tmp_path: Path) -> None:
+    cfg = tmp_path / "samconfig.toml"
+    assert contract.check_samconfig(cfg, "x86_64") == []  # first deploy: --guided gets ARCH
+    cfg.write_text(
+        'version = 0.1\n[default.deploy.parameters]\nstack_name = "lakestream"\n'
+        'parameter_overrides = "MskClusterArn=\\"arn:x\\" Architecture=\\"arm64\\" LakePrefix=\\"lake\\""\n'
+    )
+    assert contract.check_samconfig(cfg, "arm64") == []
+    [finding] = contract.check_samconfig(cfg, "x86_64")
+    assert "deploys Architecture=arm64 but the functions were built for x86_64" in finding
+    cfg.write_text('version = 0.1\n[default.deploy.parameters]\nparameter_overrides = "LakePrefix=\\"lake\\""\n')
+    [finding] = contract.check_samconfig(cfg, "arm64")
+    assert "does not pin Architecture" in finding

@@ -3,6 +3,7 @@
 
 mod crash;
 mod demo;
+mod redrive;
 mod refine;
 
 use anyhow::{Context, Result};
@@ -135,6 +136,22 @@ enum Command {
         #[command(flatten)]
         lake: LakeArgs,
     },
+    /// Put Kafka batches Lambda gave up on (the failed-batches bucket's on-failure records)
+    /// back into the lake, exactly once; safe to run again.
+    Redrive {
+        /// On-failure record files, directories of them, or s3://bucket/prefix.
+        #[arg(required = true)]
+        sources: Vec<String>,
+        /// Also write records of tables without kafka_partition/kafka_offset columns, which
+        /// cannot be checked against the table (a record that had landed is written twice).
+        #[arg(long)]
+        allow_duplicates: bool,
+        /// Print the reports as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        lake: LakeArgs,
+    },
     /// List the tables of the lake.
     Tables {
         #[command(flatten)]
@@ -234,6 +251,18 @@ async fn main() -> Result<()> {
             let out = msk_ingest::handle(&ingestor, ev).await?;
             after_commit(&lake);
             println!("{}", serde_json::to_string_pretty(&out)?);
+            Ok(())
+        }
+        Command::Redrive {
+            sources,
+            allow_duplicates,
+            json,
+            lake,
+        } => {
+            let cfg = load_config(&lake)?;
+            let ingestor =
+                Ingestor::with_lake(cfg.clone(), open_lake(&cfg, &lake)?, Arc::new(SystemClock));
+            redrive::run(&ingestor, &sources, allow_duplicates, json).await?;
             Ok(())
         }
         Command::Invoke {

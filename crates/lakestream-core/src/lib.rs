@@ -25,6 +25,6 @@ pub use lakestream_formats::{config, record};
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use config::PipelineConfig;
 pub use error::{Error, Result};
-pub use ingest::{IngestReport, Ingestor, TableReport};
+pub use ingest::{IngestReport, Ingestor, Redrive, RedriveReport, TableReport};
 pub use record::{RecordValue, SourceRecord};
 pub use storage::Lake;

@@ -7,6 +7,7 @@ pub mod access_log;
 pub mod civil;
 pub mod config;
 pub mod error;
+pub mod failed_batch;
 pub mod fuzzing;
 pub mod kafka;
 pub mod notification;

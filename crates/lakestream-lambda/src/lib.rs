@@ -4,7 +4,7 @@
 
 pub mod config_source;
 pub mod diagnostic;
-pub use lakestream_formats::{kafka, notification as s3_notification};
+pub use lakestream_formats::{failed_batch, kafka, notification as s3_notification};
 pub mod telemetry;
 
 pub use diagnostic::FunctionError;

@@ -11,8 +11,10 @@
 
 mod dead_letters;
 mod planner;
+mod redrive;
 mod report;
 
+pub use redrive::{Redrive, RedriveReport};
 pub use report::{IngestReport, RecordState, TableReport};
 
 use crate::clock::Clock;
@@ -103,6 +105,16 @@ impl Ingestor {
     /// dead-letter table; errors are storage/contention failures (retryable: redeliver the
     /// batch, nothing is lost) or a dead-letter table that cannot be written.
     pub async fn ingest(&self, records: &[SourceRecord]) -> Result<IngestReport> {
+        self.ingest_under(records, &self.config.pipeline).await
+    }
+
+    /// [`Ingestor::ingest`] with the data tables' `txn` appIds under `app_prefix`
+    /// (`<app_prefix>/<topic>/<partition>`); dead letters keep the pipeline's keys.
+    async fn ingest_under(
+        &self,
+        records: &[SourceRecord],
+        app_prefix: &str,
+    ) -> Result<IngestReport> {
         let now = self.clock.now();
         let mut states = vec![RecordState::Pending; records.len()];
         let mut report = IngestReport {
@@ -119,7 +131,8 @@ impl Ingestor {
         let Routed { by_table, letters } = self.route(records, &mut states);
         let mut tables = Vec::new();
         let committed = async {
-            self.plan(records, by_table, now, &mut tables).await?;
+            self.plan(records, by_table, app_prefix, now, &mut tables)
+                .await?;
             let mut letters = letters;
             for t in &mut tables {
                 letters.extend(t.planner.take_new_rejects());
@@ -195,11 +208,12 @@ impl Ingestor {
         &'a self,
         records: &'a [SourceRecord],
         by_table: BTreeMap<&'a str, (&'a TableLayout, Vec<usize>)>,
+        app_prefix: &str,
         now: DateTime<Utc>,
         tables: &mut Vec<TableRun<'a>>,
     ) -> Result<()> {
         for (table, (layout, idx)) in by_table {
-            let mut planner = TopicPlanner::new(&self.config.pipeline, layout, records, idx, now);
+            let mut planner = TopicPlanner::new(app_prefix, layout, records, idx, now);
             let mut handle = self.take_handle(table)?;
             let planned = async {
                 handle.sync().await?;

@@ -54,7 +54,7 @@ pub(super) struct TopicPlanner<'a> {
 
 impl<'a> TopicPlanner<'a> {
     pub(super) fn new(
-        pipeline: &'a str,
+        pipeline: &str,
         layout: &'a TableLayout,
         records: &'a [SourceRecord],
         idx: Vec<usize>,

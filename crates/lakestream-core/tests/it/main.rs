@@ -9,6 +9,7 @@ mod checked_commit;
 mod faults;
 mod ingest;
 mod maintenance;
+mod redrive;
 mod refine;
 mod requests;
 mod support;

@@ -1,0 +1,269 @@
+//! Re-driving a Kafka batch Lambda gave up on (the event source mapping's on-failure
+//! destination keeps it) into the lake, exactly once.
+//!
+//! Once a later batch of the same partition has landed, the failed batch's offsets sit at or
+//! below the partition's committed `txn` version, and the normal path would drop them as already
+//! committed. So each record is placed by what its table holds, not by the watermark alone:
+//! - offset **above** the partition's committed version: nothing later has landed; ingest it the
+//!   normal way (the partition's `txn` advances, so a replay from Kafka stays a no-op);
+//! - **at or below**: the batch may have landed before its invocation failed (a commit that
+//!   timed out on the way back), so look the record up in its table by `kafka_partition` /
+//!   `kafka_offset` (files pruned by their offset statistics); write those not found under the
+//!   redrive's own appIds `<pipeline>/redrive/<id>/<topic>/<partition>`, so re-driving the same
+//!   batch again, or twice at once, writes nothing more (the second commit meets the first's
+//!   `txn` and re-plans to nothing).
+//!
+//! A table without those two columns cannot be checked: its records are refused unless the
+//! caller accepts duplicates. Dead letters keep the pipeline's per-record keys, so a record the
+//! failed invocation already dead-lettered is not dead-lettered twice.
+
+use super::{IngestReport, Ingestor};
+use crate::config::KafkaMetadataColumn;
+use crate::error::{Error, Result};
+use crate::handle::TableHandle;
+use crate::read::read_data_file;
+use crate::record::{SourceRecord, app_id};
+use crate::schema::TableLayout;
+use deltalake::arrow::array::{Array, AsArray};
+use deltalake::arrow::datatypes::{Int32Type, Int64Type};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// A failed batch to put back into the lake.
+#[derive(Debug, Clone, Copy)]
+pub struct Redrive<'a> {
+    /// The batch's records.
+    pub records: &'a [SourceRecord],
+    /// Unique per failed batch (the failed invocation's request id); names the redrive's `txn`
+    /// appIds. Letters, digits, `.`, `_` and `-` only.
+    pub id: &'a str,
+    /// Write records whose table cannot be checked (no `kafka_partition`/`kafka_offset` columns)
+    /// anyway, accepting a duplicate where the batch had landed before it failed.
+    pub allow_duplicates: bool,
+}
+
+/// What a redrive did. `received = written + dead_lettered + duplicates`.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RedriveReport {
+    /// The redrive id (its appIds are `<pipeline>/redrive/<id>/<topic>/<partition>`).
+    pub id: String,
+    /// Records in the batch.
+    pub received: usize,
+    /// Rows appended (both paths).
+    pub written: usize,
+    /// Records dead-lettered now (bad records the failed invocation had not dead-lettered).
+    pub dead_lettered: usize,
+    /// Records already in the lake: found in their table, committed by an earlier redrive, or
+    /// already in the dead-letter table.
+    pub duplicates: usize,
+    /// Records at or below their partition's committed offset that were found in their table.
+    pub found_in_table: usize,
+    /// The records above their partition's committed offset, ingested the normal way.
+    pub ingested: IngestReport,
+    /// The records at or below it and not in their table, written under the redrive's appIds.
+    pub redriven: IngestReport,
+}
+
+impl Ingestor {
+    /// Put a failed batch back into the lake exactly once (see the module docs).
+    pub async fn redrive(&self, batch: Redrive<'_>) -> Result<RedriveReport> {
+        let id = batch.id;
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        {
+            return Err(Error::Config(format!(
+                "redrive id `{id}`: use letters, digits, `.`, `_` and `-` (the failed invocation's request id)"
+            )));
+        }
+        let pipeline = self.config.pipeline.as_str();
+        let mut above: Vec<SourceRecord> = Vec::new();
+        let mut by_table: BTreeMap<&str, (&TableLayout, Vec<&SourceRecord>)> = BTreeMap::new();
+        for r in batch.records {
+            match self.layouts.get(&r.topic) {
+                Some(l) => by_table
+                    .entry(l.table.as_str())
+                    .or_insert((l, vec![]))
+                    .1
+                    .push(r),
+                // The normal path dead-letters records of unknown topics (idempotently).
+                None => above.push(r.clone()),
+            }
+        }
+        let mut below: Vec<SourceRecord> = Vec::new();
+        let mut found = 0;
+        for (table, (layout, records)) in by_table {
+            let mut handle = self.take_handle(table)?;
+            let split = async {
+                handle.refresh().await?;
+                let ids: Vec<String> = records
+                    .iter()
+                    .map(|r| app_id(pipeline, &r.topic, r.partition))
+                    .collect::<HashSet<_>>()
+                    .into_iter()
+                    .collect();
+                let committed = handle.committed(&ids).await?;
+                let (old, new): (Vec<&SourceRecord>, Vec<&SourceRecord>) =
+                    records.into_iter().partition(|r| {
+                        committed
+                            .get(&app_id(pipeline, &r.topic, r.partition))
+                            .is_some_and(|&c| r.offset <= c)
+                    });
+                above.extend(new.into_iter().cloned());
+                if old.is_empty() {
+                    return Ok(());
+                }
+                let landed = match self.checkable(layout) {
+                    Ok(()) => landed_offsets(&handle, &old).await?,
+                    Err(_) if batch.allow_duplicates => HashSet::new(),
+                    Err(why) => {
+                        return Err(Error::Config(format!(
+                            "table `{table}`: {} record(s) of the batch are at or below their \
+                             partition's committed offset and {why}, so the redrive cannot tell \
+                             whether they landed before the batch failed. Add \
+                             kafka_metadata = [\"partition\", \"offset\"] to the topic for future \
+                             batches; for this one, check the table and re-run with \
+                             --allow-duplicates if they are missing",
+                            old.len()
+                        )));
+                    }
+                };
+                for r in old {
+                    if landed.contains(&(r.partition, r.offset)) {
+                        found += 1;
+                    } else {
+                        below.push(r.clone());
+                    }
+                }
+                Ok::<_, Error>(())
+            }
+            .await;
+            self.put_handle(handle);
+            split?;
+        }
+        let mut report = RedriveReport {
+            id: id.to_string(),
+            received: batch.records.len(),
+            found_in_table: found,
+            ..Default::default()
+        };
+        if !above.is_empty() {
+            report.ingested = self.ingest(&above).await?;
+        }
+        if !below.is_empty() {
+            let prefix = format!("{pipeline}/redrive/{id}");
+            report.redriven = self.ingest_under(&below, &prefix).await?;
+        }
+        for r in [&report.ingested, &report.redriven] {
+            report.written += r.written;
+            report.dead_lettered += r.dead_lettered;
+            report.duplicates += r.duplicates;
+        }
+        report.duplicates += found;
+        Ok(report)
+    }
+
+    /// Whether a table's rows say which Kafka record they came from; `Err` says what is missing.
+    fn checkable(&self, layout: &TableLayout) -> std::result::Result<(), String> {
+        let has = |c| layout.kafka_metadata.contains(&c);
+        if !has(KafkaMetadataColumn::Partition) || !has(KafkaMetadataColumn::Offset) {
+            return Err("the table has no kafka_partition/kafka_offset columns".into());
+        }
+        let topics = self
+            .layouts
+            .values()
+            .filter(|l| l.table == layout.table)
+            .count();
+        if topics > 1 && !has(KafkaMetadataColumn::Topic) {
+            return Err(format!(
+                "{topics} topics write to it and it has no kafka_topic column"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The (partition, offset) pairs of `records` present in the table (topic-checked when the
+/// table has a `kafka_topic` column). Reads only files whose offset statistics overlap.
+async fn landed_offsets(
+    handle: &TableHandle,
+    records: &[&SourceRecord],
+) -> Result<HashSet<(i32, i64)>> {
+    let table = handle.name();
+    let mut wanted: HashMap<(i32, i64), &str> = HashMap::new();
+    for r in records {
+        wanted.insert((r.partition, r.offset), r.topic.as_str());
+    }
+    let lo = records.iter().map(|r| r.offset).min().unwrap_or(0);
+    let hi = records.iter().map(|r| r.offset).max().unwrap_or(-1);
+    let schema = handle.arrow_schema()?;
+    let t = handle.table();
+    let snapshot = t.snapshot().map_err(|e| Error::storage(table, e))?;
+    let store = t.object_store();
+    let mut landed = HashSet::new();
+    for file in snapshot.log_data().iter() {
+        if !may_hold(file.stats().as_deref(), lo, hi) {
+            continue;
+        }
+        let partitions = file.partition_values_map();
+        let path = file.object_store_path();
+        for batch in read_data_file(&store, &path, &partitions, &schema, table).await? {
+            let (Some(p), Some(o)) = (
+                batch.column_by_name("kafka_partition"),
+                batch.column_by_name("kafka_offset"),
+            ) else {
+                continue;
+            };
+            let (p, o) = (p.as_primitive::<Int32Type>(), o.as_primitive::<Int64Type>());
+            let topic = batch
+                .column_by_name("kafka_topic")
+                .map(|c| c.as_string::<i32>());
+            for i in 0..batch.num_rows() {
+                if p.is_null(i) || o.is_null(i) {
+                    continue;
+                }
+                let key = (p.value(i), o.value(i));
+                let Some(want_topic) = wanted.get(&key) else {
+                    continue;
+                };
+                if topic.is_some_and(|t| t.is_valid(i) && t.value(i) != *want_topic) {
+                    continue;
+                }
+                landed.insert(key);
+            }
+        }
+    }
+    Ok(landed)
+}
+
+/// False only when the file's statistics prove it holds no offset in `lo..=hi`.
+fn may_hold(stats: Option<&str>, lo: i64, hi: i64) -> bool {
+    let Some(stats) = stats.and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok()) else {
+        return true;
+    };
+    let min = stats["minValues"]["kafka_offset"].as_i64();
+    let max = stats["maxValues"]["kafka_offset"].as_i64();
+    match (min, max) {
+        (Some(min), Some(max)) => min <= hi && lo <= max,
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_hold;
+
+    #[test]
+    fn statistics_prune_only_files_that_cannot_hold_the_offsets() {
+        let s =
+            r#"{"numRecords":3,"minValues":{"kafka_offset":10},"maxValues":{"kafka_offset":20}}"#;
+        assert!(may_hold(Some(s), 20, 30));
+        assert!(may_hold(Some(s), 0, 10));
+        assert!(may_hold(Some(s), 12, 13));
+        assert!(!may_hold(Some(s), 21, 30));
+        assert!(!may_hold(Some(s), 0, 9));
+        assert!(may_hold(None, 0, 1), "no statistics: read the file");
+        assert!(may_hold(Some(r#"{"numRecords":3}"#), 0, 1));
+        assert!(may_hold(Some("not json"), 0, 1));
+    }
+}

@@ -1,0 +1,286 @@
+//! Re-driving failed Kafka batches (the on-failure destination's copy) after the partition's
+//! `txn` moved past them: every record lands exactly once, on every backend.
+
+use crate::support::{TestLake, assert_accounted, backends, offsets};
+use anyhow::Result;
+use lakestream_core::{Redrive, RedriveReport, SourceRecord};
+
+fn order(partition: i32, offset: i64) -> SourceRecord {
+    let json = format!(
+        r#"{{"order_id":{},"order_owner":"o{partition}","order_value":{offset},"timestamp":"2026-11-30T21:13:04.835Z"}}"#,
+        offset % 1000
+    );
+    SourceRecord::new(
+        "orders",
+        partition,
+        offset,
+        1_764_537_184_835,
+        json.as_bytes(),
+    )
+}
+
+fn orders(partition: i32, offsets: std::ops::Range<i64>) -> Vec<SourceRecord> {
+    offsets.map(|o| order(partition, o)).collect()
+}
+
+fn member(partition: i32, offset: i64) -> SourceRecord {
+    let json = format!(
+        r#"{{"order_owner":"m{offset}","membership":"gold","timestamp":"2026-11-30T21:13:04.835Z"}}"#
+    );
+    SourceRecord::new(
+        "members",
+        partition,
+        offset,
+        1_764_537_184_835,
+        json.as_bytes(),
+    )
+}
+
+fn accounted(r: &RedriveReport) {
+    assert_eq!(
+        r.received,
+        r.written + r.dead_lettered + r.duplicates,
+        "received = written + dead-lettered + duplicates: {r:?}"
+    );
+    assert_accounted(&r.ingested);
+    assert_accounted(&r.redriven);
+}
+
+fn expected(parts: &[(i32, std::ops::Range<i64>)]) -> Vec<(i32, i64)> {
+    let mut v: Vec<(i32, i64)> = parts
+        .iter()
+        .flat_map(|(p, r)| r.clone().map(move |o| (*p, o)))
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_batch_behind_the_watermark_lands_once_and_only_once() -> Result<()> {
+    for b in backends() {
+        let lake = TestLake::new(b, "redrive")?;
+        let ing = lake.ingestor()?;
+        // Partition 0: batch 100..105 failed every retry and went to the on-failure bucket; the
+        // next batch 105..110 landed, so the partition's txn (109) is past the failed one.
+        let failed0 = orders(0, 100..105);
+        // Partition 1: batch 200..205 landed, then its invocation failed on the way back (the
+        // commit is in the log, Lambda saw an error); 205..210 landed after it.
+        let failed1 = orders(1, 200..205);
+        // Partition 2: batch 300..305 failed and nothing came after it.
+        let failed2 = orders(2, 300..305);
+        assert_eq!(ing.ingest(&failed1).await?.written, 5);
+        for later in [orders(0, 105..110), orders(1, 205..210)] {
+            assert_eq!(ing.ingest(&later).await?.written, 5, "{b:?}");
+        }
+        // The normal path cannot put the failed batch back: the txn says "committed".
+        let normal = ing.ingest(&failed0).await?;
+        assert_eq!((normal.written, normal.duplicates), (0, 5), "{b:?}");
+
+        let mut batch = failed0.clone();
+        batch.extend(failed1.iter().cloned());
+        batch.extend(failed2.iter().cloned());
+        let first = ing
+            .redrive(Redrive {
+                records: &batch,
+                id: "req-1",
+                allow_duplicates: false,
+            })
+            .await?;
+        accounted(&first);
+        assert_eq!(
+            first.written, 10,
+            "{b:?}: partitions 0 and 2 written: {first:?}"
+        );
+        assert_eq!(first.found_in_table, 5, "{b:?}: partition 1 had landed");
+        assert_eq!(
+            first.redriven.written, 5,
+            "{b:?}: partition 0 under the redrive's txn"
+        );
+        assert_eq!(
+            first.ingested.written, 5,
+            "{b:?}: partition 2 the normal way"
+        );
+
+        // Re-driving the same object again (the operator re-runs the command) writes nothing.
+        let again = ing
+            .redrive(Redrive {
+                records: &batch,
+                id: "req-1",
+                allow_duplicates: false,
+            })
+            .await?;
+        accounted(&again);
+        assert_eq!(
+            (again.written, again.duplicates),
+            (0, 15),
+            "{b:?}: {again:?}"
+        );
+        // Kafka replaying partition 2 (a consumer-group reset) is a no-op too: its txn advanced.
+        let replay = ing.ingest(&failed2).await?;
+        assert_eq!((replay.written, replay.duplicates), (0, 5), "{b:?}");
+
+        let got = offsets(&lake.read("raw/order").await?)?;
+        assert_eq!(
+            got,
+            expected(&[(0, 100..110), (1, 200..210), (2, 300..305)]),
+            "{b:?}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_redrives_of_one_batch_at_once_with_appends_running_write_it_once() -> Result<()> {
+    for b in backends() {
+        let lake = TestLake::new(b, "redrive-race")?;
+        let setup = lake.ingestor()?;
+        let failed = orders(0, 0..20);
+        assert_eq!(setup.ingest(&orders(0, 20..25)).await?.written, 5);
+        // Two operators (two containers) re-drive the same object while partition 1 keeps
+        // appending; each task has its own ingestor, like separate processes.
+        let mut tasks = Vec::new();
+        for _ in 0..2 {
+            let ing = lake.ingestor()?;
+            let batch = failed.clone();
+            tasks.push(tokio::spawn(async move {
+                ing.redrive(Redrive {
+                    records: &batch,
+                    id: "req-7",
+                    allow_duplicates: false,
+                })
+                .await
+            }));
+        }
+        let appender = {
+            let ing = lake.ingestor()?;
+            tokio::spawn(async move {
+                let mut written = 0;
+                for c in 0..6 {
+                    written += ing.ingest(&orders(1, c * 5..c * 5 + 5)).await?.written;
+                }
+                Ok::<_, lakestream_core::Error>(written)
+            })
+        };
+        let mut written = 0;
+        for t in tasks {
+            let r = t.await??;
+            accounted(&r);
+            written += r.written;
+        }
+        assert_eq!(appender.await??, 30, "{b:?}");
+        assert_eq!(
+            written, 20,
+            "{b:?}: the two redrives wrote the batch once between them"
+        );
+        let got = offsets(&lake.read("raw/order").await?)?;
+        assert_eq!(
+            got,
+            expected(&[(0, 0..25), (1, 0..30)]),
+            "{b:?}: every row exactly once"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_without_offset_columns_is_refused_unless_duplicates_are_accepted() -> Result<()> {
+    for b in backends() {
+        let lake = TestLake::new(b, "redrive-members")?;
+        let ing = lake.ingestor()?;
+        // raw/member has no kafka_metadata columns in the example pipeline.
+        let failed: Vec<SourceRecord> = (0..3).map(|o| member(0, o)).collect();
+        let later: Vec<SourceRecord> = (3..6).map(|o| member(0, o)).collect();
+        assert_eq!(ing.ingest(&later).await?.written, 3);
+        let err = ing
+            .redrive(Redrive {
+                records: &failed,
+                id: "req-9",
+                allow_duplicates: false,
+            })
+            .await
+            .expect_err("cannot be checked");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("table `raw/member`") && msg.contains("--allow-duplicates"),
+            "{msg}"
+        );
+        assert_eq!(
+            lake.read("raw/member").await?.num_rows(),
+            3,
+            "{b:?}: nothing written"
+        );
+        let r = ing
+            .redrive(Redrive {
+                records: &failed,
+                id: "req-9",
+                allow_duplicates: true,
+            })
+            .await?;
+        accounted(&r);
+        assert_eq!(r.written, 3, "{b:?}");
+        assert_eq!(lake.read("raw/member").await?.num_rows(), 6, "{b:?}");
+        // Its own txn still makes the redrive itself idempotent.
+        let again = ing
+            .redrive(Redrive {
+                records: &failed,
+                id: "req-9",
+                allow_duplicates: true,
+            })
+            .await?;
+        assert_eq!((again.written, again.duplicates), (0, 3), "{b:?}");
+        assert!(
+            ing.redrive(Redrive {
+                records: &failed,
+                id: "../x",
+                allow_duplicates: true
+            })
+            .await
+            .is_err(),
+            "ids are checked"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_records_of_a_failed_batch_are_dead_lettered_once() -> Result<()> {
+    for b in backends() {
+        let lake = TestLake::new(b, "redrive-bad")?;
+        let ing = lake.ingestor()?;
+        let mut failed = orders(0, 0..3);
+        failed.push(SourceRecord::new("orders", 0, 3, 0, b"{not json"));
+        // The failed invocation had dead-lettered its bad record before the data commit failed.
+        assert_eq!(
+            ing.dead_letter_batch(&failed[3..], "decode")
+                .await?
+                .dead_lettered,
+            1
+        );
+        assert_eq!(ing.ingest(&orders(0, 4..6)).await?.written, 2);
+        let r = ing
+            .redrive(Redrive {
+                records: &failed,
+                id: "req-3",
+                allow_duplicates: false,
+            })
+            .await?;
+        accounted(&r);
+        // The letter is found in place (a duplicate), not written again.
+        assert_eq!(
+            (r.written, r.dead_lettered, r.duplicates),
+            (3, 0, 1),
+            "{b:?}: {r:?}"
+        );
+        assert_eq!(
+            lake.read("dead_letters").await?.num_rows(),
+            1,
+            "{b:?}: not twice"
+        );
+        assert_eq!(
+            offsets(&lake.read("raw/order").await?)?,
+            expected(&[(0, 0..3), (0, 4..6)]),
+            "{b:?}"
+        );
+    }
+    Ok(())
+}

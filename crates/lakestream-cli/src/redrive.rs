@@ -52,16 +52,9 @@ pub async fn run(
                 Ok(r) => {
                     if !json {
                         println!(
-                            "{}: {} records: {} written ({} past the committed offset, {} under \
-                             redrive/{}), {} already in the lake, {} dead-lettered",
-                            s.name,
-                            r.received,
-                            r.written,
-                            r.ingested.written,
-                            r.redriven.written,
-                            r.id,
-                            r.duplicates,
-                            r.dead_lettered
+                            "{}: {} records: {} written under redrive/{}, {} already in the lake, \
+                             {} dead-lettered",
+                            s.name, r.received, r.written, r.id, r.duplicates, r.dead_lettered
                         );
                     }
                     reports.push(r);

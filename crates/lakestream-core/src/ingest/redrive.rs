@@ -1,28 +1,30 @@
 //! Re-driving a Kafka batch Lambda gave up on (the event source mapping's on-failure
 //! destination keeps it) into the lake, exactly once.
 //!
-//! Once a later batch of the same partition has landed, the failed batch's offsets sit at or
-//! below the partition's committed `txn` version, and the normal path would drop them as already
-//! committed. So each record is placed by what its table holds, not by the watermark alone:
-//! - offset **above** the partition's committed version: nothing later has landed; ingest it the
-//!   normal way (the partition's `txn` advances, so a replay from Kafka stays a no-op);
-//! - **at or below**: the batch may have landed before its invocation failed (a commit that
-//!   timed out on the way back), so look the record up in its table by `kafka_partition` /
-//!   `kafka_offset` (files pruned by their offset statistics); write those not found under the
-//!   redrive's own appIds `<pipeline>/redrive/<id>/<topic>/<partition>`, so re-driving the same
-//!   batch again, or twice at once, writes nothing more (the second commit meets the first's
-//!   `txn` and re-plans to nothing).
+//! The partition moved on without the batch: its `txn` version is usually past the failed
+//! offsets already (a later batch landed), so the normal path would drop them as committed; and
+//! the batch may even have landed before its invocation failed (a commit that timed out on the
+//! way back). So a redrive trusts the table, not the watermark: each record is looked up in its
+//! table by `kafka_partition` / `kafka_offset` (files pruned by their offset statistics), and the
+//! ones not found are written under the redrive's own appIds
+//! `<pipeline>/redrive/<id>/<topic>/<partition>`. Re-driving the same batch again finds its
+//! records in the table; two redrives of it at once meet on those appIds (the second commit sees
+//! the first's `txn` and re-plans to nothing). The partition's own `txn` is left alone, so a
+//! batch of the live stream committing at the same moment loses nothing either.
 //!
 //! A table without those two columns cannot be checked: its records are refused unless the
 //! caller accepts duplicates. Dead letters keep the pipeline's per-record keys, so a record the
-//! failed invocation already dead-lettered is not dead-lettered twice.
+//! failed invocation already dead-lettered is not dead-lettered twice. One window stays open: a
+//! redriven offset above every batch the mapping committed for its partition would be written
+//! again if Kafka re-delivered it (a consumer-group reset) before the partition's next batch
+//! lands; the next batch closes it (its `txn` version covers the offset).
 
 use super::{IngestReport, Ingestor};
 use crate::config::KafkaMetadataColumn;
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
 use crate::read::read_data_file;
-use crate::record::{SourceRecord, app_id};
+use crate::record::SourceRecord;
 use crate::schema::TableLayout;
 use deltalake::arrow::array::{Array, AsArray};
 use deltalake::arrow::datatypes::{Int32Type, Int64Type};
@@ -52,14 +54,12 @@ pub struct RedriveReport {
     pub written: usize,
     /// Records dead-lettered now (bad records the failed invocation had not dead-lettered).
     pub dead_lettered: usize,
-    /// Records already in the lake: found in their table, committed by an earlier redrive, or
-    /// already in the dead-letter table.
+    /// Records already in the lake: found in their table, committed by a concurrent redrive of
+    /// the same batch, or already in the dead-letter table.
     pub duplicates: usize,
-    /// Records at or below their partition's committed offset that were found in their table.
+    /// Records found in their table (landed before the batch failed, or an earlier redrive).
     pub found_in_table: usize,
-    /// The records above their partition's committed offset, ingested the normal way.
-    pub ingested: IngestReport,
-    /// The records at or below it and not in their table, written under the redrive's appIds.
+    /// The records not found, written under the redrive's appIds (or dead-lettered).
     pub redriven: IngestReport,
 }
 
@@ -76,9 +76,8 @@ impl Ingestor {
                 "redrive id `{id}`: use letters, digits, `.`, `_` and `-` (the failed invocation's request id)"
             )));
         }
-        let pipeline = self.config.pipeline.as_str();
-        let mut above: Vec<SourceRecord> = Vec::new();
         let mut by_table: BTreeMap<&str, (&TableLayout, Vec<&SourceRecord>)> = BTreeMap::new();
+        let mut missing: Vec<SourceRecord> = Vec::new();
         for r in batch.records {
             match self.layouts.get(&r.topic) {
                 Some(l) => by_table
@@ -86,60 +85,45 @@ impl Ingestor {
                     .or_insert((l, vec![]))
                     .1
                     .push(r),
-                // The normal path dead-letters records of unknown topics (idempotently).
-                None => above.push(r.clone()),
+                // Dead-lettered by the write below (idempotently, per record).
+                None => missing.push(r.clone()),
             }
         }
-        let mut below: Vec<SourceRecord> = Vec::new();
+        // Refuse before anything is written.
+        for (table, (layout, records)) in &by_table {
+            if let Err(why) = self.checkable(layout) {
+                if !batch.allow_duplicates {
+                    return Err(Error::Config(format!(
+                        "table `{table}`: {why}, so a redrive cannot tell which of the batch's {} \
+                         record(s) landed before it failed. Add kafka_metadata = [\"partition\", \
+                         \"offset\"] to the topic for future batches; for this one, check the \
+                         table and re-run with --allow-duplicates if the records are missing",
+                        records.len()
+                    )));
+                }
+            }
+        }
         let mut found = 0;
         for (table, (layout, records)) in by_table {
+            if self.checkable(layout).is_err() {
+                missing.extend(records.into_iter().cloned());
+                continue;
+            }
             let mut handle = self.take_handle(table)?;
-            let split = async {
+            let landed = async {
                 handle.refresh().await?;
-                let ids: Vec<String> = records
-                    .iter()
-                    .map(|r| app_id(pipeline, &r.topic, r.partition))
-                    .collect::<HashSet<_>>()
-                    .into_iter()
-                    .collect();
-                let committed = handle.committed(&ids).await?;
-                let (old, new): (Vec<&SourceRecord>, Vec<&SourceRecord>) =
-                    records.into_iter().partition(|r| {
-                        committed
-                            .get(&app_id(pipeline, &r.topic, r.partition))
-                            .is_some_and(|&c| r.offset <= c)
-                    });
-                above.extend(new.into_iter().cloned());
-                if old.is_empty() {
-                    return Ok(());
-                }
-                let landed = match self.checkable(layout) {
-                    Ok(()) => landed_offsets(&handle, &old).await?,
-                    Err(_) if batch.allow_duplicates => HashSet::new(),
-                    Err(why) => {
-                        return Err(Error::Config(format!(
-                            "table `{table}`: {} record(s) of the batch are at or below their \
-                             partition's committed offset and {why}, so the redrive cannot tell \
-                             whether they landed before the batch failed. Add \
-                             kafka_metadata = [\"partition\", \"offset\"] to the topic for future \
-                             batches; for this one, check the table and re-run with \
-                             --allow-duplicates if they are missing",
-                            old.len()
-                        )));
-                    }
-                };
-                for r in old {
-                    if landed.contains(&(r.partition, r.offset)) {
-                        found += 1;
-                    } else {
-                        below.push(r.clone());
-                    }
-                }
-                Ok::<_, Error>(())
+                landed_offsets(&handle, &records).await
             }
             .await;
             self.put_handle(handle);
-            split?;
+            let landed = landed?;
+            for r in records {
+                if landed.contains(&(r.partition, r.offset)) {
+                    found += 1;
+                } else {
+                    missing.push(r.clone());
+                }
+            }
         }
         let mut report = RedriveReport {
             id: id.to_string(),
@@ -147,19 +131,13 @@ impl Ingestor {
             found_in_table: found,
             ..Default::default()
         };
-        if !above.is_empty() {
-            report.ingested = self.ingest(&above).await?;
+        if !missing.is_empty() {
+            let prefix = format!("{}/redrive/{id}", self.config.pipeline);
+            report.redriven = self.ingest_under(&missing, &prefix).await?;
         }
-        if !below.is_empty() {
-            let prefix = format!("{pipeline}/redrive/{id}");
-            report.redriven = self.ingest_under(&below, &prefix).await?;
-        }
-        for r in [&report.ingested, &report.redriven] {
-            report.written += r.written;
-            report.dead_lettered += r.dead_lettered;
-            report.duplicates += r.duplicates;
-        }
-        report.duplicates += found;
+        report.written = report.redriven.written;
+        report.dead_lettered = report.redriven.dead_lettered;
+        report.duplicates = report.redriven.duplicates + found;
         Ok(report)
     }
 

@@ -42,7 +42,6 @@ fn accounted(r: &RedriveReport) {
         r.written + r.dead_lettered + r.duplicates,
         "received = written + dead-lettered + duplicates: {r:?}"
     );
-    assert_accounted(&r.ingested);
     assert_accounted(&r.redriven);
 }
 
@@ -92,14 +91,7 @@ async fn a_failed_batch_behind_the_watermark_lands_once_and_only_once() -> Resul
             "{b:?}: partitions 0 and 2 written: {first:?}"
         );
         assert_eq!(first.found_in_table, 5, "{b:?}: partition 1 had landed");
-        assert_eq!(
-            first.redriven.written, 5,
-            "{b:?}: partition 0 under the redrive's txn"
-        );
-        assert_eq!(
-            first.ingested.written, 5,
-            "{b:?}: partition 2 the normal way"
-        );
+        assert_eq!(first.redriven.written, 10, "{b:?}: under the redrive's txn");
 
         // Re-driving the same object again (the operator re-runs the command) writes nothing.
         let again = ing
@@ -115,14 +107,16 @@ async fn a_failed_batch_behind_the_watermark_lands_once_and_only_once() -> Resul
             (0, 15),
             "{b:?}: {again:?}"
         );
-        // Kafka replaying partition 2 (a consumer-group reset) is a no-op too: its txn advanced.
+        // Partition 2's next batch lands; Kafka re-delivering the redriven offsets after it
+        // (a consumer-group reset) is a no-op: the partition's txn covers them.
+        assert_eq!(ing.ingest(&orders(2, 305..307)).await?.written, 2, "{b:?}");
         let replay = ing.ingest(&failed2).await?;
         assert_eq!((replay.written, replay.duplicates), (0, 5), "{b:?}");
 
         let got = offsets(&lake.read("raw/order").await?)?;
         assert_eq!(
             got,
-            expected(&[(0, 100..110), (1, 200..210), (2, 300..305)]),
+            expected(&[(0, 100..110), (1, 200..210), (2, 300..307)]),
             "{b:?}"
         );
     }

@@ -91,16 +91,14 @@ impl Ingestor {
         }
         // Refuse before anything is written.
         for (table, (layout, records)) in &by_table {
-            if let Err(why) = self.checkable(layout) {
-                if !batch.allow_duplicates {
-                    return Err(Error::Config(format!(
-                        "table `{table}`: {why}, so a redrive cannot tell which of the batch's {} \
-                         record(s) landed before it failed. Add kafka_metadata = [\"partition\", \
-                         \"offset\"] to the topic for future batches; for this one, check the \
-                         table and re-run with --allow-duplicates if the records are missing",
-                        records.len()
-                    )));
-                }
+            if let (Err(why), false) = (self.checkable(layout), batch.allow_duplicates) {
+                return Err(Error::Config(format!(
+                    "table `{table}`: {why}, so a redrive cannot tell which of the batch's {} \
+                     record(s) landed before it failed. Add kafka_metadata = [\"partition\", \
+                     \"offset\"] to the topic for future batches; for this one, check the \
+                     table and re-run with --allow-duplicates if the records are missing",
+                    records.len()
+                )));
             }
         }
         let mut found = 0;

@@ -11,7 +11,8 @@ case "${1:-start}" in
     if curl -fs "http://127.0.0.1:${PORT}/" >/dev/null 2>&1; then
       echo "moto already answering on 127.0.0.1:${PORT}"
     else
-      .venv/bin/moto_server -H 127.0.0.1 -p "${PORT}" > target/moto.log 2>&1 &
+      # moto with atomic conditional writes, as S3 (scripts/moto_server.py says why)
+      .venv/bin/python scripts/moto_server.py -H 127.0.0.1 -p "${PORT}" > target/moto.log 2>&1 &
       echo $! > "${PIDFILE}"
       for _ in $(seq 1 100); do
         curl -fs "http://127.0.0.1:${PORT}/" >/dev/null 2>&1 && break

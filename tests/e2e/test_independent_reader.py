@@ -17,6 +17,22 @@ def ts(s):
     return dt.datetime.fromisoformat(s.replace("Z", "+00:00")).astimezone(UTC)
 
 
+# raw/order after msk-orders, msk-replay and msk-self-managed: (order_id, owner, value,
+# timestamp, kafka_partition, kafka_offset), each Kafka record once.
+ORDERS_AFTER_REPLAYS = sorted([
+    (1, "alice", 120, ts("2022-04-04T10:15:30.123Z"), 1, 1205207),
+    (2, "bob", 845, ts("2022-04-04T10:15:31.123Z"), 2, 1206118),
+    (3, "carol", 33, ts("2022-04-04T10:15:32.123Z"), 0, 1204310),
+    (4, "dave", 410, ts("2022-04-04T10:15:33.123Z"), 1, 1205208),
+    (5, "erin", 999, ts("2022-04-04T10:15:34.123Z"), 2, 1206119),
+    (6, "frank", 7, ts("2022-04-04T10:15:35.123Z"), 0, 1204311),
+    (1, "alice", 121, ts("2022-04-04T10:16:00.500Z"), 1, 1205209),
+    (2, "bob", 846, ts("2022-04-04T10:16:01.500Z"), 2, 1206120),
+    (3, "carol", 77, ts("2022-04-04T10:20:00Z"), 0, 1204900),
+    (6, "frank", 78, ts("2022-04-04T10:20:00Z"), 0, 1204901),
+])
+
+
 def test_orders_exactly_once_through_replays(lake):
     r1 = lake.invoke("msk-orders.json")
     assert (r1["received"], r1["written"], r1["duplicates"]) == (6, 6, 0)
@@ -29,18 +45,7 @@ def test_orders_exactly_once_through_replays(lake):
 
     table, rows = read(lake, "raw/order")
     got = sorted((r["order_id"], r["order_owner"], r["order_value"], r["timestamp"], r["kafka_partition"], r["kafka_offset"]) for r in rows)
-    expected = sorted([
-        (1, "alice", 120, ts("2022-04-04T10:15:30.123Z"), 1, 1205207),
-        (2, "bob", 845, ts("2022-04-04T10:15:31.123Z"), 2, 1206118),
-        (3, "carol", 33, ts("2022-04-04T10:15:32.123Z"), 0, 1204310),
-        (4, "dave", 410, ts("2022-04-04T10:15:33.123Z"), 1, 1205208),
-        (5, "erin", 999, ts("2022-04-04T10:15:34.123Z"), 2, 1206119),
-        (6, "frank", 7, ts("2022-04-04T10:15:35.123Z"), 0, 1204311),
-        (1, "alice", 121, ts("2022-04-04T10:16:00.500Z"), 1, 1205209),
-        (2, "bob", 846, ts("2022-04-04T10:16:01.500Z"), 2, 1206120),
-        (3, "carol", 77, ts("2022-04-04T10:20:00Z"), 0, 1204900),
-        (6, "frank", 78, ts("2022-04-04T10:20:00Z"), 0, 1204901),
-    ])
+    expected = ORDERS_AFTER_REPLAYS
     assert got == expected
     assert table.metadata().partition_columns == ["year", "month", "day", "hour"]
     assert all(len(r["year"]) == 2 and len(r["hour"]) == 2 for r in rows)

@@ -3,11 +3,13 @@
 
 mod crash;
 mod demo;
+mod inspect;
 mod redrive;
 mod refine;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use lakestream_core::inspect::AsOf;
 use lakestream_core::{Ingestor, Lake, PipelineConfig, SystemClock, read};
 use lakestream_lambda::kafka::KafkaEvent;
 use std::path::{Path, PathBuf};
@@ -157,13 +159,36 @@ enum Command {
         #[command(flatten)]
         lake: LakeArgs,
     },
-    /// Print a table's summary and rows.
+    /// Print a table's summary and rows (as of an older version or time with --version/--as-of).
     Show {
         /// Table name, e.g. raw/order.
         table: String,
         /// Rows to print.
         #[arg(long, default_value_t = 10)]
         limit: usize,
+        /// Read the table as of this version.
+        #[arg(long, conflicts_with = "as_of")]
+        version: Option<u64>,
+        /// Read the table as of this time: the latest version committed at or before it
+        /// (RFC 3339, e.g. 2026-11-30T21:00:00Z, or a date = midnight UTC).
+        #[arg(long)]
+        as_of: Option<String>,
+        /// Print the rows as JSON lines (with --version/--as-of).
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        lake: LakeArgs,
+    },
+    /// A table's commits, newest first: operation, rows/files/bytes added and removed, txns.
+    History {
+        /// Table name.
+        table: String,
+        /// Newest N commits only.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         lake: LakeArgs,
     },
@@ -485,10 +510,32 @@ async fn main() -> Result<()> {
             }
             Ok(())
         }
-        Command::Show { table, limit, lake } => {
+        Command::Show {
+            table,
+            limit,
+            version,
+            as_of,
+            json,
+            lake,
+        } => {
             let cfg = load_config(&lake)?;
             let l = Lake::new(&cfg.lake)?;
-            show(&l, &table, limit).await
+            let as_of = match (version, as_of) {
+                (Some(v), _) => AsOf::Version(v),
+                (None, Some(t)) => AsOf::Time(inspect::parse_time(&t)?),
+                (None, None) if json => AsOf::Latest,
+                (None, None) => return show(&l, &table, limit).await,
+            };
+            inspect::show_as_of(&l, &table, as_of, limit, json).await
+        }
+        Command::History {
+            table,
+            limit,
+            json,
+            lake,
+        } => {
+            let cfg = load_config(&lake)?;
+            inspect::history(&Lake::new(&cfg.lake)?, &table, limit, json).await
         }
     }
 }

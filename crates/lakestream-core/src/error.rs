@@ -96,6 +96,16 @@ pub enum Error {
     #[error("internal error (please report): {0}")]
     Internal(String),
 
+    /// A version (or time) asked for cannot be read: not written yet, or its log entries or
+    /// data files are gone; the message names what can be read instead.
+    #[error("table `{table}`: {reason}")]
+    VersionUnavailable {
+        /// Table name.
+        table: String,
+        /// What is missing and what to read instead.
+        reason: String,
+    },
+
     /// Reading a local file (config, event) failed.
     #[error("cannot read {path}: {source}")]
     Io {

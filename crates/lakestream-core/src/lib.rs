@@ -10,6 +10,7 @@ pub mod decode;
 pub mod error;
 pub mod handle;
 pub mod ingest;
+pub mod inspect;
 pub mod intercept;
 pub mod log_reads;
 pub mod maintenance;

@@ -8,6 +8,7 @@ mod ambiguous;
 mod checked_commit;
 mod faults;
 mod ingest;
+mod inspect;
 mod maintenance;
 mod redrive;
 mod refine;

@@ -1,0 +1,98 @@
+//! `lakestream history` and `lakestream show --version/--as-of`: a table's commits, and its
+//! rows as of an older version or time (library side: `lakestream_core::inspect`).
+
+use anyhow::{Context, Result};
+use lakestream_core::Lake;
+use lakestream_core::inspect::{self, AsOf, HistoryEntry};
+
+/// Parse `--as-of`: RFC 3339 (`2026-11-30T21:00:00Z`), or a date (`2026-11-30`, midnight UTC).
+pub fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(t.with_timezone(&chrono::Utc));
+    }
+    let day = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").with_context(|| {
+        format!(
+            "--as-of `{text}`: give an RFC 3339 time (2026-11-30T21:00:00Z) or a date (2026-11-30)"
+        )
+    })?;
+    Ok(day.and_time(chrono::NaiveTime::MIN).and_utc())
+}
+
+/// Print the newest `limit` commits of `table`.
+pub async fn history(lake: &Lake, table: &str, limit: Option<usize>, json: bool) -> Result<()> {
+    let h = inspect::history(lake, table, limit).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&h)?);
+        return Ok(());
+    }
+    println!(
+        "{table}: latest version {}, log holds {}..={}",
+        h.latest, h.oldest_in_log, h.latest
+    );
+    for e in &h.entries {
+        println!("{}", line(e));
+    }
+    Ok(())
+}
+
+/// One history line: version, time, operation, what changed, offsets, commit id.
+fn line(e: &HistoryEntry) -> String {
+    let time = e.timestamp.map_or("-".into(), |t| {
+        t.format("%Y-%m-%d %H:%M:%S%.3fZ").to_string()
+    });
+    let mut out = format!(
+        "v{:<6} {time}  {:<14}",
+        e.version,
+        e.operation.as_deref().unwrap_or("-")
+    );
+    if e.files_added > 0 {
+        out += &format!(
+            " +{} files/{} rows/{} B",
+            e.files_added, e.rows_added, e.bytes_added
+        );
+    }
+    if e.files_removed > 0 {
+        let rows = e.rows_removed.map_or("?".into(), |r| r.to_string());
+        out += &format!(
+            " -{} files/{rows} rows/{} B",
+            e.files_removed, e.bytes_removed
+        );
+    }
+    if (e.files_added > 0 || e.files_removed > 0) && !e.data_change {
+        out += " (dataChange=false)";
+    }
+    if e.metadata {
+        out += " [metadata]";
+    }
+    if !e.parameters.is_empty() {
+        out += &format!(" {}", serde_json::Value::Object(e.parameters.clone()));
+    }
+    for (app, v) in &e.txns {
+        out += &format!(" txn {app}={v}");
+    }
+    if let Some(id) = &e.commit_id {
+        out += &format!(" commit {id}");
+    }
+    out
+}
+
+/// Print the first `limit` rows of `table` as of `as_of` (JSON lines with `json`).
+pub async fn show_as_of(
+    lake: &Lake,
+    table: &str,
+    as_of: AsOf,
+    limit: usize,
+    json: bool,
+) -> Result<()> {
+    let (version, batch) = inspect::read_as_of(lake, table, as_of).await?;
+    let head = batch.slice(0, limit.min(batch.num_rows()));
+    if json {
+        let mut w = arrow_json::LineDelimitedWriter::new(std::io::stdout().lock());
+        w.write(&head)?;
+        w.finish()?;
+        return Ok(());
+    }
+    println!("{table} as of version {version}: {} rows", batch.num_rows());
+    println!("{}", arrow::util::pretty::pretty_format_batches(&[head])?);
+    Ok(())
+}

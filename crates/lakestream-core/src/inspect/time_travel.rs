@@ -1,0 +1,160 @@
+//! Reading a table as it was: by version, or by time (`VERSION AS OF` / `TIMESTAMP AS OF`).
+//!
+//! A time resolves the way the Delta protocol says: to the latest version whose commit time is at
+//! or before it. A commit's time is its `inCommitTimestamp` when the table has in-commit
+//! timestamps (`delta.enableInCommitTimestamps`, from `delta.inCommitTimestampEnablementVersion`
+//! on), else the commit file's modification time as the store reports it (S3's Last-Modified).
+//! Lakestream's writer (delta-rs) does not write in-commit timestamps, so for our tables it is
+//! the file time; a table written by Spark or Databricks with them enabled resolves by them.
+//!
+//! A version is readable while its log can be replayed (version 0's commit file, or a
+//! checkpoint at or before it, is still in `_delta_log`) and its data files exist (vacuum
+//! deletes the files only older versions reference). Either missing gives an error that names
+//! the oldest readable version.
+
+use super::LogListing;
+use super::history::parse_commit;
+use crate::error::{Error, Result};
+use crate::handle::TableHandle;
+use crate::read::read_data_file;
+use crate::storage::Lake;
+use chrono::{DateTime, Utc};
+use deltalake::arrow::array::RecordBatch;
+use deltalake::arrow::compute::concat_batches;
+
+/// Which state of the table to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AsOf {
+    /// The latest version.
+    Latest,
+    /// A version number.
+    Version(u64),
+    /// The latest version committed at or before this time.
+    Time(DateTime<Utc>),
+}
+
+/// The version `as_of` names; an error says what can be read instead.
+pub async fn resolve_version(lake: &Lake, table: &str, as_of: AsOf) -> Result<u64> {
+    let handle = TableHandle::open_existing(lake, table).await?;
+    let latest = handle.version().unwrap_or(0);
+    let unavailable = |reason: String| Error::VersionUnavailable {
+        table: table.to_string(),
+        reason,
+    };
+    match as_of {
+        AsOf::Latest => Ok(latest),
+        AsOf::Version(v) if v > latest => Err(unavailable(format!(
+            "version {v} does not exist yet; the latest is {latest}"
+        ))),
+        AsOf::Version(v) => {
+            let listing = LogListing::list(&handle).await?;
+            let oldest = listing.oldest_readable().unwrap_or(latest);
+            if v < oldest {
+                return Err(unavailable(format!(
+                    "version {v} is gone: log cleanup removed the commits it needs (log \
+                     retention, `delta.logRetentionDuration`); the oldest readable version is \
+                     {oldest}, the latest {latest}"
+                )));
+            }
+            Ok(v)
+        }
+        AsOf::Time(t) => {
+            let listing = LogListing::list(&handle).await?;
+            let times = commit_times(&handle, &listing).await?;
+            let oldest = listing.oldest_readable().unwrap_or(latest);
+            let found = times
+                .iter()
+                .filter(|(v, at)| **v >= oldest && **at <= t)
+                .map(|(v, _)| *v)
+                .max();
+            found.ok_or_else(|| {
+                let first = times.get(&oldest).map_or("?".into(), |at| at.to_rfc3339());
+                unavailable(format!(
+                    "nothing was committed at or before {}: the oldest readable version is \
+                     {oldest}, committed {first}",
+                    t.to_rfc3339()
+                ))
+            })
+        }
+    }
+}
+
+/// Commit time of every commit in the log (see the module docs for which time).
+async fn commit_times(
+    handle: &TableHandle,
+    listing: &LogListing,
+) -> Result<std::collections::BTreeMap<u64, DateTime<Utc>>> {
+    let mut times = listing.commits.clone();
+    let config = handle
+        .table()
+        .snapshot()
+        .map_err(|e| Error::storage(handle.name(), e))?
+        .metadata()
+        .configuration()
+        .clone();
+    if config
+        .get("delta.enableInCommitTimestamps")
+        .is_some_and(|v| v == "true")
+    {
+        let from: u64 = config
+            .get("delta.inCommitTimestampEnablementVersion")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let log_store = handle.table().log_store();
+        for (v, at) in times.iter_mut().filter(|(v, _)| **v >= from) {
+            if let Some(bytes) = log_store
+                .read_commit_entry(*v)
+                .await
+                .map_err(|e| Error::storage(handle.name(), e))?
+                && let Some(ict) = parse_commit(*v, &bytes).timestamp
+            {
+                *at = ict;
+            }
+        }
+    }
+    Ok(times)
+}
+
+/// All rows of `table` as of `as_of` (partition values restored as columns), with the version
+/// read.
+pub async fn read_as_of(lake: &Lake, table: &str, as_of: AsOf) -> Result<(u64, RecordBatch)> {
+    let version = resolve_version(lake, table, as_of).await?;
+    let mut h = TableHandle::open_existing(lake, table).await?;
+    if h.version() != Some(version) {
+        h.table_mut()
+            .load_version(version)
+            .await
+            .map_err(|e| Error::storage(table, e))?;
+    }
+    let schema = h.arrow_schema()?;
+    let t = h.table();
+    let snapshot = t.snapshot().map_err(|e| Error::storage(table, e))?;
+    let store = t.object_store();
+    let mut batches = Vec::new();
+    for file in snapshot.log_data().iter() {
+        let path = file.object_store_path();
+        let read =
+            read_data_file(&store, &path, &file.partition_values_map(), &schema, table).await;
+        match read {
+            Ok(b) => batches.extend(b),
+            Err(Error::Storage { source, .. })
+                if matches!(
+                    source.as_ref(),
+                    deltalake::DeltaTableError::ObjectStore {
+                        source: deltalake::ObjectStoreError::NotFound { .. }
+                    }
+                ) =>
+            {
+                return Err(Error::VersionUnavailable {
+                    table: table.to_string(),
+                    reason: format!(
+                        "version {version} references {path}, which vacuum deleted; versions \
+                         inside the vacuum retention window (168 h by default) are readable"
+                    ),
+                });
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((version, concat_batches(&schema, &batches)?))
+}

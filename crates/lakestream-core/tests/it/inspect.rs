@@ -1,0 +1,227 @@
+//! History and time travel on every backend: what each commit did, the rows as of a version
+//! or a time, and clear errors for versions that are not there.
+
+use crate::support::{Backend, TestLake, backends, offsets};
+use anyhow::Result;
+use chrono::{Duration, Utc};
+use lakestream_core::inspect::{AsOf, history, read_as_of, resolve_version};
+use lakestream_core::maintenance::{CompactOptions, checkpoint, compact};
+use lakestream_core::{Error, FixedClock, Lake, SourceRecord};
+
+fn order(p: i32, off: i64) -> SourceRecord {
+    let json = format!(
+        r#"{{"order_id":{},"order_owner":"o{p}","order_value":{off},"timestamp":"2022-04-04T10:15:30Z"}}"#,
+        p + 1
+    );
+    SourceRecord::new("orders", p, off, 1_649_067_330_000, json.as_bytes())
+}
+
+fn batch(p: i32, from: i64, n: i64) -> Vec<SourceRecord> {
+    (from..from + n).map(|o| order(p, o)).collect()
+}
+
+fn pairs(p: i32, r: std::ops::Range<i64>) -> Vec<(i32, i64)> {
+    r.map(|o| (p, o)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_and_versions_around_a_compaction() -> Result<()> {
+    for b in backends() {
+        let lake = TestLake::new(b, "history")?;
+        let ing = lake.ingestor()?;
+        ing.ingest(&batch(0, 0, 3)).await?; // v0 (creates the table)
+        ing.ingest(&batch(0, 3, 4)).await?; // v1
+        ing.ingest(&batch(1, 0, 5)).await?; // v2
+        let l = Lake::new(&lake.config.lake)?;
+        let opts = CompactOptions {
+            min_small_files: 2,
+            ..Default::default()
+        };
+        let t0 = chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default();
+        let r = compact(&l, "raw/order", &opts, t0, &|_, _| {}).await?;
+        assert_eq!(r.files_removed, 3, "{b:?}: {r:?}");
+
+        let h = history(&l, "raw/order", None).await?;
+        assert_eq!((h.latest, h.oldest_in_log), (3, 0), "{b:?}");
+        let versions: Vec<u64> = h.entries.iter().map(|e| e.version).collect();
+        assert_eq!(versions, [3, 2, 1, 0], "{b:?}: newest first");
+        let c = &h.entries[0];
+        assert_eq!(c.operation.as_deref(), Some("OPTIMIZE"), "{b:?}: {c:?}");
+        assert!(!c.data_change, "{b:?}: compaction is dataChange=false");
+        assert_eq!(
+            (c.files_added, c.rows_added, c.files_removed),
+            (1, 12, 3),
+            "{b:?}"
+        );
+        assert!(c.commit_id.is_some(), "{b:?}: our commit id is recorded");
+        let w = &h.entries[1];
+        assert_eq!(w.operation.as_deref(), Some("WRITE"), "{b:?}");
+        assert!(w.data_change);
+        assert_eq!((w.files_added, w.rows_added), (1, 5), "{b:?}");
+        assert_eq!(w.txns, [("orders-raw/orders/1".to_string(), 4)], "{b:?}");
+        assert!(h.entries[3].metadata, "{b:?}: v0 created the table");
+        assert_eq!(history(&l, "raw/order", Some(2)).await?.entries.len(), 2);
+
+        // Version 1: exactly the rows of the first two commits.
+        let (v, rows) = read_as_of(&l, "raw/order", AsOf::Version(1)).await?;
+        assert_eq!(v, 1);
+        assert_eq!(offsets(&rows)?, pairs(0, 0..7), "{b:?}");
+        // Before and after the compaction: the same rows.
+        let (_, before) = read_as_of(&l, "raw/order", AsOf::Version(2)).await?;
+        let (_, after) = read_as_of(&l, "raw/order", AsOf::Latest).await?;
+        let mut expected = pairs(0, 0..7);
+        expected.extend(pairs(1, 0..5));
+        assert_eq!(offsets(&before)?, expected, "{b:?}");
+        assert_eq!(offsets(&after)?, expected, "{b:?}");
+
+        let err = read_as_of(&l, "raw/order", AsOf::Version(9))
+            .await
+            .expect_err("not written yet");
+        assert!(
+            err.to_string()
+                .contains("version 9 does not exist yet; the latest is 3"),
+            "{err}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_time_resolves_to_the_last_version_committed_by_then() -> Result<()> {
+    for b in backends() {
+        let lake = TestLake::new(b, "as-of")?;
+        let ing = lake.ingestor()?;
+        let l = Lake::new(&lake.config.lake)?;
+        ing.ingest(&batch(0, 0, 2)).await?; // v0
+        ing.ingest(&batch(0, 2, 2)).await?; // v1
+        // S3 reports Last-Modified in whole seconds: leave more than a second on each side.
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+        let between = Utc::now();
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+        ing.ingest(&batch(0, 4, 2)).await?; // v2
+        assert_eq!(
+            resolve_version(&l, "raw/order", AsOf::Time(between)).await?,
+            1,
+            "{b:?}"
+        );
+        let (v, rows) = read_as_of(&l, "raw/order", AsOf::Time(between)).await?;
+        assert_eq!((v, offsets(&rows)?), (1, pairs(0, 0..4)), "{b:?}");
+        let later = Utc::now() + Duration::minutes(1);
+        assert_eq!(
+            resolve_version(&l, "raw/order", AsOf::Time(later)).await?,
+            2
+        );
+        let err = resolve_version(&l, "raw/order", AsOf::Time(between - Duration::days(1)))
+            .await
+            .expect_err("before the table");
+        assert!(
+            matches!(err, Error::VersionUnavailable { .. })
+                && err.to_string().contains("the oldest readable version is 0"),
+            "{err}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versions_removed_by_log_cleanup_name_the_oldest_readable() -> Result<()> {
+    let lake = TestLake::new(Backend::Fs, "gone")?;
+    let ing = lake.ingestor()?;
+    for c in 0..5 {
+        ing.ingest(&batch(0, c * 2, 2)).await?; // v0..v4
+    }
+    let l = Lake::new(&lake.config.lake)?;
+    let now = FixedClock::new(Utc::now());
+    checkpoint(&l, "raw/order", true, &now).await?; // checkpoint at v4
+    now.set(Utc::now() + Duration::days(31));
+    let r = checkpoint(&l, "raw/order", false, &now).await?;
+    assert_eq!(r.logs_removed, 4, "commits 0..3 cleaned up");
+    let err = read_as_of(&l, "raw/order", AsOf::Version(2))
+        .await
+        .expect_err("gone");
+    assert!(
+        err.to_string()
+            .contains("the oldest readable version is 4, the latest 4"),
+        "{err}"
+    );
+    let (v, rows) = read_as_of(&l, "raw/order", AsOf::Version(4)).await?;
+    assert_eq!((v, rows.num_rows()), (4, 10));
+    let h = history(&l, "raw/order", None).await?;
+    assert_eq!(
+        (h.oldest_in_log, h.entries.len()),
+        (4, 1),
+        "only v4's commit file is left"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vacuumed_version_is_reported_not_half_read() -> Result<()> {
+    let lake = TestLake::new(Backend::Fs, "vacuumed")?;
+    let ing = lake.ingestor()?;
+    ing.ingest(&batch(0, 0, 2)).await?;
+    ing.ingest(&batch(0, 2, 2)).await?;
+    let l = Lake::new(&lake.config.lake)?;
+    let t0 = chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default();
+    let opts = CompactOptions {
+        min_small_files: 2,
+        ..Default::default()
+    };
+    compact(&l, "raw/order", &opts, t0, &|_, _| {}).await?;
+    // What vacuum would do after the retention window: delete the compacted-away files.
+    let (_, v1) = read_as_of(&l, "raw/order", AsOf::Version(1)).await?;
+    assert_eq!(v1.num_rows(), 4);
+    let root = std::path::Path::new(&lake.config.lake.root).join("raw/order");
+    let h = history(&l, "raw/order", None).await?;
+    assert_eq!(h.entries[0].files_removed, 2);
+    let mut deleted = 0;
+    for entry in walk(&root)? {
+        if entry.extension().is_some_and(|e| e == "parquet")
+            && !entry.to_string_lossy().contains("_delta_log")
+            && !is_live(&l, &entry).await?
+        {
+            std::fs::remove_file(&entry)?;
+            deleted += 1;
+        }
+    }
+    assert_eq!(deleted, 2);
+    let err = read_as_of(&l, "raw/order", AsOf::Version(1))
+        .await
+        .expect_err("files gone");
+    assert!(err.to_string().contains("which vacuum deleted"), "{err}");
+    assert_eq!(
+        read_as_of(&l, "raw/order", AsOf::Latest)
+            .await?
+            .1
+            .num_rows(),
+        4
+    );
+    Ok(())
+}
+
+fn walk(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let p = e?.path();
+        if p.is_dir() {
+            out.extend(walk(&p)?);
+        } else {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+/// Whether the latest version references this file.
+async fn is_live(lake: &Lake, path: &std::path::Path) -> Result<bool> {
+    let h = lakestream_core::handle::TableHandle::open_existing(lake, "raw/order").await?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let snapshot = h.table().snapshot()?;
+    Ok(snapshot
+        .log_data()
+        .iter()
+        .any(|f| f.object_store_path().as_ref().ends_with(&name)))
+}

@@ -128,10 +128,11 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
     // What the dashboards read: the latest value and membership of each of the six orders.
     crate::show(&lake, "processed/order", 10).await?;
     println!();
-    println!(
-        "Look around: lakestream tables --lake {}   |   lakestream show raw/member --lake {}",
-        config.lake.root, config.lake.root
-    );
+    let root = &config.lake.root;
+    println!("Look around:");
+    println!("  lakestream tables --lake {root}");
+    println!("  lakestream history raw/order --lake {root}           # every commit, the compaction last");
+    println!("  lakestream show raw/order --version 0 --lake {root}  # time travel (or --as-of TIME)");
     Ok(())
 }
 

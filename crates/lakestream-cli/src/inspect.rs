@@ -65,7 +65,18 @@ fn line(e: &HistoryEntry) -> String {
         out += " [metadata]";
     }
     if !e.parameters.is_empty() {
-        out += &format!(" {}", serde_json::Value::Object(e.parameters.clone()));
+        // The create's schema and the like are long: `history --json` has them whole.
+        let short: serde_json::Map<String, serde_json::Value> = e
+            .parameters
+            .iter()
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) if s.len() > 80 => {
+                    (k.clone(), format!("<{} chars>", s.len()).into())
+                }
+                _ => (k.clone(), v.clone()),
+            })
+            .collect();
+        out += &format!(" {}", serde_json::Value::Object(short));
     }
     for (app, v) in &e.txns {
         out += &format!(" txn {app}={v}");

@@ -52,3 +52,31 @@ def test_history_and_time_travel_agree_with_an_independent_reader(tmp_path):
         cwd=tmp_path).splitlines()]
     assert offsets(first) == offsets(DeltaTable(uri, version=0).to_pyarrow_table().to_pylist())
     assert 0 < len(first) < len(after)
+
+
+def test_changes_net_of_a_rewrite_by_another_writer(lake, tmp_path):
+    """Inserts by lakestream, a delete by Python deltalake (it rewrites the file: remove + add,
+    both dataChange=true), a compaction: `changes` reports the two inserts, the one deleted row,
+    and nothing for the compaction."""
+    lake.invoke("msk-orders.json")  # v0: 6 rows
+    lake.invoke("msk-replay.json")  # v1: 2 new rows
+    t = DeltaTable(lake.table_uri("raw/order"), storage_options=lake.storage_options or None)
+    t.delete("kafka_offset = 1204310")  # v2
+    out = subprocess.run([BIN, "optimize", "raw/order", "--min-files", "2", "--config", str(lake.config)],
+                         capture_output=True, text=True, check=False)  # v3
+    assert out.returncode == 0, out.stderr
+    t = DeltaTable(lake.table_uri("raw/order"), storage_options=lake.storage_options or None)
+    ops = [h["operation"] for h in t.history()]
+    assert ops[:2] == ["OPTIMIZE", "DELETE"], ops
+    out = subprocess.run([BIN, "changes", "raw/order", "--from", "1", "--json", "--config", str(lake.config)],
+                         capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    got = sorted((r["_commit_version"], r["_change_type"], r["kafka_partition"], r["kafka_offset"]) for r in rows)
+    assert got == [
+        (1, "insert", 1, 1205209),
+        (1, "insert", 2, 1206120),
+        (2, "delete", 0, 1204310),
+    ]
+    [deleted] = [r for r in rows if r["_change_type"] == "delete"]
+    assert (deleted["order_id"], deleted["order_owner"], deleted["order_value"]) == (3, "carol", 33)

@@ -131,8 +131,12 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
     let root = &config.lake.root;
     println!("Look around:");
     println!("  lakestream tables --lake {root}");
-    println!("  lakestream history raw/order --lake {root}           # every commit, the compaction last");
-    println!("  lakestream show raw/order --version 0 --lake {root}  # time travel (or --as-of TIME)");
+    println!(
+        "  lakestream history raw/order --lake {root}           # every commit, the compaction last"
+    );
+    println!(
+        "  lakestream show raw/order --version 0 --lake {root}  # time travel (or --as-of TIME)"
+    );
     Ok(())
 }
 

@@ -1,5 +1,6 @@
-//! `lakestream history` and `lakestream show --version/--as-of`: a table's commits, and its
-//! rows as of an older version or time (library side: `lakestream_core::inspect`).
+//! `lakestream history`, `show --version/--as-of` and `changes`: a table's commits, its rows as
+//! of an older version or time, and what commits inserted or deleted (library side:
+//! `lakestream_core::inspect`).
 
 use anyhow::{Context, Result};
 use lakestream_core::Lake;
@@ -104,6 +105,33 @@ pub async fn show_as_of(
         return Ok(());
     }
     println!("{table} as of version {version}: {} rows", batch.num_rows());
+    println!("{}", arrow::util::pretty::pretty_format_batches(&[head])?);
+    Ok(())
+}
+
+/// Print the rows versions `from..=to` inserted or deleted (all of them as JSON lines with `json`).
+pub async fn changes(
+    lake: &Lake,
+    table: &str,
+    from: u64,
+    to: Option<u64>,
+    limit: usize,
+    json: bool,
+) -> Result<()> {
+    let c = inspect::changes(lake, table, from, to).await?;
+    if json {
+        let mut w = arrow_json::LineDelimitedWriter::new(std::io::stdout().lock());
+        w.write(&c.rows)?;
+        w.finish()?;
+        return Ok(());
+    }
+    println!(
+        "{table}: {} changed rows in versions {}..={}",
+        c.rows.num_rows(),
+        c.from,
+        c.to
+    );
+    let head = c.rows.slice(0, limit.min(c.rows.num_rows()));
     println!("{}", arrow::util::pretty::pretty_format_batches(&[head])?);
     Ok(())
 }

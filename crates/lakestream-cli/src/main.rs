@@ -179,6 +179,26 @@ enum Command {
         #[command(flatten)]
         lake: LakeArgs,
     },
+    /// The rows versions FROM..=TO inserted or deleted (net of rewrites), with
+    /// `_change_type` and `_commit_version`; compactions change nothing.
+    Changes {
+        /// Table name.
+        table: String,
+        /// First version.
+        #[arg(long)]
+        from: u64,
+        /// Last version (default: the latest).
+        #[arg(long)]
+        to: Option<u64>,
+        /// Rows to print (table output).
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print every row as JSON lines.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        lake: LakeArgs,
+    },
     /// A table's commits, newest first: operation, rows/files/bytes added and removed, txns.
     History {
         /// Table name.
@@ -527,6 +547,17 @@ async fn main() -> Result<()> {
                 (None, None) => return show(&l, &table, limit).await,
             };
             inspect::show_as_of(&l, &table, as_of, limit, json).await
+        }
+        Command::Changes {
+            table,
+            from,
+            to,
+            limit,
+            json,
+            lake,
+        } => {
+            let cfg = load_config(&lake)?;
+            inspect::changes(&Lake::new(&cfg.lake)?, &table, from, to, limit, json).await
         }
         Command::History {
             table,

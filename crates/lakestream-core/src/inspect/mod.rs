@@ -1,9 +1,12 @@
-//! Looking into the lake: a table's history, and reading it as of an older version or time.
+//! Looking into the lake: a table's history, reading it as of an older version or time, and
+//! the rows commits inserted or deleted.
 //! Everything here reads; nothing commits.
 
+pub mod changes;
 pub mod history;
 pub mod time_travel;
 
+pub use changes::{Changes, changes};
 pub use history::{History, HistoryEntry, history};
 pub use time_travel::{AsOf, read_as_of, resolve_version};
 

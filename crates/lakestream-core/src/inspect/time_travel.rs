@@ -137,14 +137,7 @@ pub async fn read_as_of(lake: &Lake, table: &str, as_of: AsOf) -> Result<(u64, R
             read_data_file(&store, &path, &file.partition_values_map(), &schema, table).await;
         match read {
             Ok(b) => batches.extend(b),
-            Err(Error::Storage { source, .. })
-                if matches!(
-                    source.as_ref(),
-                    deltalake::DeltaTableError::ObjectStore {
-                        source: deltalake::ObjectStoreError::NotFound { .. }
-                    }
-                ) =>
-            {
+            Err(e) if is_not_found(&e) => {
                 return Err(Error::VersionUnavailable {
                     table: table.to_string(),
                     reason: format!(
@@ -157,4 +150,14 @@ pub async fn read_as_of(lake: &Lake, table: &str, as_of: AsOf) -> Result<(u64, R
         }
     }
     Ok((version, concat_batches(&schema, &batches)?))
+}
+
+/// A storage error that says the object is not there (a vacuumed data file).
+pub(crate) fn is_not_found(e: &Error) -> bool {
+    matches!(e, Error::Storage { source, .. } if matches!(
+        source.as_ref(),
+        deltalake::DeltaTableError::ObjectStore {
+            source: deltalake::ObjectStoreError::NotFound { .. }
+        }
+    ))
 }

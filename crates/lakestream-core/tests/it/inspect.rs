@@ -225,3 +225,54 @@ async fn is_live(lake: &Lake, path: &std::path::Path) -> Result<bool> {
         .iter()
         .any(|f| f.object_store_path().as_ref().ends_with(&name)))
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_are_the_rows_each_version_inserted_and_compaction_adds_none() -> Result<()> {
+    use deltalake::arrow::array::{AsArray, Int64Array};
+    use lakestream_core::inspect::changes;
+    for b in backends() {
+        let lake = TestLake::new(b, "changes")?;
+        let ing = lake.ingestor()?;
+        ing.ingest(&batch(0, 0, 3)).await?; // v0
+        ing.ingest(&batch(0, 3, 4)).await?; // v1
+        ing.ingest(&batch(1, 0, 5)).await?; // v2
+        let l = Lake::new(&lake.config.lake)?;
+        let opts = CompactOptions {
+            min_small_files: 2,
+            ..Default::default()
+        };
+        let t0 = chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default();
+        compact(&l, "raw/order", &opts, t0, &|_, _| {}).await?; // v3
+        let c = changes(&l, "raw/order", 1, None).await?;
+        assert_eq!((c.from, c.to), (1, 3), "{b:?}");
+        let mut got = offsets(&c.rows)?;
+        got.sort();
+        let mut expected = pairs(0, 3..7);
+        expected.extend(pairs(1, 0..5));
+        assert_eq!(
+            got, expected,
+            "{b:?}: versions 1 and 2, nothing from the compaction"
+        );
+        let kinds = c
+            .rows
+            .column_by_name("_change_type")
+            .map(|a| a.as_string::<i32>().clone());
+        assert!(
+            kinds.is_some_and(|k| k.iter().all(|x| x == Some("insert"))),
+            "{b:?}"
+        );
+        let versions = c.rows.column_by_name("_commit_version");
+        let versions = versions
+            .and_then(|a| a.as_any().downcast_ref::<Int64Array>())
+            .map(|a| a.values().to_vec());
+        assert_eq!(versions, Some([vec![1; 4], vec![2; 5]].concat()), "{b:?}");
+        let only = changes(&l, "raw/order", 3, Some(3)).await?;
+        assert_eq!(
+            only.rows.num_rows(),
+            0,
+            "{b:?}: a compaction changes no rows"
+        );
+        assert!(changes(&l, "raw/order", 2, Some(7)).await.is_err());
+    }
+    Ok(())
+}

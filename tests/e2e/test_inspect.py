@@ -80,3 +80,24 @@ def test_changes_net_of_a_rewrite_by_another_writer(lake, tmp_path):
     ]
     [deleted] = [r for r in rows if r["_change_type"] == "delete"]
     assert (deleted["order_id"], deleted["order_owner"], deleted["order_value"]) == (3, "carol", 33)
+
+
+def test_ddl_names_the_table_location_and_its_exact_columns(lake):
+    lake.invoke("msk-orders.json")
+    out = subprocess.run([BIN, "ddl", "raw/order", "--manifest", "--config", str(lake.config)],
+                         capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    ddl = out.stdout
+    t = DeltaTable(lake.table_uri("raw/order"), storage_options=lake.storage_options or None)
+    parts = t.metadata().partition_columns
+    cols = [line.strip().rstrip(",)").split(" ", 1) for line in ddl.splitlines() if line.startswith("  `")]
+    names = [c[0].strip("`") for c in cols]
+    assert names == [f.name for f in t.schema().fields if f.name not in parts]
+    assert dict((c[0].strip("`"), c[1]) for c in cols)["kafka_offset"] == "bigint"
+    assert "PARTITIONED BY (`year` string, `month` string, `day` string, `hour` string)" in ddl
+    if lake.backend == "s3":
+        assert f"LOCATION '{lake.table_uri('raw/order')}/_symlink_format_manifest/';" in ddl
+        assert not ddl.startswith("--")
+    native = subprocess.run([BIN, "ddl", "raw/order", "--config", str(lake.config)],
+                            capture_output=True, text=True, check=False).stdout
+    assert "TBLPROPERTIES ('table_type' = 'DELTA');" in native and "CREATE EXTERNAL TABLE `raw_order`" in native

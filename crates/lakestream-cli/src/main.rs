@@ -199,6 +199,16 @@ enum Command {
         #[command(flatten)]
         lake: LakeArgs,
     },
+    /// Print the Athena CREATE EXTERNAL TABLE for a table (native Delta, or --manifest).
+    Ddl {
+        /// Table name.
+        table: String,
+        /// The Hive form over the symlink manifests, with exact columns and partitions.
+        #[arg(long)]
+        manifest: bool,
+        #[command(flatten)]
+        lake: LakeArgs,
+    },
     /// A table's commits, newest first: operation, rows/files/bytes added and removed, txns.
     History {
         /// Table name.
@@ -558,6 +568,23 @@ async fn main() -> Result<()> {
         } => {
             let cfg = load_config(&lake)?;
             inspect::changes(&Lake::new(&cfg.lake)?, &table, from, to, limit, json).await
+        }
+        Command::Ddl {
+            table,
+            manifest,
+            lake,
+        } => {
+            let cfg = load_config(&lake)?;
+            let form = if manifest {
+                lakestream_core::inspect::DdlForm::Manifest
+            } else {
+                lakestream_core::inspect::DdlForm::Native
+            };
+            print!(
+                "{}",
+                lakestream_core::inspect::ddl(&Lake::new(&cfg.lake)?, &table, form).await?
+            );
+            Ok(())
         }
         Command::History {
             table,

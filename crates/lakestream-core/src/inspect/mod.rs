@@ -3,10 +3,12 @@
 //! Everything here reads; nothing commits.
 
 pub mod changes;
+pub mod ddl;
 pub mod history;
 pub mod time_travel;
 
 pub use changes::{Changes, changes};
+pub use ddl::{DdlForm, ddl};
 pub use history::{History, HistoryEntry, history};
 pub use time_travel::{AsOf, read_as_of, resolve_version};
 

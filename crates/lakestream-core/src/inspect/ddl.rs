@@ -1,0 +1,240 @@
+//! Athena DDL for a table, from its Delta schema: the native Delta form (Athena engine v3 reads
+//! the log itself), or the Hive form over the symlink manifests the maintenance job writes
+//! (`_symlink_format_manifest/`), with exact columns, types and partitions.
+
+use crate::error::{Error, Result};
+use crate::handle::TableHandle;
+use crate::storage::Lake;
+use deltalake::arrow::datatypes::{DataType, Field, Schema};
+
+/// Which `CREATE EXTERNAL TABLE` to print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DdlForm {
+    /// `TBLPROPERTIES ('table_type' = 'DELTA')`: Athena reads the Delta log.
+    Native,
+    /// A Hive table over the symlink manifests (Presto/Trino/Athena v2 style).
+    Manifest,
+}
+
+/// The DDL for `table` of `lake`.
+pub async fn ddl(lake: &Lake, table: &str, form: DdlForm) -> Result<String> {
+    let handle = TableHandle::open_existing(lake, table).await?;
+    let schema = handle.arrow_schema()?;
+    let partitions = handle
+        .table()
+        .snapshot()
+        .map_err(|e| Error::storage(table, e))?
+        .metadata()
+        .partition_columns()
+        .to_vec();
+    let location = lake.table_url(table)?.to_string();
+    render(table, &location, &schema, &partitions, form)
+}
+
+/// Render the DDL (pure: tested without a table).
+pub fn render(
+    table: &str,
+    location: &str,
+    schema: &Schema,
+    partitions: &[String],
+    form: DdlForm,
+) -> Result<String> {
+    let name = athena_name(table);
+    let mut out = String::new();
+    if !location.starts_with("s3://") {
+        out += &format!(
+            "-- {location} is not on S3: Athena reads tables on S3 only; copy the table there (or \
+             deploy) and change LOCATION\n"
+        );
+    }
+    match form {
+        DdlForm::Native => {
+            out += &format!(
+                "CREATE EXTERNAL TABLE `{name}`\nLOCATION '{location}'\nTBLPROPERTIES ('table_type' = 'DELTA');\n"
+            );
+        }
+        DdlForm::Manifest => {
+            let column = |f: &Field| -> Result<String> {
+                Ok(format!(
+                    "  `{}` {}",
+                    f.name(),
+                    hive_type(f.data_type(), table)?
+                ))
+            };
+            let data: Vec<String> = schema
+                .fields()
+                .iter()
+                .filter(|f| !partitions.contains(f.name()))
+                .map(|f| column(f))
+                .collect::<Result<_>>()?;
+            let parts: Vec<String> = partitions
+                .iter()
+                .map(|p| {
+                    let f = schema.field_with_name(p).map_err(|_| Error::Schema {
+                        table: table.to_string(),
+                        reason: format!("partition column `{p}` is not in the schema"),
+                    })?;
+                    column(f).map(|c| c.trim_start().to_string())
+                })
+                .collect::<Result<_>>()?;
+            out += &format!(
+                "CREATE EXTERNAL TABLE `{name}_manifest` (\n{})\n",
+                data.join(",\n")
+            );
+            if !parts.is_empty() {
+                out += &format!("PARTITIONED BY ({})\n", parts.join(", "));
+            }
+            out += "ROW FORMAT SERDE 'org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe'\n\
+                    STORED AS INPUTFORMAT 'org.apache.hadoop.hive.ql.io.SymlinkTextInputFormat'\n\
+                    OUTPUTFORMAT 'org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat'\n";
+            out += &format!("LOCATION '{location}_symlink_format_manifest/';\n");
+            if !parts.is_empty() {
+                out += &format!(
+                    "-- after new partitions appear (the manifests are rewritten by `lakestream manifest`):\n\
+                     MSCK REPAIR TABLE `{name}_manifest`;\n"
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Athena table names: lower case letters, digits and `_` (`raw/order` -> `raw_order`).
+pub fn athena_name(table: &str) -> String {
+    table
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The Hive (Athena) type of an Arrow type as Delta stores it.
+fn hive_type(t: &DataType, table: &str) -> Result<String> {
+    let nested = |f: &Field| hive_type(f.data_type(), table);
+    Ok(match t {
+        DataType::Boolean => "boolean".into(),
+        DataType::Int8 => "tinyint".into(),
+        DataType::Int16 => "smallint".into(),
+        DataType::Int32 => "int".into(),
+        DataType::Int64 => "bigint".into(),
+        DataType::Float32 => "float".into(),
+        DataType::Float64 => "double".into(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "string".into(),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "binary".into(),
+        DataType::Date32 | DataType::Date64 => "date".into(),
+        DataType::Timestamp(_, _) => "timestamp".into(),
+        DataType::Decimal128(p, s) | DataType::Decimal256(p, s) => format!("decimal({p},{s})"),
+        DataType::List(f) | DataType::LargeList(f) => format!("array<{}>", nested(f)?),
+        DataType::Struct(fields) => format!(
+            "struct<{}>",
+            fields
+                .iter()
+                .map(|f| Ok(format!("{}:{}", f.name(), nested(f)?)))
+                .collect::<Result<Vec<_>>>()?
+                .join(",")
+        ),
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => {
+                format!("map<{},{}>", nested(&kv[0])?, nested(&kv[1])?)
+            }
+            other => return Err(unsupported(table, other)),
+        },
+        other => return Err(unsupported(table, other)),
+    })
+}
+
+fn unsupported(table: &str, t: &DataType) -> Error {
+    Error::Schema {
+        table: table.to_string(),
+        reason: format!("no Athena type for {t}; use the native Delta form (without --manifest)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deltalake::arrow::datatypes::TimeUnit;
+    use std::sync::Arc;
+
+    #[test]
+    fn manifest_ddl_has_exact_columns_types_and_partitions() {
+        let schema = Schema::new(vec![
+            Field::new("order_id", DataType::Int32, false),
+            Field::new("order_owner", DataType::Utf8, false),
+            Field::new(
+                "timestamp",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                false,
+            ),
+            Field::new("kafka_offset", DataType::Int64, false),
+            Field::new("price", DataType::Decimal128(10, 2), true),
+            Field::new(
+                "tags",
+                DataType::List(Arc::new(Field::new("element", DataType::Utf8, true))),
+                true,
+            ),
+            Field::new("year", DataType::Utf8, false),
+            Field::new("hour", DataType::Utf8, false),
+        ]);
+        let parts = vec!["year".to_string(), "hour".to_string()];
+        let ddl = render(
+            "raw/order",
+            "s3://lake/l/raw/order/",
+            &schema,
+            &parts,
+            DdlForm::Manifest,
+        )
+        .expect("ddl");
+        assert_eq!(
+            ddl,
+            "CREATE EXTERNAL TABLE `raw_order_manifest` (\n  `order_id` int,\n  `order_owner` string,\n  \
+             `timestamp` timestamp,\n  `kafka_offset` bigint,\n  `price` decimal(10,2),\n  `tags` array<string>)\n\
+             PARTITIONED BY (`year` string, `hour` string)\n\
+             ROW FORMAT SERDE 'org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe'\n\
+             STORED AS INPUTFORMAT 'org.apache.hadoop.hive.ql.io.SymlinkTextInputFormat'\n\
+             OUTPUTFORMAT 'org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat'\n\
+             LOCATION 's3://lake/l/raw/order/_symlink_format_manifest/';\n\
+             -- after new partitions appear (the manifests are rewritten by `lakestream manifest`):\n\
+             MSCK REPAIR TABLE `raw_order_manifest`;\n"
+        );
+        let native = render(
+            "access_logs/datalake-prod",
+            "s3://lake/l/access_logs/datalake-prod/",
+            &schema,
+            &parts,
+            DdlForm::Native,
+        )
+        .expect("ddl");
+        assert_eq!(
+            native,
+            "CREATE EXTERNAL TABLE `access_logs_datalake_prod`\nLOCATION 's3://lake/l/access_logs/datalake-prod/'\nTBLPROPERTIES ('table_type' = 'DELTA');\n"
+        );
+        let local = render(
+            "raw/order",
+            "/tmp/lake/raw/order/",
+            &schema,
+            &parts,
+            DdlForm::Native,
+        )
+        .expect("ddl");
+        assert!(
+            local.starts_with("-- /tmp/lake/raw/order/ is not on S3"),
+            "{local}"
+        );
+        let odd = Schema::new(vec![Field::new(
+            "d",
+            DataType::Duration(TimeUnit::Second),
+            true,
+        )]);
+        let err = render("t", "s3://x/t/", &odd, &[], DdlForm::Manifest).expect_err("no type");
+        assert!(
+            err.to_string().contains("use the native Delta form"),
+            "{err}"
+        );
+    }
+}

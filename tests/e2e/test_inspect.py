@@ -101,3 +101,23 @@ def test_ddl_names_the_table_location_and_its_exact_columns(lake):
     native = subprocess.run([BIN, "ddl", "raw/order", "--config", str(lake.config)],
                             capture_output=True, text=True, check=False).stdout
     assert "TBLPROPERTIES ('table_type' = 'DELTA');" in native and "CREATE EXTERNAL TABLE `raw_order`" in native
+
+
+def test_lag_matches_what_the_tables_hold(tmp_path):
+    lake = str(tmp_path / "lake")
+    run("demo", "--lake", lake, "--records", "400", cwd=tmp_path)
+    lag = json.loads(run("lag", "--json", "--lake", lake, cwd=tmp_path))
+    orders = DeltaTable(f"{lake}/raw/order").to_pyarrow_table().to_pylist()
+    highest = {}
+    for r in orders:
+        highest[r["kafka_partition"]] = max(highest.get(r["kafka_partition"], -1), r["kafka_offset"])
+    [k] = [k for k in lag["kafka"] if k["topic"] == "orders"]
+    # The committed offset is at least the highest row (a dead-lettered record can be last).
+    assert {int(p): o for p, o in k["partitions"].items()}.keys() == highest.keys()
+    assert all(o >= highest[int(p)] for p, o in k["partitions"].items())
+    assert all(r["behind"] == 0 for r in lag["refine"]), lag["refine"]
+    [a] = [a for a in lag["access_logs"] if a["table"] == "access_logs/datalake-prod"]
+    logs = DeltaTable(f"{lake}/access_logs/datalake-prod").to_pyarrow_table().to_pylist()
+    assert a["objects_last_24h"] == len({r["log_object"] for r in logs})
+    newest = max(r["time"] for r in logs)
+    assert a["newest_log_time"].replace("Z", "+00:00").startswith(newest.isoformat()[:19])

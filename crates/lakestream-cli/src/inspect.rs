@@ -1,6 +1,6 @@
-//! `lakestream history`, `show --version/--as-of` and `changes`: a table's commits, its rows as
-//! of an older version or time, and what commits inserted or deleted (library side:
-//! `lakestream_core::inspect`).
+//! `lakestream history`, `show --version/--as-of`, `changes` and `lag`: a table's commits, its
+//! rows as of an older version or time, what commits inserted or deleted, how far behind each
+//! job is (library side: `lakestream_core::inspect`).
 
 use anyhow::{Context, Result};
 use lakestream_core::Lake;
@@ -133,5 +133,58 @@ pub async fn changes(
     );
     let head = c.rows.slice(0, limit.min(c.rows.num_rows()));
     println!("{}", arrow::util::pretty::pretty_format_batches(&[head])?);
+    Ok(())
+}
+
+/// Print how far behind each job of `config` is.
+pub async fn lag(config: &lakestream_core::PipelineConfig, json: bool) -> Result<()> {
+    let lake = Lake::new(&config.lake)?;
+    let lag = inspect::lag(&lake, config, chrono::Utc::now()).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&lag)?);
+        return Ok(());
+    }
+    let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
+        t.map_or("-".to_string(), |t| {
+            t.format("%Y-%m-%d %H:%M:%SZ").to_string()
+        })
+    };
+    println!("kafka (offsets committed in the tables; compare with the topics' end offsets):");
+    for k in &lag.kafka {
+        let parts: Vec<String> = k
+            .partitions
+            .iter()
+            .map(|(p, o)| format!("{p}={o}"))
+            .collect();
+        match k.latest {
+            Some((v, at)) => println!(
+                "  {} -> {} (v{v}, {}): {}",
+                k.topic,
+                k.table,
+                time(at),
+                parts.join(" ")
+            ),
+            None => println!("  {} -> {}: no table yet", k.topic, k.table),
+        }
+    }
+    println!("refine (source versions consumed / latest):");
+    for r in &lag.refine {
+        let consumed = r.consumed.map_or("-".into(), |c| c.to_string());
+        let latest = r.latest.map_or("-".into(), |c| c.to_string());
+        println!(
+            "  {} -> {}: {} {consumed}/{latest} ({} behind)",
+            r.job, r.output, r.source, r.behind
+        );
+    }
+    println!("access logs (log objects committed in the last 24 h, newest request time):");
+    for a in &lag.access_logs {
+        println!(
+            "  {}: {} objects, newest log {}, last commit {}",
+            a.table,
+            a.objects_last_24h,
+            time(a.newest_log_time),
+            time(a.last_commit)
+        );
+    }
     Ok(())
 }

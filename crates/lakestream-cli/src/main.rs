@@ -209,6 +209,15 @@ enum Command {
         #[command(flatten)]
         lake: LakeArgs,
     },
+    /// How far behind each job is: Kafka offsets committed per partition, refine sources
+    /// consumed vs latest, access-log objects in the last 24 h and the newest log time.
+    Lag {
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        lake: LakeArgs,
+    },
     /// A table's commits, newest first: operation, rows/files/bytes added and removed, txns.
     History {
         /// Table name.
@@ -585,6 +594,10 @@ async fn main() -> Result<()> {
                 lakestream_core::inspect::ddl(&Lake::new(&cfg.lake)?, &table, form).await?
             );
             Ok(())
+        }
+        Command::Lag { json, lake } => {
+            let cfg = load_config(&lake)?;
+            inspect::lag(&cfg, json).await
         }
         Command::History {
             table,

@@ -290,6 +290,21 @@ impl TableHandle {
         Ok(())
     }
 
+    /// Every `txn` of the table (appId, version), loaded in one pass; `None` when the one-pass
+    /// load was not possible (then only per-appId lookups through [`committed`](Self::committed)).
+    pub async fn all_txns(&mut self) -> Result<Option<Vec<(String, i64)>>> {
+        self.load_all_txns().await?;
+        if !self.txns_complete {
+            return Ok(None);
+        }
+        Ok(Some(
+            self.txns
+                .iter()
+                .filter_map(|(k, v)| v.map(|v| (k.clone(), v)))
+                .collect(),
+        ))
+    }
+
     /// Arrow schema of the table as of [`version`](Self::version).
     pub fn arrow_schema(&self) -> Result<SchemaRef> {
         if let Some(schema) = &self.head_schema {

@@ -1,15 +1,17 @@
 //! Looking into the lake: a table's history, reading it as of an older version or time, and
-//! the rows commits inserted or deleted.
+//! the rows commits inserted or deleted, the Athena DDL, and how far behind each job is.
 //! Everything here reads; nothing commits.
 
 pub mod changes;
 pub mod ddl;
 pub mod history;
+pub mod lag;
 pub mod time_travel;
 
 pub use changes::{Changes, changes};
 pub use ddl::{DdlForm, ddl};
 pub use history::{History, HistoryEntry, history};
+pub use lag::{Lag, lag};
 pub use time_travel::{AsOf, read_as_of, resolve_version};
 
 use crate::error::{Error, Result};

@@ -276,3 +276,76 @@ async fn changes_are_the_rows_each_version_inserted_and_compaction_adds_none() -
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lag_reports_committed_offsets_and_refine_progress() -> Result<()> {
+    use lakestream_core::inspect::lag;
+    use lakestream_core::refine::{RunContext, run_job};
+    for b in backends() {
+        let lake = TestLake::new(b, "lag")?;
+        let ing = lake.ingestor()?;
+        ing.ingest(&batch(0, 0, 5)).await?;
+        ing.ingest(&batch(1, 10, 3)).await?;
+        let member = |o: i64| {
+            let json = format!(
+                r#"{{"order_owner":"o0","membership":"gold","timestamp":"2022-04-04T09:15:30Z","n":{o}}}"#
+            );
+            SourceRecord::new("members", 2, o, 1_649_063_730_000, json.as_bytes())
+        };
+        ing.ingest(&[member(40), member(41)]).await?;
+        let l = Lake::new(&lake.config.lake)?;
+        let cfg = &lake.config;
+        let now = Utc::now();
+        let before = lag(&l, cfg, now).await?;
+        let orders = before
+            .kafka
+            .iter()
+            .find(|k| k.topic == "orders")
+            .expect("orders");
+        assert_eq!(
+            orders
+                .partitions
+                .iter()
+                .map(|(p, o)| (*p, *o))
+                .collect::<Vec<_>>(),
+            [(0, 4), (1, 12)],
+            "{b:?}"
+        );
+        assert_eq!(orders.latest.map(|l| l.0), Some(1), "{b:?}");
+        let members = before
+            .kafka
+            .iter()
+            .find(|k| k.topic == "members")
+            .expect("members");
+        assert_eq!(members.partitions.get(&2), Some(&41), "{b:?}");
+        let curated: Vec<_> = before
+            .refine
+            .iter()
+            .filter(|r| r.job == "curated")
+            .collect();
+        assert_eq!(curated.len(), 2);
+        assert!(
+            curated.iter().all(|r| r.consumed.is_none()),
+            "{b:?}: nothing consumed yet"
+        );
+        let raw_order = curated
+            .iter()
+            .find(|r| r.source == "raw/order")
+            .expect("source");
+        assert_eq!((raw_order.latest, raw_order.behind), (Some(1), 2), "{b:?}");
+
+        let settings = (&cfg.commit).into();
+        let ctx = RunContext::new(cfg, &l, &settings, now);
+        let job = cfg.refine_job("curated").expect("curated job");
+        run_job(&ctx, job, 100).await?;
+        let after = lag(&l, cfg, now).await?;
+        for r in after.refine.iter().filter(|r| r.job == "curated") {
+            assert_eq!((r.consumed, r.behind), (r.latest, 0), "{b:?}: {r:?}");
+        }
+        assert!(
+            after.access_logs.is_empty(),
+            "{b:?}: no access-log tables yet"
+        );
+    }
+    Ok(())
+}

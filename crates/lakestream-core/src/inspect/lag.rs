@@ -1,0 +1,217 @@
+//! How far behind each job is, from what the tables themselves record (nothing else is asked):
+//! - **Kafka**: per topic and partition, the offset committed in the table (`txn`
+//!   `<pipeline>/<topic>/<partition>`; compare with the topic's end offsets in Kafka), and when
+//!   the table last committed;
+//! - **refine**: per job and source, the source version the output consumed (its `txn`) against
+//!   the source's latest version;
+//! - **access logs**: per table, the log objects committed in the last 24 hours (one `txn` per
+//!   object), and the newest request time in the table (file statistics of `time`).
+
+use super::history::parse_commit;
+use crate::config::{AccessLogLayout, PipelineConfig};
+use crate::error::{Error, Result};
+use crate::handle::TableHandle;
+use crate::read::child_tables;
+use crate::refine::source_app_id;
+use crate::storage::Lake;
+use chrono::{DateTime, Duration, Utc};
+use std::collections::BTreeMap;
+
+/// One Kafka topic's table.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct KafkaLag {
+    /// Topic.
+    pub topic: String,
+    /// Its table.
+    pub table: String,
+    /// Committed offset per partition (the highest offset the table holds for it).
+    pub partitions: BTreeMap<i32, i64>,
+    /// The table's latest version and its commit time (`None`: not created yet).
+    pub latest: Option<(u64, Option<DateTime<Utc>>)>,
+}
+
+/// One source of one refine job.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RefineLag {
+    /// Job name.
+    pub job: String,
+    /// Output table.
+    pub output: String,
+    /// Source table.
+    pub source: String,
+    /// Source version the output consumed (`None`: nothing yet).
+    pub consumed: Option<u64>,
+    /// Source's latest version (`None`: the source does not exist yet).
+    pub latest: Option<u64>,
+    /// Versions still to read.
+    pub behind: u64,
+}
+
+/// One access-log table.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AccessLogLag {
+    /// Table.
+    pub table: String,
+    /// Log objects committed in the 24 hours before `now`.
+    pub objects_last_24h: usize,
+    /// Newest request time in the table.
+    pub newest_log_time: Option<DateTime<Utc>>,
+    /// Time of the table's latest commit.
+    pub last_commit: Option<DateTime<Utc>>,
+}
+
+/// The whole lake's lag.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Lag {
+    /// Kafka topics.
+    pub kafka: Vec<KafkaLag>,
+    /// Refine jobs.
+    pub refine: Vec<RefineLag>,
+    /// Access-log tables.
+    pub access_logs: Vec<AccessLogLag>,
+}
+
+/// The lag of every job `config` describes, as of `now`.
+pub async fn lag(lake: &Lake, config: &PipelineConfig, now: DateTime<Utc>) -> Result<Lag> {
+    let mut out = Lag {
+        kafka: vec![],
+        refine: vec![],
+        access_logs: vec![],
+    };
+    for t in &config.topics {
+        let mut h = TableHandle::open(lake, &t.table)?;
+        let mut row = KafkaLag {
+            topic: t.topic.clone(),
+            table: t.table.clone(),
+            partitions: BTreeMap::new(),
+            latest: None,
+        };
+        if h.refresh().await? {
+            let prefix = format!("{}/{}/", config.pipeline, t.topic);
+            let txns = h
+                .all_txns()
+                .await?
+                .ok_or_else(|| Error::VersionUnavailable {
+                    table: t.table.clone(),
+                    reason: "its `txn`s could not be read in one pass (checkpoint format)".into(),
+                })?;
+            for (app, v) in txns {
+                if let Some(p) = app.strip_prefix(&prefix).and_then(|p| p.parse().ok()) {
+                    row.partitions.insert(p, v);
+                }
+            }
+            let latest = h.version().unwrap_or(0);
+            row.latest = Some((latest, commit_time(&h, latest).await?));
+        }
+        out.kafka.push(row);
+    }
+    for job in &config.refine {
+        let mut output = TableHandle::open(lake, &job.output)?;
+        let exists = output.refresh().await?;
+        for source in job.sources() {
+            let app = source_app_id(&config.pipeline, &job.job, source);
+            let consumed = if exists {
+                output
+                    .committed(std::slice::from_ref(&app))
+                    .await?
+                    .get(&app)
+                    .copied()
+            } else {
+                None
+            }
+            .and_then(|v| u64::try_from(v).ok());
+            let mut src = TableHandle::open(lake, source)?;
+            let latest = if src.refresh().await? {
+                src.version()
+            } else {
+                None
+            };
+            let behind = match (latest, consumed) {
+                (Some(l), Some(c)) => l.saturating_sub(c),
+                (Some(l), None) => l + 1,
+                (None, _) => 0,
+            };
+            out.refine.push(RefineLag {
+                job: job.job.clone(),
+                output: job.output.clone(),
+                source: source.to_string(),
+                consumed,
+                latest,
+                behind,
+            });
+        }
+    }
+    let prefix = &config.access_logs.table_prefix;
+    let tables = match config.access_logs.layout {
+        AccessLogLayout::PerBucket => child_tables(lake, prefix).await?,
+        AccessLogLayout::Single => vec![prefix.clone()],
+    };
+    let log_prefix = format!("{}/s3/", config.pipeline);
+    for table in tables {
+        let mut h = TableHandle::open(lake, &table)?;
+        if !h.refresh().await? {
+            continue;
+        }
+        let latest = h.version().unwrap_or(0);
+        let cutoff = now - Duration::hours(24);
+        let log_store = h.table().log_store();
+        let mut objects = 0;
+        let mut last_commit = None;
+        for v in (0..=latest).rev() {
+            let Some(bytes) = log_store
+                .read_commit_entry(v)
+                .await
+                .map_err(|e| Error::storage(&table, e))?
+            else {
+                break; // cleaned up: older than the log retention, so older than 24 h too
+            };
+            let e = parse_commit(v, &bytes);
+            last_commit = last_commit.or(e.timestamp);
+            if e.timestamp.is_some_and(|t| t < cutoff) {
+                break;
+            }
+            objects += e
+                .txns
+                .iter()
+                .filter(|(app, _)| app.starts_with(&log_prefix) && !app.contains("#refused-by:"))
+                .count();
+        }
+        out.access_logs.push(AccessLogLag {
+            newest_log_time: newest_time(&h)?,
+            table,
+            objects_last_24h: objects,
+            last_commit,
+        });
+    }
+    Ok(out)
+}
+
+/// The commit time of `version` (from its commit file).
+async fn commit_time(h: &TableHandle, version: u64) -> Result<Option<DateTime<Utc>>> {
+    let bytes = h
+        .table()
+        .log_store()
+        .read_commit_entry(version)
+        .await
+        .map_err(|e| Error::storage(h.name(), e))?;
+    Ok(bytes.and_then(|b| parse_commit(version, &b).timestamp))
+}
+
+/// The largest `time` in the table's file statistics.
+fn newest_time(h: &TableHandle) -> Result<Option<DateTime<Utc>>> {
+    let snapshot = h
+        .table()
+        .snapshot()
+        .map_err(|e| Error::storage(h.name(), e))?;
+    Ok(snapshot
+        .log_data()
+        .iter()
+        .filter_map(|f| {
+            let stats: serde_json::Value = serde_json::from_str(&f.stats()?).ok()?;
+            let max = stats.get("maxValues")?.get("time")?.as_str()?.to_string();
+            DateTime::parse_from_rfc3339(&max)
+                .ok()
+                .map(|t| t.with_timezone(&Utc))
+        })
+        .max())
+}

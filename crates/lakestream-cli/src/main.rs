@@ -6,6 +6,7 @@ mod demo;
 mod inspect;
 mod redrive;
 mod refine;
+mod report;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -218,6 +219,11 @@ enum Command {
         #[command(flatten)]
         lake: LakeArgs,
     },
+    /// Reports over the lake.
+    Report {
+        #[command(subcommand)]
+        report: ReportCommand,
+    },
     /// A table's commits, newest first: operation, rows/files/bytes added and removed, txns.
     History {
         /// Table name.
@@ -225,6 +231,28 @@ enum Command {
         /// Newest N commits only.
         #[arg(long)]
         limit: Option<usize>,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        lake: LakeArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum ReportCommand {
+    /// Which datasets are read most, how old the data read is, what nobody read lately
+    /// (over the access-log tables).
+    Access {
+        /// Window in days for the counts; datasets without a read in it are cold candidates.
+        #[arg(long, default_value_t = 30)]
+        since: i64,
+        /// Key segments that name a dataset (`sales/2026/...` at 1: `sales`).
+        #[arg(long, default_value_t = 1)]
+        depth: usize,
+        /// Also write a self-contained HTML page (inline SVG charts, nothing fetched).
+        #[arg(long)]
+        html: Option<PathBuf>,
         /// Print as JSON.
         #[arg(long)]
         json: bool,
@@ -598,6 +626,24 @@ async fn main() -> Result<()> {
         Command::Lag { json, lake } => {
             let cfg = load_config(&lake)?;
             inspect::lag(&cfg, json).await
+        }
+        Command::Report {
+            report:
+                ReportCommand::Access {
+                    since,
+                    depth,
+                    html,
+                    json,
+                    lake,
+                },
+        } => {
+            let cfg = load_config(&lake)?;
+            let opts = lakestream_core::access_log::report::ReportOptions {
+                since_days: since,
+                depth,
+                now: chrono::Utc::now(),
+            };
+            report::access(&cfg, opts, html.as_deref(), json).await
         }
         Command::History {
             table,

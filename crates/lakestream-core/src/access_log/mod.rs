@@ -1,5 +1,5 @@
-//! S3 server access logs: the line parser, the Arrow builder and the ingestion of log objects
-//! into per-bucket Delta tables.
+//! S3 server access logs: the line parser, the Arrow builder, the ingestion of log objects
+//! into per-bucket Delta tables, and the access-pattern report over those tables.
 
 pub mod arrow;
 pub mod generate;
@@ -7,6 +7,7 @@ pub mod ingest;
 mod object;
 pub use lakestream_formats::access_log as parse;
 mod planner;
+pub mod report;
 pub mod source;
 
 pub use arrow::{AccessLogBatchBuilder, access_log_schema};

@@ -16,6 +16,12 @@ endif
 SAM := AWS_DEFAULT_REGION=$(REGION) SAM_CLI_TELEMETRY=0 $(VENV)/bin/sam
 export CARGO_TERM_COLOR ?= never
 
+# One feature set for clippy, tests and the debug binaries (so delta-rs is compiled once): the
+# CLI with `sql` (DataFusion). The Lambda functions are built on their own (`-p`, below) and
+# never link DataFusion; `make no-datafusion` checks that.
+FEATURES := --features lakestream-cli/sql
+FUNCTION_PACKAGES := $(addprefix -p ,$(FUNCTIONS))
+
 TEST_ENV = LAKESTREAM_TEST_S3_ENDPOINT=http://127.0.0.1:$(MOTO_PORT) LAKESTREAM_REQUIRE_S3=1 \
 	AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 \
 	MOTO_PORT=$(MOTO_PORT) LAKESTREAM_BIN=$(CURDIR)/target/debug/lakestream
@@ -42,8 +48,8 @@ moto-stop: ## Stop the emulator started by moto-start
 	MOTO_PORT=$(MOTO_PORT) scripts/moto.sh stop
 
 test: moto-start ## All tests: Rust (filesystem + S3 emulator) and the independent-reader suite
-	$(TEST_ENV) cargo test --workspace
-	cargo build --workspace --bins
+	$(TEST_ENV) cargo test --workspace $(FEATURES)
+	cargo build --workspace --bins $(FEATURES)
 	$(TEST_ENV) $(VENV)/bin/pytest -q tests/e2e
 	$(TEST_ENV) $(VENV)/bin/pytest -q tests/chaos
 	$(TEST_ENV) tests/lambda-runtime.sh
@@ -54,11 +60,14 @@ fmt:
 	cargo fmt --all -- --check
 
 clippy:
-	cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy --workspace --all-targets $(FEATURES) -- -D warnings
 
-no-datafusion: ## Prove the functions do not link DataFusion
-	@for f in $(FUNCTIONS); do \
-	  if cargo tree -p $$f -e normal | grep -qi datafusion; then echo "$$f links DataFusion"; exit 1; else echo "$$f: no DataFusion"; fi; \
+no-datafusion: ## Prove the functions do not link DataFusion, as `make build` builds them (and in built bootstraps)
+	@if cargo tree $(FUNCTION_PACKAGES) -e normal --prefix none | grep -qi '^datafusion'; then \
+	  echo "a function links DataFusion:"; cargo tree $(FUNCTION_PACKAGES) -e normal -i datafusion; exit 1; fi
+	@echo "functions ($(FUNCTIONS)), built together: no DataFusion"
+	@for f in $(FUNCTIONS); do b=target/lambda/$$f/bootstrap; \
+	  if [ -f $$b ]; then if grep -qa 'datafusion' $$b; then echo "$$b contains DataFusion"; exit 1; else echo "$$b: no DataFusion"; fi; fi; \
 	done
 
 validate: venv ## cfn-lint, sam validate (with and without --lint), the offline deploy contract and its tests
@@ -70,11 +79,12 @@ validate: venv ## cfn-lint, sam validate (with and without --lint), the offline 
 	$(VENV)/bin/pytest -q tests/deploy
 
 build: venv ## cargo lambda release build of every function (ARCH=arm64|x86_64), prints sizes
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cargo lambda build --release $(LAMBDA_TARGET) $(addprefix --bin ,$(FUNCTIONS))
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cargo lambda build --release $(LAMBDA_TARGET) $(FUNCTION_PACKAGES)
+	@$(MAKE) --no-print-directory no-datafusion
 	@for f in $(FUNCTIONS); do ls -l target/lambda/$$f/bootstrap | awk -v f=$$f '{printf "%-14s bootstrap %6.1f MB\n", f, $$5/1048576}'; done
 
 package: venv ## Zip each function (target/lambda/<fn>/bootstrap.zip) for any deploy tool
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cargo lambda build --release $(LAMBDA_TARGET) --output-format zip $(addprefix --bin ,$(FUNCTIONS))
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cargo lambda build --release $(LAMBDA_TARGET) --output-format zip $(FUNCTION_PACKAGES)
 	@ls -l target/lambda/*/bootstrap.zip
 
 deploy: venv ## sam build + deploy for ARCH (guided the first time; refuses a samconfig.toml of another ARCH; DEPLOY.md)

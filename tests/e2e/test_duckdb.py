@@ -1,5 +1,6 @@
 """DuckDB's Delta extension (delta-kernel-rs: no code shared with us or with Python `deltalake`)
-reads every kind of table Lakestream writes and returns the same rows as Python `deltalake`:
+reads every kind of table Lakestream writes and returns the same rows as Python `deltalake` and
+as `lakestream sql` (DataFusion over our reader):
 raw orders (processing-time partitions) through replays, members after schema evolution, dead
 letters, access logs, the curated join and the processed upsert, after compaction, after
 vacuum, past a checkpoint, and an old version by number. On the filesystem and on the S3
@@ -43,6 +44,13 @@ def connect(lake):
 
 
 def norm(value):
+    if isinstance(value, str) and len(value) >= 10 and value[4:5] == "-" and value[7:8] == "-":
+        try:  # a timestamp as JSON text (lakestream sql --format json)
+            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
     if isinstance(value, dt.datetime):
         return value.astimezone(dt.timezone.utc).isoformat()
     if isinstance(value, bytes):
@@ -51,8 +59,15 @@ def norm(value):
 
 
 def canonical(rows):
-    """Rows as sorted JSON objects (column order and container types do not matter)."""
-    return sorted(json.dumps({k: norm(v) for k, v in r.items()}, sort_keys=True, default=str) for r in rows)
+    """Rows as sorted JSON objects (column order, container types and absent-vs-null do not
+    matter)."""
+    return sorted(json.dumps({k: norm(v) for k, v in r.items() if v is not None}, sort_keys=True, default=str)
+                  for r in rows)
+
+
+def sql_rows(lake, query, *extra):
+    out = cli(lake, "sql", query, "--format", "json", *extra)
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
 def duck_rows(con, uri, version=None):
@@ -74,6 +89,12 @@ def assert_same(con, lake, name, version=None):
     ours = canonical(deltalake_rows(lake, name, version))
     theirs = canonical(duck_rows(con, lake.table_uri(name), version))
     assert theirs == ours, f"{name} v{version}: DuckDB {len(theirs)} rows, deltalake {len(ours)}"
+    sql_name = name.replace("/", "_").replace("-", "_")
+    if version is None:
+        mine = canonical(sql_rows(lake, f"SELECT * FROM {sql_name}"))
+    else:
+        mine = canonical(sql_rows(lake, f"SELECT * FROM {sql_name}_v{version}", "--at", f"{name}={version}"))
+    assert mine == theirs, f"{name} v{version}: lakestream sql {len(mine)} rows, DuckDB {len(theirs)}"
     return len(ours)
 
 

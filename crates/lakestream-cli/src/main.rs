@@ -7,6 +7,8 @@ mod inspect;
 mod redrive;
 mod refine;
 mod report;
+#[cfg(feature = "sql")]
+mod sql;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -219,6 +221,20 @@ enum Command {
         #[command(flatten)]
         lake: LakeArgs,
     },
+    /// SQL over the lake's tables with DataFusion (tables named by path: raw/order -> raw_order).
+    /// Needs the `sql` feature: `cargo run --features sql --bin lakestream -- sql ...`.
+    Sql {
+        /// The query.
+        query: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: SqlFormat,
+        /// Also register TABLE at version V, as <name>_v<V> (e.g. raw/order=3 -> raw_order_v3).
+        #[arg(long, value_name = "TABLE=V")]
+        at: Vec<String>,
+        #[command(flatten)]
+        lake: LakeArgs,
+    },
     /// Reports over the lake.
     Report {
         #[command(subcommand)]
@@ -237,6 +253,17 @@ enum Command {
         #[command(flatten)]
         lake: LakeArgs,
     },
+}
+
+/// Output of `lakestream sql`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SqlFormat {
+    /// A text table.
+    Table,
+    /// CSV with a header.
+    Csv,
+    /// JSON lines.
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -627,6 +654,15 @@ async fn main() -> Result<()> {
             let cfg = load_config(&lake)?;
             inspect::lag(&cfg, json).await
         }
+        Command::Sql {
+            query,
+            format,
+            at,
+            lake,
+        } => {
+            let cfg = load_config(&lake)?;
+            run_sql(&cfg, &query, format, &at).await
+        }
         Command::Report {
             report:
                 ReportCommand::Access {
@@ -731,6 +767,36 @@ fn table_names(cfg: &PipelineConfig, lake: &Lake) -> Vec<String> {
     names.sort();
     names.dedup();
     names
+}
+
+/// `lakestream sql` (DataFusion; only with the `sql` feature).
+#[cfg(feature = "sql")]
+async fn run_sql(
+    cfg: &PipelineConfig,
+    query: &str,
+    format: SqlFormat,
+    at: &[String],
+) -> Result<()> {
+    let at = at
+        .iter()
+        .map(|a| sql::parse_at(a))
+        .collect::<Result<Vec<_>>>()?;
+    let format = match format {
+        SqlFormat::Table => sql::Format::Table,
+        SqlFormat::Csv => sql::Format::Csv,
+        SqlFormat::Json => sql::Format::Json,
+    };
+    sql::run(&Lake::new(&cfg.lake)?, cfg, query, &at, format).await
+}
+
+/// `lakestream sql` without the `sql` feature: say how to get it.
+#[cfg(not(feature = "sql"))]
+async fn run_sql(_: &PipelineConfig, _: &str, _: SqlFormat, _: &[String]) -> Result<()> {
+    anyhow::bail!(
+        "this lakestream was built without SQL (DataFusion adds minutes to a build): \
+         `cargo run --features sql --bin lakestream -- sql ...`, or `cargo install --path \
+         crates/lakestream-cli --features sql`"
+    )
 }
 
 /// Print a summary and the first rows of a table.

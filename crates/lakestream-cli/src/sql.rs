@@ -1,0 +1,178 @@
+//! `lakestream sql "SELECT ..."`: DataFusion over the lake's tables (cargo feature `sql`; the
+//! Lambda functions never link DataFusion).
+//!
+//! Every table the config knows (the topics' tables, the dead-letter table, the refine outputs,
+//! the access-log tables) is queryable under its path with `/` and `-` as `_` (`raw/order` ->
+//! `raw_order`, `access_logs/datalake-prod` -> `access_logs_datalake_prod`); `--at TABLE=V` adds
+//! version V as `<name>_v<V>`. A table is read (our reader, the live files of its snapshot) only
+//! when the query names it, into memory: fine for a laptop-sized look at the lake; for large
+//! tables use Athena, Trino or DuckDB (`lakestream ddl`, README).
+
+use anyhow::{Context, Result, bail};
+use datafusion::datasource::MemTable;
+use datafusion::prelude::SessionContext;
+use deltalake::arrow::array::RecordBatch;
+use deltalake::arrow::util::display::{ArrayFormatter, FormatOptions};
+use lakestream_core::inspect::{AsOf, ddl::athena_name, read_as_of};
+use lakestream_core::{Lake, PipelineConfig, read};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// A text table.
+    Table,
+    /// CSV with a header.
+    Csv,
+    /// JSON lines.
+    Json,
+}
+
+/// The lake's tables: SQL name -> (table path, version).
+pub async fn catalog(
+    lake: &Lake,
+    config: &PipelineConfig,
+    at: &[(String, u64)],
+) -> Result<BTreeMap<String, (String, Option<u64>)>> {
+    let mut tables: Vec<String> = config.topics.iter().map(|t| t.table.clone()).collect();
+    tables.push(config.dead_letter_table.clone());
+    tables.extend(config.refine.iter().map(|r| r.output.clone()));
+    let prefix = &config.access_logs.table_prefix;
+    match config.access_logs.layout {
+        lakestream_core::config::AccessLogLayout::PerBucket => {
+            tables.extend(read::child_tables(lake, prefix).await?)
+        }
+        lakestream_core::config::AccessLogLayout::Single => tables.push(prefix.clone()),
+    }
+    let mut out = BTreeMap::new();
+    for t in tables {
+        out.insert(athena_name(&t), (t, None));
+    }
+    for (table, v) in at {
+        out.insert(
+            format!("{}_v{v}", athena_name(table)),
+            (table.clone(), Some(*v)),
+        );
+    }
+    Ok(out)
+}
+
+/// Run `query` and print the result.
+pub async fn run(
+    lake: &Lake,
+    config: &PipelineConfig,
+    query: &str,
+    at: &[(String, u64)],
+    format: Format,
+) -> Result<()> {
+    let batches = query_lake(lake, config, query, at).await?;
+    print(&batches, format)
+}
+
+/// Run `query` over the lake; the tables it names are loaded.
+pub async fn query_lake(
+    lake: &Lake,
+    config: &PipelineConfig,
+    query: &str,
+    at: &[(String, u64)],
+) -> Result<Vec<RecordBatch>> {
+    let catalog = catalog(lake, config, at).await?;
+    let named: HashSet<String> = query
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map(str::to_ascii_lowercase)
+        .collect();
+    let ctx = SessionContext::new();
+    let mut loaded = 0;
+    for (name, (table, version)) in &catalog {
+        if !named.contains(name) {
+            continue;
+        }
+        let as_of = version.map_or(AsOf::Latest, AsOf::Version);
+        let batch = match read_as_of(lake, table, as_of).await {
+            Ok((_, b)) => b,
+            Err(lakestream_core::Error::TableNotFound(_)) => continue,
+            Err(e) => return Err(e).with_context(|| format!("reading {table} for `{name}`")),
+        };
+        let mem = MemTable::try_new(batch.schema(), vec![vec![batch]])?;
+        ctx.register_table(name.as_str(), Arc::new(mem))?;
+        loaded += 1;
+    }
+    if loaded == 0 && !catalog.is_empty() && query.to_ascii_lowercase().contains("from") {
+        let names: Vec<&str> = catalog.keys().map(String::as_str).collect();
+        tracing::info!(tables = ?names, "the query names none of the lake's tables");
+    }
+    let df = ctx.sql(query).await.with_context(|| {
+        let names: Vec<&str> = catalog.keys().map(String::as_str).collect();
+        format!("tables of this lake: {}", names.join(", "))
+    })?;
+    Ok(df.collect().await?)
+}
+
+/// `TABLE=V` of `--at`.
+pub fn parse_at(text: &str) -> Result<(String, u64)> {
+    let Some((table, v)) = text.rsplit_once('=') else {
+        bail!("--at `{text}`: expected TABLE=VERSION, e.g. raw/order=3");
+    };
+    Ok((
+        table.to_string(),
+        v.parse()
+            .with_context(|| format!("--at `{text}`: version"))?,
+    ))
+}
+
+fn print(batches: &[RecordBatch], format: Format) -> Result<()> {
+    use std::io::Write;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    match format {
+        Format::Table => writeln!(
+            out,
+            "{}",
+            arrow::util::pretty::pretty_format_batches(batches)?
+        )?,
+        Format::Json => {
+            let mut w = arrow_json::LineDelimitedWriter::new(&mut out);
+            for b in batches {
+                w.write(b)?;
+            }
+            w.finish()?;
+        }
+        Format::Csv => {
+            let Some(first) = batches.first() else {
+                return Ok(());
+            };
+            let header: Vec<String> = first
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| csv_field(f.name()))
+                .collect();
+            writeln!(out, "{}", header.join(","))?;
+            let options = FormatOptions::default().with_null("");
+            for b in batches {
+                let formatters = b
+                    .columns()
+                    .iter()
+                    .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                for row in 0..b.num_rows() {
+                    let cells: Vec<String> = formatters
+                        .iter()
+                        .map(|f| csv_field(&f.value(row).to_string()))
+                        .collect();
+                    writeln!(out, "{}", cells.join(","))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}

@@ -137,6 +137,23 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
     println!(
         "  lakestream show raw/order --version 0 --lake {root}  # time travel (or --as-of TIME)"
     );
+    for line in [
+        format!(
+            "lakestream changes raw/order --from 1 --lake {root}  # rows inserted/deleted since v1"
+        ),
+        format!(
+            "lakestream lag --lake {root}                         # offsets committed, refine progress"
+        ),
+        format!("lakestream report access --since 3650 --html report.html --lake {root}"),
+        format!(
+            "lakestream ddl raw/order --manifest --lake {root}    # Athena CREATE EXTERNAL TABLE"
+        ),
+        format!(
+            "cargo run --features sql --bin lakestream -- sql \"SELECT count(*) FROM raw_order\" --lake {root}"
+        ),
+    ] {
+        println!("  {line}");
+    }
     Ok(())
 }
 

@@ -16,11 +16,10 @@ use super::LogListing;
 use super::history::parse_commit;
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
-use crate::read::read_data_file;
+use crate::read::read_table;
 use crate::storage::Lake;
 use chrono::{DateTime, Utc};
 use deltalake::arrow::array::RecordBatch;
-use deltalake::arrow::compute::concat_batches;
 
 /// Which state of the table to read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,37 +118,18 @@ async fn commit_times(
 /// read.
 pub async fn read_as_of(lake: &Lake, table: &str, as_of: AsOf) -> Result<(u64, RecordBatch)> {
     let version = resolve_version(lake, table, as_of).await?;
-    let mut h = TableHandle::open_existing(lake, table).await?;
-    if h.version() != Some(version) {
-        h.table_mut()
-            .load_version(version)
-            .await
-            .map_err(|e| Error::storage(table, e))?;
+    let at = (as_of != AsOf::Latest).then_some(version);
+    match read_table(lake, table, at).await {
+        Ok(batch) => Ok((version, batch)),
+        Err(e) if is_not_found(&e) => Err(Error::VersionUnavailable {
+            table: table.to_string(),
+            reason: format!(
+                "version {version} references a data file which vacuum deleted ({e}); versions \
+                 inside the vacuum retention window (168 h by default) are readable"
+            ),
+        }),
+        Err(e) => Err(e),
     }
-    let schema = h.arrow_schema()?;
-    let t = h.table();
-    let snapshot = t.snapshot().map_err(|e| Error::storage(table, e))?;
-    let store = t.object_store();
-    let mut batches = Vec::new();
-    for file in snapshot.log_data().iter() {
-        let path = file.object_store_path();
-        let read =
-            read_data_file(&store, &path, &file.partition_values_map(), &schema, table).await;
-        match read {
-            Ok(b) => batches.extend(b),
-            Err(e) if is_not_found(&e) => {
-                return Err(Error::VersionUnavailable {
-                    table: table.to_string(),
-                    reason: format!(
-                        "version {version} references {path}, which vacuum deleted; versions \
-                         inside the vacuum retention window (168 h by default) are readable"
-                    ),
-                });
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok((version, concat_batches(&schema, &batches)?))
 }
 
 /// A storage error that says the object is not there (a vacuumed data file).

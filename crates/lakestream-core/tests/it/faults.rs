@@ -11,6 +11,9 @@ use std::sync::{Arc, Mutex};
 /// Faults applied to conditional log-entry PUTs (`_delta_log/*.json`, `If-None-Match: *`).
 #[derive(Default)]
 pub struct Faults {
+    /// Let the next N log PUTs through before `refuse` applies (e.g. a tombstone commit
+    /// that lands before the output commit that is refused).
+    pub pass_first: AtomicUsize,
     /// Refuse the next N log PUTs before they reach storage (a 503 the SDK gave up on).
     pub refuse: AtomicUsize,
     /// Let the next N log PUTs land, then answer with an error (outcome unknown to the writer).
@@ -51,6 +54,9 @@ impl LogPutHooks for Faults {
             let hook = self.before_log_put.lock().ok().and_then(|mut h| h.take());
             if let Some(hook) = hook {
                 hook.await;
+            }
+            if Faults::take(&self.pass_first) {
+                return Ok(());
             }
             if Faults::take(&self.refuse) {
                 return Err(injected("503 Slow Down (injected, before the write)"));

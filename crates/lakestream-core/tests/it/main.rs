@@ -6,6 +6,7 @@
 mod access_logs;
 mod ambiguous;
 mod checked_commit;
+mod commit_loop;
 mod faults;
 mod ingest;
 mod inspect;

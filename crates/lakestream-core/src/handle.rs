@@ -118,6 +118,33 @@ impl TableHandle {
         &mut self.table
     }
 
+    /// The table's partition columns (empty when unpartitioned).
+    pub fn partition_columns(&self) -> Result<Vec<String>> {
+        let snapshot = self
+            .table
+            .snapshot()
+            .map_err(|e| Error::storage(&self.name, e))?;
+        Ok(snapshot.metadata().partition_columns().to_vec())
+    }
+
+    /// The table's id (`metaData.id`).
+    pub fn table_id(&self) -> Result<String> {
+        let snapshot = self
+            .table
+            .snapshot()
+            .map_err(|e| Error::storage(&self.name, e))?;
+        Ok(snapshot.metadata().id().to_string())
+    }
+
+    /// A table property (`metaData.configuration`).
+    pub fn property(&self, key: &str) -> Result<Option<String>> {
+        let snapshot = self
+            .table
+            .snapshot()
+            .map_err(|e| Error::storage(&self.name, e))?;
+        Ok(snapshot.metadata().configuration().get(key).cloned())
+    }
+
     /// Whether the table existed at the last refresh.
     pub fn exists(&self) -> bool {
         self.exists
@@ -334,11 +361,13 @@ impl TableHandle {
     pub async fn state(&mut self, app_ids: &[String]) -> Result<TableState> {
         if !self.exists {
             return Ok(TableState {
+                version: None,
                 schema: None,
                 committed: HashMap::new(),
             });
         }
         Ok(TableState {
+            version: self.version(),
             schema: Some(self.arrow_schema()?),
             committed: self.committed(app_ids).await?,
         })

@@ -20,9 +20,13 @@ pub enum ReadScope {
     Table,
 }
 
-/// One commit's worth of change, planned from the table at `base_version`.
+/// One commit's worth of change, planned from the table at [`Change::read_version`].
 #[derive(Debug, Clone)]
 pub struct Change {
+    /// The version the change was planned from (`None`: the table did not exist). The engine
+    /// checks the change against *every* commit after it before it lands, however the handle
+    /// moved in between (transient errors, dropped bins, earlier commits of the same run).
+    pub read_version: Option<u64>,
     /// The operation recorded in the log (`WRITE`, `OPTIMIZE`, `MERGE`, ...).
     pub operation: DeltaOperation,
     /// Data files to add (already written).
@@ -33,17 +37,26 @@ pub struct Change {
     pub txns: Vec<Transaction>,
     /// What the plan read (decides which concurrent commits conflict).
     pub scope: ReadScope,
+    /// Table properties set by this commit (a `metaData` action with them added).
+    pub properties: Vec<(String, String)>,
 }
 
 impl Change {
-    /// An append of `adds` with `txns`.
-    pub fn append(operation: DeltaOperation, adds: Vec<Add>, txns: Vec<Transaction>) -> Self {
+    /// An append of `adds` with `txns`, planned from `read_version`.
+    pub fn append(
+        read_version: Option<u64>,
+        operation: DeltaOperation,
+        adds: Vec<Add>,
+        txns: Vec<Transaction>,
+    ) -> Self {
         Self {
+            read_version,
             operation,
             adds,
             removes: vec![],
             txns,
             scope: ReadScope::Append,
+            properties: vec![],
         }
     }
 
@@ -198,6 +211,37 @@ pub(crate) fn check(change: &Change, winner: &CommitSummary) -> Result<(), Confl
     Ok(())
 }
 
+/// Check `change` against every commit that landed after its read version (`winners`, in
+/// version order). Conflicts that only name removed files are gathered over *all* winners, so
+/// a caller that drops the affected work (compaction bins) learns every file gone at once;
+/// any other conflict stops the check.
+pub(crate) fn check_all(change: &Change, winners: &[CommitSummary]) -> Result<(), Conflict> {
+    let mut gone = BTreeSet::new();
+    let mut first = None;
+    for w in winners {
+        match check(change, w) {
+            Ok(()) => {}
+            Err(c) if !c.gone.is_empty() => {
+                first.get_or_insert(c.version);
+                gone.extend(c.gone);
+            }
+            Err(c) => return Err(c),
+        }
+    }
+    match first {
+        None => Ok(()),
+        Some(version) => Err(Conflict {
+            version,
+            reason: format!(
+                "{} file(s) this change removes were already removed (first at version {version})",
+                gone.len()
+            ),
+            gone,
+            contended: false,
+        }),
+    }
+}
+
 fn decode(path: &str) -> String {
     percent_encoding::percent_decode_str(path)
         .decode_utf8_lossy()
@@ -226,6 +270,8 @@ mod tests {
 
     fn change(scope: ReadScope, removes: Vec<Remove>, txn: Option<&str>) -> Change {
         Change {
+            read_version: Some(0),
+            properties: vec![],
             operation: DeltaOperation::Write {
                 mode: SaveMode::Append,
                 partition_by: None,
@@ -291,5 +337,31 @@ mod tests {
         for c in [&blind, &rewrite_a, &upsert_c] {
             assert!(check(c, &schema).is_err());
         }
+    }
+
+    /// Defect 1 (c): two winners each removed a file of a different bin; the check reports
+    /// both (the old check stopped at the first winner, and the retry landed over the second).
+    #[test]
+    fn every_winner_is_checked_and_every_gone_file_reported() {
+        let first = CommitSummary::parse(4, COMPACTION);
+        let second = CommitSummary::parse(
+            5,
+            br#"{"remove":{"path":"c.parquet","deletionTimestamp":1,"dataChange":true}}"#,
+        );
+        let both = change(
+            ReadScope::Files,
+            vec![remove("a=b.parquet"), remove("c.parquet")],
+            None,
+        );
+        let gone = check_all(&both, &[first, second]).err().map(|c| c.gone);
+        assert_eq!(
+            gone,
+            Some(BTreeSet::from([
+                "a=b.parquet".to_string(),
+                "c.parquet".to_string()
+            ]))
+        );
+        let clean = CommitSummary::parse(6, APPEND);
+        assert!(check_all(&both, &[clean]).is_ok());
     }
 }

@@ -7,7 +7,7 @@
 //! change may be rebased onto the newer version or must be re-planned. Creating a table is the
 //! same PUT at version 0, so the loser of a create race goes through the same check.
 
-use super::change::{COMMIT_ID_KEY, Change, CommitSummary, Conflict, check};
+use super::change::{COMMIT_ID_KEY, Change, CommitSummary, Conflict, check_all};
 use super::{CommitSettings, classify::ErrorClass};
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
@@ -51,29 +51,54 @@ pub enum Failure {
     Permanent(Error),
 }
 
-/// Land `change` on the table behind `handle`, planned from the handle's version (its head).
-/// On success the handle is advanced from memory (no read of what was just written).
-/// `schema` is the table schema after the change; a metadata action is written when it differs
-/// from the base snapshot's (or the table is created with it when `create` is given and the
-/// table does not exist).
-pub async fn land(
+/// Land `change` on the table behind `handle`. The change is checked against every commit after
+/// its [`read_version`](Change::read_version) — whatever the handle saw in between — then PUT
+/// at the version after the handle's head. On success the handle is advanced from memory (no
+/// read of what was just written). `schema` is the table schema after the change; a metadata
+/// action is written when it differs from the base snapshot's or the change sets properties
+/// (or the table is created with it when `create` is given and the table does not exist).
+pub(crate) async fn land(
     handle: &mut TableHandle,
     change: &Change,
     schema: &SchemaRef,
     create: Option<&NewTable>,
     settings: &CommitSettings,
+    commit_id: &str,
 ) -> std::result::Result<Landed, Failure> {
-    let commit_id = format!("{:032x}", fastrand::u128(..));
     let name = handle.name().to_string();
+    // The newest version the change has been checked against (its read version at first).
+    let mut checked = change.read_version;
     let mut rebases = 0u32;
     loop {
-        let base = if handle.exists() {
+        // Bring the check up to the handle's head: a warm handle that moved since the plan
+        // (our own earlier commits, a refresh after an error) is never trusted unchecked.
+        let head = if handle.exists() {
             handle.version()
         } else {
             None
         };
-        let res = put(handle, change, schema, create, &commit_id).await;
-        let err = match res {
+        if change.read_version.is_some() && head.is_none() {
+            // Planned on a table that is gone now (deleted, maybe about to be re-created):
+            // nothing the plan read holds any more.
+            return Err(Failure::Conflict(Conflict {
+                version: 0,
+                reason: "the table was deleted after the change was planned".into(),
+                ..Default::default()
+            }));
+        }
+        if head.is_some() && head > checked {
+            match read_and_check(handle, change, checked, commit_id).await? {
+                Checked::Ours(version) => {
+                    return Ok(Landed {
+                        version,
+                        resolved_from_log: true,
+                        rebases,
+                    });
+                }
+                Checked::Clear => checked = head,
+            }
+        }
+        let err = match put(handle, change, schema, create, commit_id).await {
             Ok(put) => {
                 match put.created {
                     Some(state) => handle.adopt(*state),
@@ -92,27 +117,28 @@ pub async fn land(
         if class == ErrorClass::Permanent {
             return Err(Failure::Permanent(Error::rejected(&name, err)));
         }
-        // Conflict or unknown outcome: read what landed after our base.
-        let winners = match since(handle, base).await {
-            Ok(w) => w,
-            Err(e) => return Err(Failure::Transient(e)),
-        };
-        if let Some(mine) = winners
-            .iter()
-            .find(|w| w.commit_id.as_deref() == Some(commit_id.as_str()))
-        {
-            tracing::info!(table = %name, version = mine.version, error = %err, "our commit landed despite the error");
-            return Ok(Landed {
-                version: mine.version,
-                resolved_from_log: true,
-                rebases,
-            });
+        // Conflict or unknown outcome: learn what landed (ours, maybe) after what we checked.
+        if let Err(e) = handle.refresh().await {
+            return Err(Failure::Transient(e));
+        }
+        let head = handle.version();
+        if head.is_some() && head > checked {
+            match read_and_check(handle, change, checked, commit_id).await {
+                Ok(Checked::Ours(version)) => {
+                    tracing::info!(table = %name, version, error = %err, "our commit landed despite the error");
+                    return Ok(Landed {
+                        version,
+                        resolved_from_log: true,
+                        rebases,
+                    });
+                }
+                Ok(Checked::Clear) => checked = head,
+                // Not ours and conflicting: a transient error still re-plans (nothing landed).
+                Err(f) => return Err(f),
+            }
         }
         if class == ErrorClass::Transient {
             return Err(Failure::Transient(Error::storage(&name, err)));
-        }
-        for w in &winners {
-            check(change, w).map_err(Failure::Conflict)?;
         }
         rebases += 1;
         if rebases as usize > settings.inner_retries {
@@ -123,8 +149,35 @@ pub async fn land(
                 contended: true,
             }));
         }
-        tracing::debug!(table = %name, base = ?base, to = ?handle.version(), "rebased over non-conflicting commits");
+        tracing::debug!(table = %name, read = ?change.read_version, to = ?handle.version(), "rebased over non-conflicting commits");
     }
+}
+
+/// What the commits after the checked version say about a change.
+enum Checked {
+    /// Our own commit is among them, at this version.
+    Ours(u64),
+    /// None is ours and none conflicts.
+    Clear,
+}
+
+/// Read the commits after `after` up to the handle's head and check `change` against all of
+/// them (our own commit id among them means the change already landed).
+async fn read_and_check(
+    handle: &TableHandle,
+    change: &Change,
+    after: Option<u64>,
+    commit_id: &str,
+) -> std::result::Result<Checked, Failure> {
+    let winners = since(handle, after).await.map_err(Failure::Transient)?;
+    if let Some(mine) = winners
+        .iter()
+        .find(|w| w.commit_id.as_deref() == Some(commit_id))
+    {
+        return Ok(Checked::Ours(mine.version));
+    }
+    check_all(change, &winners).map_err(Failure::Conflict)?;
+    Ok(Checked::Clear)
 }
 
 /// Write a checkpoint when `version` is due by the table's `delta.checkpointInterval`
@@ -156,9 +209,10 @@ async fn checkpoint_if_due(handle: &mut TableHandle, version: u64) {
 /// Commit files read at once when checking what landed after a base version.
 const LOG_READ_CONCURRENCY: usize = 16;
 
-/// Refresh and summarize the commits after `base` (all of them when the table was new).
-async fn since(handle: &mut TableHandle, base: Option<u64>) -> Result<Vec<CommitSummary>> {
-    if !handle.refresh().await? {
+/// Summarize the commits after `base` (all of them when the table was new) up to the handle's
+/// head, read from storage.
+async fn since(handle: &TableHandle, base: Option<u64>) -> Result<Vec<CommitSummary>> {
+    if !handle.exists() {
         return Ok(vec![]);
     }
     let Some(latest) = handle.version() else {
@@ -249,7 +303,10 @@ async fn put(
         let metadata = new_metadata(
             &struct_type,
             new.partition_columns.iter(),
-            new.configuration.iter().map(|(k, v)| (k, v)),
+            new.configuration
+                .iter()
+                .chain(&change.properties)
+                .map(|(k, v)| (k, v)),
         )?
         .with_name(handle.name().replace('/', "_"))?;
         let (Action::Protocol(p), m) = (protocol, metadata) else {
@@ -277,8 +334,11 @@ async fn put(
     let current = handle
         .arrow_schema()
         .map_err(|e| DeltaTableError::Generic(e.to_string()))?;
-    if current.fields() != schema.fields() {
-        let metadata = snapshot.metadata().clone().with_schema(&struct_type)?;
+    if current.fields() != schema.fields() || !change.properties.is_empty() {
+        let mut metadata = snapshot.metadata().clone().with_schema(&struct_type)?;
+        for (k, v) in &change.properties {
+            metadata = metadata.add_config_key(k.clone(), v.clone())?;
+        }
         actions.push(Action::Metadata(metadata));
     }
     actions.extend(files);

@@ -17,9 +17,11 @@
 pub mod change;
 pub mod classify;
 pub mod land;
+pub mod run;
 
 pub use change::{Change, Conflict, ReadScope};
-pub use land::{Failure, Landed, NewTable, land};
+pub use land::{Failure, Landed, NewTable};
+pub use run::{ChangePlanner, Decision, Fixed, Proposal, Ran, run};
 
 use crate::error::{Error, Result};
 use deltalake::DeltaTableError;
@@ -64,6 +66,9 @@ impl From<&crate::config::CommitConfig> for CommitSettings {
 /// The state a [`Planner`] plans against.
 #[derive(Debug)]
 pub struct TableState {
+    /// The version planned from (`None`: the table does not exist yet); a change planned on
+    /// this state carries it as its [`Change::read_version`].
+    pub version: Option<u64>,
     /// Current Arrow schema, `None` when the table does not exist yet.
     pub schema: Option<SchemaRef>,
     /// Committed `txn` version per appId asked for (absent = never committed).
@@ -133,62 +138,85 @@ pub fn backoff(settings: &CommitSettings, attempt: u32, jitter: f64) -> Duration
     ceiling.mul_f64(jitter.clamp(0.0, 1.0))
 }
 
-/// Append to the table behind `handle` under the commit protocol described in the module docs.
+/// Append to the table behind `handle`: the batch [`Planner`] is adapted to the one commit
+/// loop ([`run()`]) — its rows are written to data files and committed with its `txn`s.
 pub async fn append(
     lake: &Lake,
     handle: &mut TableHandle,
     settings: &CommitSettings,
     planner: &mut impl Planner,
 ) -> Result<CommitOutcome> {
-    let name = handle.name().to_string();
-    let name = name.as_str();
-    let mut outcome = CommitOutcome::default();
-    let mut last_conflict = String::new();
-    // Files written on a failed attempt, reusable only for exactly the same rows and txns.
-    let mut staged: Option<(RecordBatch, Vec<Transaction>, Vec<Add>)> = None;
-    for attempt in 1..=settings.max_attempts {
-        outcome.attempts = attempt;
-        if attempt > 1 {
-            tokio::time::sleep(backoff(settings, attempt, fastrand::f64())).await;
-        }
-        // First attempt: a warm handle plans from its head without asking storage (a newer
-        // commit by someone else makes our PUT fail and `land` read it). Retries refresh.
-        let exists = if attempt == 1 {
-            handle.sync().await?
-        } else {
-            handle.refresh().await?
-        };
-        if planner.wants_all_txns() {
-            handle.load_all_txns().await?;
-        }
-        let state = handle.state(&planner.app_ids()).await?;
-        let Some(plan) = planner.plan(&state).await? else {
-            return Ok(outcome);
+    let mut adapter = AppendPlanner {
+        lake,
+        inner: planner,
+        checkpoint_interval: settings.checkpoint_interval,
+        staged: None,
+        rows: 0,
+        schema_changed: false,
+    };
+    let ran = run::run(handle, settings, &mut adapter).await?;
+    let mut outcome = CommitOutcome {
+        attempts: ran.attempts,
+        conflicts: ran.conflicts,
+        ..Default::default()
+    };
+    if let (Some(landed), Some(p)) = (ran.landed, ran.proposal) {
+        outcome.version = Some(landed.version);
+        outcome.files = p.change.adds.len();
+        outcome.bytes = p.change.adds.iter().map(|a| a.size.max(0) as u64).sum();
+        outcome.rows = adapter.rows;
+        outcome.resolved_from_log = landed.resolved_from_log;
+        outcome.schema_changed = adapter.schema_changed;
+    }
+    Ok(outcome)
+}
+
+/// A batch [`Planner`] as a [`ChangePlanner`]: rows -> data files -> an append change.
+struct AppendPlanner<'a, P> {
+    lake: &'a Lake,
+    inner: &'a mut P,
+    checkpoint_interval: u32,
+    /// Files written on an earlier attempt, reusable only for exactly the same rows and txns.
+    staged: Option<(RecordBatch, Vec<Transaction>, Vec<Add>)>,
+    rows: usize,
+    schema_changed: bool,
+}
+
+impl<P: Planner> ChangePlanner for AppendPlanner<'_, P> {
+    fn app_ids(&self) -> Vec<String> {
+        self.inner.app_ids()
+    }
+
+    fn wants_all_txns(&self) -> bool {
+        self.inner.wants_all_txns()
+    }
+
+    async fn plan(&mut self, handle: &TableHandle, state: &TableState) -> Result<Option<Proposal>> {
+        let Some(plan) = self.inner.plan(state).await? else {
+            return Ok(None);
         };
         let txns_only = plan.commit_if_empty && !plan.txns.is_empty();
         if plan.batch.num_rows() == 0 && !txns_only {
-            return Ok(outcome);
+            return Ok(None);
         }
-        let schema_changed = state
+        let exists = state.version.is_some();
+        self.schema_changed = state
             .schema
             .as_ref()
             .is_none_or(|s| s.fields() != plan.schema.fields());
-        let adds = match staged.take() {
+        let adds = match self.staged.take() {
             Some((batch, txns, adds)) if batch == plan.batch && txns == plan.txns => adds,
-            _ => write_files(lake, handle, exists, &plan).await?,
+            _ => write_files(self.lake, handle, exists, &plan).await?,
         };
+        self.staged = Some((plan.batch.clone(), plan.txns.clone(), adds.clone()));
+        self.rows = plan.batch.num_rows();
         let partition_by = if exists {
-            handle
-                .table()
-                .snapshot()
-                .map_err(|e| Error::storage(name, e))?
-                .metadata()
-                .partition_columns()
-                .to_vec()
+            handle.partition_columns()?
         } else {
             plan.partition_columns.clone()
         };
         let change = Change::append(
+            state.version,
             DeltaOperation::Write {
                 mode: SaveMode::Append,
                 partition_by: (!partition_by.is_empty()).then_some(partition_by),
@@ -199,46 +227,18 @@ pub async fn append(
         );
         let mut configuration = vec![(
             "delta.checkpointInterval".to_string(),
-            settings.checkpoint_interval.to_string(),
+            self.checkpoint_interval.to_string(),
         )];
         configuration.extend(plan.table_properties.iter().cloned());
-        let create = NewTable {
-            partition_columns: plan.partition_columns.clone(),
-            configuration,
-        };
-        match land(handle, &change, &plan.schema, Some(&create), settings).await {
-            Ok(landed) => {
-                return Ok(CommitOutcome {
-                    version: Some(landed.version),
-                    files: change.adds.len(),
-                    bytes: change.adds.iter().map(|a| a.size.max(0) as u64).sum(),
-                    rows: plan.batch.num_rows(),
-                    attempts: outcome.attempts,
-                    conflicts: outcome.conflicts + landed.rebases,
-                    resolved_from_log: landed.resolved_from_log,
-                    schema_changed,
-                });
-            }
-            Err(Failure::Conflict(c)) => {
-                outcome.conflicts += 1;
-                tracing::info!(table = name, attempt, version = c.version, reason = %c.reason, "commit conflict, will re-plan");
-                last_conflict = c.reason;
-            }
-            Err(Failure::Transient(e)) => {
-                tracing::warn!(table = name, attempt, error = %e, "commit failed and did not land, will retry");
-                if attempt == settings.max_attempts {
-                    return Err(e);
-                }
-            }
-            Err(Failure::Permanent(e)) => return Err(e),
-        }
-        staged = Some((plan.batch, change.txns, change.adds));
+        Ok(Some(Proposal {
+            change,
+            schema: plan.schema,
+            create: Some(NewTable {
+                partition_columns: plan.partition_columns,
+                configuration,
+            }),
+        }))
     }
-    Err(Error::Contention {
-        table: name.to_string(),
-        attempts: settings.max_attempts,
-        last: last_conflict,
-    })
 }
 
 /// A Parquet writer for new data files of `name` (delta-rs's, with its statistics).
@@ -269,8 +269,7 @@ async fn write_files(
         return Ok(vec![]);
     }
     let partition_columns = if exists {
-        let snapshot = table.snapshot().map_err(|e| Error::storage(name, e))?;
-        snapshot.metadata().partition_columns().to_vec()
+        handle.partition_columns()?
     } else {
         plan.partition_columns.clone()
     };

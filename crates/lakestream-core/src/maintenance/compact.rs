@@ -5,7 +5,9 @@
 //! dropped, the partition's other bins still land. Optional z-order within each rewritten file.
 
 use super::zorder::zorder;
-use crate::commit::{Change, CommitSettings, Failure, ReadScope, backoff, land};
+use crate::commit::{
+    Change, ChangePlanner, CommitSettings, Conflict, Decision, Proposal, ReadScope, TableState, run,
+};
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
 use crate::read::read_data_file;
@@ -104,6 +106,8 @@ pub async fn compact(
     progress: &dyn Fn(u64, u64),
 ) -> Result<CompactReport> {
     let mut h = TableHandle::open_existing(lake, table).await?;
+    // Every partition's change is checked against every commit after this version.
+    let read_version = h.version();
     let schema = h.arrow_schema()?;
     for c in &opts.zorder_by {
         if schema.field_with_name(c).is_err() {
@@ -119,13 +123,7 @@ pub async fn compact(
         dry_run: opts.dry_run,
         ..Default::default()
     };
-    let partition_columns = h
-        .table()
-        .snapshot()
-        .map_err(|e| Error::storage(table, e))?
-        .metadata()
-        .partition_columns()
-        .to_vec();
+    let partition_columns = h.partition_columns()?;
 
     // Plan: per partition, first-fit-decreasing bins of small files.
     let mut by_partition: BTreeMap<String, Vec<&FileInfo>> = BTreeMap::new();
@@ -210,7 +208,7 @@ pub async fn compact(
             rewritten.push((removes, adds, bin.iter().map(|f| f.size).sum()));
         }
         let bytes: u64 = rewritten.iter().map(|r| r.2).sum();
-        commit_partition(&mut h, table, &label, rewritten, opts, &mut report).await?;
+        commit_partition(&mut h, read_version, &label, rewritten, opts, &mut report).await?;
         done_bytes += bytes;
         progress(done_bytes, planned_bytes);
     }
@@ -224,70 +222,99 @@ pub async fn compact(
     Ok(report)
 }
 
-/// Commit one partition's rewritten bins, planned from the handle's snapshot. A bin whose input
-/// files are gone is dropped (its new file stays unreferenced until vacuum); a schema or
-/// protocol change skips the partition until the next run.
+/// One partition's rewritten bins as a change planned from `read_version` (the snapshot the
+/// whole run was planned from), on the one commit loop. A bin whose input files a commit after
+/// that version removed is dropped (its new file stays unreferenced until vacuum) and the rest
+/// is retried — checked again against every commit since `read_version`, including this run's
+/// own earlier partitions; a schema or protocol change skips the partition until the next run.
+struct PartitionCompaction<'a> {
+    label: &'a str,
+    target_size: u64,
+    read_version: Option<u64>,
+    schema: deltalake::arrow::datatypes::SchemaRef,
+    bins: Vec<(Vec<Remove>, Vec<Add>, u64)>,
+    planned: bool,
+}
+
+impl PartitionCompaction<'_> {
+    fn change(&self) -> Change {
+        Change {
+            read_version: self.read_version,
+            operation: DeltaOperation::Optimize {
+                predicate: Some(self.label.to_string()),
+                target_size: self.target_size as i64,
+            },
+            adds: self.bins.iter().flat_map(|b| b.1.iter().cloned()).collect(),
+            removes: self.bins.iter().flat_map(|b| b.0.iter().cloned()).collect(),
+            txns: vec![],
+            scope: ReadScope::Files,
+            properties: vec![],
+        }
+    }
+}
+
+impl ChangePlanner for PartitionCompaction<'_> {
+    async fn plan(&mut self, _: &TableHandle, _: &TableState) -> Result<Option<Proposal>> {
+        if std::mem::replace(&mut self.planned, true) || self.bins.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Proposal {
+            change: self.change(),
+            schema: self.schema.clone(),
+            create: None,
+        }))
+    }
+
+    fn on_conflict(&mut self, c: &Conflict, change: &mut Change) -> Decision {
+        let label = self.label;
+        if !c.gone.is_empty() {
+            let before = self.bins.len();
+            self.bins
+                .retain(|b| !b.0.iter().any(|r| c.gone.contains(&r.path)));
+            tracing::info!(partition = %label, dropped = before - self.bins.len(), reason = %c.reason, "compaction bins dropped: their files were rewritten or removed concurrently");
+            if self.bins.is_empty() {
+                return Decision::Stop;
+            }
+            *change = self.change();
+            return Decision::Retry;
+        }
+        if c.contended {
+            return Decision::Retry;
+        }
+        tracing::warn!(partition = %label, reason = %c.reason, "compaction of partition skipped until the next run");
+        Decision::Stop
+    }
+}
+
+/// Commit one partition's rewritten bins (see [`PartitionCompaction`]).
 async fn commit_partition(
     h: &mut TableHandle,
-    table: &str,
+    read_version: Option<u64>,
     label: &str,
-    mut bins: Vec<(Vec<Remove>, Vec<Add>, u64)>,
+    bins: Vec<(Vec<Remove>, Vec<Add>, u64)>,
     opts: &CompactOptions,
     report: &mut CompactReport,
 ) -> Result<()> {
-    let settings = &opts.commit;
-    let schema = h.arrow_schema()?;
-    for attempt in 1..=settings.max_attempts {
-        if bins.is_empty() {
-            report.partitions_conflicted.push(label.to_string());
-            return Ok(());
+    let mut planner = PartitionCompaction {
+        label,
+        target_size: opts.target_size,
+        read_version,
+        schema: h.arrow_schema()?,
+        bins,
+        planned: false,
+    };
+    let ran = run(h, &opts.commit, &mut planner).await?;
+    match (ran.landed, ran.proposal) {
+        (Some(landed), Some(p)) => {
+            report.version = Some(landed.version);
+            report.partitions_compacted += 1;
+            report.files_removed += p.change.removes.len();
+            report.files_added += p.change.adds.len();
+            report.bytes_rewritten += planner.bins.iter().map(|b| b.2).sum::<u64>();
         }
-        if attempt > 1 {
-            tokio::time::sleep(backoff(settings, attempt, fastrand::f64())).await;
-        }
-        let change = Change {
-            operation: DeltaOperation::Optimize {
-                predicate: Some(label.to_string()),
-                target_size: opts.target_size as i64,
-            },
-            adds: bins.iter().flat_map(|b| b.1.iter().cloned()).collect(),
-            removes: bins.iter().flat_map(|b| b.0.iter().cloned()).collect(),
-            txns: vec![],
-            scope: ReadScope::Files,
-        };
-        match land(h, &change, &schema, None, settings).await {
-            Ok(landed) => {
-                report.version = Some(landed.version);
-                report.partitions_compacted += 1;
-                report.files_removed += change.removes.len();
-                report.files_added += change.adds.len();
-                report.bytes_rewritten += bins.iter().map(|b| b.2).sum::<u64>();
-                return Ok(());
-            }
-            Err(Failure::Conflict(c)) if !c.gone.is_empty() => {
-                let before = bins.len();
-                bins.retain(|b| !b.0.iter().any(|r| c.gone.contains(&r.path)));
-                tracing::info!(table, partition = %label, dropped = before - bins.len(), reason = %c.reason, "compaction bins dropped: their files were rewritten or removed concurrently");
-            }
-            Err(Failure::Conflict(c)) if c.contended => {
-                tracing::info!(table, partition = %label, reason = %c.reason, "compaction commit contended, will retry");
-            }
-            Err(Failure::Conflict(c)) => {
-                tracing::warn!(table, partition = %label, reason = %c.reason, "compaction of partition skipped until the next run");
-                report.partitions_conflicted.push(label.to_string());
-                return Ok(());
-            }
-            Err(Failure::Transient(e)) if attempt < settings.max_attempts => {
-                tracing::warn!(table, partition = %label, error = %e, "compaction commit failed and did not land, will retry");
-            }
-            Err(Failure::Transient(e) | Failure::Permanent(e)) => return Err(e),
-        }
+        _ => report.partitions_conflicted.push(label.to_string()),
     }
-    Err(Error::Contention {
-        table: table.to_string(),
-        attempts: settings.max_attempts,
-        last: format!("compaction of partition {label}"),
-    })
+    Ok(())
 }
 
 /// Read, concatenate (and z-order) one bin's files and write them as new files

@@ -4,12 +4,14 @@
 //! unset); a shorter window is refused unless forced. Time comes from the injected [`Clock`].
 
 use crate::clock::Clock;
+use crate::commit::{Change, CommitSettings, Fixed, Proposal, ReadScope, run};
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
 use crate::storage::Lake;
 use deltalake::logstore::object_store::path::Path;
 use deltalake::operations::vacuum::VacuumMode;
-use futures::TryStreamExt;
+use deltalake::protocol::DeltaOperation;
+use futures::{StreamExt, TryStreamExt};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -72,7 +74,9 @@ pub async fn vacuum(
         .clone()
         .vacuum()
         .with_mode(VacuumMode::Full)
-        .with_dry_run(opts.dry_run)
+        // delta-rs only plans (lists what to delete): its own VACUUM START/END commits would
+        // bypass the one commit loop, so they are written by us below.
+        .with_dry_run(true)
         .with_enforce_retention_duration(!opts.force)
         .with_clock(Arc::new(ClockAdapter(clock)));
     if let Some(r) = opts.retention {
@@ -105,10 +109,81 @@ pub async fn vacuum(
             files.push(rel);
         }
     }
+    if !opts.dry_run && !files.is_empty() {
+        delete_logged(h, &files, bytes, opts).await?;
+    }
     Ok(VacuumReport {
         table: table.to_string(),
         dry_run: opts.dry_run,
         files,
         bytes,
     })
+}
+
+/// Delete `files` between a `VACUUM START` and a `VACUUM END` commit (as Spark and delta-rs
+/// log a vacuum), both on the one commit loop.
+async fn delete_logged(
+    mut h: TableHandle,
+    files: &[String],
+    bytes: u64,
+    opts: &VacuumOptions,
+) -> Result<()> {
+    use deltalake::table::config::TablePropertiesExt;
+    let table = h.name().to_string();
+    let default_retention_millis = h
+        .table()
+        .snapshot()
+        .map_err(|e| Error::storage(&table, e))?
+        .table_config()
+        .deleted_file_retention_duration()
+        .as_millis() as i64;
+    let settings = crate::commit::CommitSettings::from(&crate::config::CommitConfig::default());
+    let start = DeltaOperation::VacuumStart {
+        retention_check_enabled: !opts.force,
+        specified_retention_millis: opts.retention.map(|r| r.num_milliseconds()),
+        default_retention_millis,
+    };
+    log_only(&mut h, &settings, start).await?;
+    let store = h.table().object_store();
+    let paths: Vec<_> = files.iter().map(|f| Ok(Path::from(f.as_str()))).collect();
+    let locations = futures::stream::iter(paths).boxed();
+    let deleted: Vec<Path> = store
+        .delete_stream(locations)
+        .map(|r| match r {
+            Err(deltalake::logstore::object_store::Error::NotFound { path, .. }) => {
+                Ok(Path::from(path))
+            }
+            other => other,
+        })
+        .try_collect()
+        .await
+        .map_err(|e| Error::storage(&table, e))?;
+    tracing::info!(table = %table, files = deleted.len(), bytes, "vacuumed");
+    log_only(
+        &mut h,
+        &settings,
+        DeltaOperation::VacuumEnd {
+            status: "COMPLETED".into(),
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// A commit with no action but its `commitInfo` (the vacuum's log entries).
+async fn log_only(
+    h: &mut TableHandle,
+    settings: &CommitSettings,
+    op: DeltaOperation,
+) -> Result<()> {
+    let schema = h.arrow_schema()?;
+    let mut change = Change::append(h.version(), op, vec![], vec![]);
+    change.scope = ReadScope::Files;
+    let mut planner = Fixed(Some(Proposal {
+        change,
+        schema,
+        create: None,
+    }));
+    run(h, settings, &mut planner).await?;
+    Ok(())
 }

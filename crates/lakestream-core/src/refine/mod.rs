@@ -16,10 +16,10 @@ pub mod upsert;
 
 pub use job::{RunContext, output_schema, source_app_id, source_id_property};
 
-use crate::commit::{self, Planned, Planner, TableState};
+use crate::commit::{self, ChangePlanner, Proposal, TableState};
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
-use deltalake::arrow::record_batch::RecordBatch;
+use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::Transaction;
 use lakestream_formats::refine::{RefineJobConfig, RefineKind};
 
@@ -271,96 +271,99 @@ pub async fn skip_to(
             cfg.job
         )));
     }
-    struct Skip {
-        txn: Transaction,
-        schema: deltalake::arrow::datatypes::SchemaRef,
-        partition_columns: Vec<String>,
-        properties: Vec<(String, String)>,
-    }
-    impl Planner for Skip {
-        fn app_ids(&self) -> Vec<String> {
-            vec![]
-        }
-        async fn plan(&mut self, state: &TableState) -> Result<Option<Planned>> {
-            let schema = state.schema.clone().unwrap_or_else(|| self.schema.clone());
-            Ok(Some(Planned {
-                batch: RecordBatch::new_empty(schema.clone()),
-                schema,
-                partition_columns: self.partition_columns.clone(),
-                txns: vec![self.txn.clone()],
-                table_properties: self.properties.clone(),
-                commit_if_empty: true,
-            }))
-        }
-    }
     let mut schemas = Vec::new();
     let mut properties = vec![("lakestream.refine.job".to_string(), cfg.job.clone())];
     for t in cfg.sources() {
         let h = TableHandle::open_existing(ctx.lake, t).await?;
         schemas.push(h.arrow_schema()?);
-        let s = h.table().snapshot().map_err(|e| Error::storage(t, e))?;
-        properties.push((source_id_property(t), s.metadata().id().to_string()));
+        properties.push((source_id_property(t), h.table_id()?));
     }
-    let mut output = TableHandle::open(ctx.lake, &cfg.output)?;
-    if output.refresh().await? {
-        // Accepting a re-created source: record its new id.
-        let snapshot = output
-            .table()
-            .snapshot()
-            .map_err(|e| Error::storage(&cfg.output, e))?;
-        let key = source_id_property(table);
-        let current = properties
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| v.clone());
-        if let Some(id) = current
-            && snapshot.metadata().configuration().get(&key) != Some(&id)
-        {
-            set_property(ctx, &mut output, &key, &id).await?;
-        }
-    }
-    let mut planner = Skip {
-        txn: Transaction::new(source_app_id(ctx.pipeline, &cfg.job, table), version),
-        schema: output_schema(cfg, join, &schemas[0], &schemas[1])?,
-        partition_columns: cfg.partition_by.clone(),
+    let mut planner = SkipPlanner::new(
+        ctx,
+        cfg,
+        table,
+        version,
+        output_schema(cfg, join, &schemas[0], &schemas[1])?,
         properties,
-    };
-    Ok(
-        commit::append(ctx.lake, &mut output, ctx.settings, &mut planner)
-            .await?
-            .version,
-    )
+    );
+    let mut output = TableHandle::open(ctx.lake, &cfg.output)?;
+    Ok(commit::run(&mut output, ctx.settings, &mut planner)
+        .await?
+        .landed
+        .map(|l| l.version))
 }
 
-/// Set one table property (a metadata-only commit through delta-rs's own conflict checks).
-pub(crate) async fn set_property(
-    ctx: &RunContext<'_>,
-    output: &mut TableHandle,
-    key: &str,
-    value: &str,
-) -> Result<()> {
-    use deltalake::kernel::MetadataExt;
-    use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
-    let name = output.name().to_string();
-    let snapshot = output
-        .table()
-        .snapshot()
-        .map_err(|e| Error::storage(&name, e))?;
-    let metadata = snapshot
-        .metadata()
-        .clone()
-        .add_config_key(key.to_string(), value.to_string())
-        .map_err(|e| Error::storage(&name, e))?;
-    let op = deltalake::protocol::DeltaOperation::SetTableProperties {
-        properties: [(key.to_string(), value.to_string())].into_iter().collect(),
-    };
-    // No expired-log cleanup here either: the maintenance job's checkpoint step does it.
-    CommitBuilder::from(CommitProperties::default().with_cleanup_expired_logs(Some(false)))
-        .with_actions(vec![deltalake::kernel::Action::Metadata(metadata)])
-        .build(Some(snapshot), output.table().log_store(), op)
-        .await
-        .map_err(|e| Error::storage(&name, e))?;
-    let _ = ctx;
-    output.refresh().await?;
-    Ok(())
+/// Records a source version as consumed without writing rows — and, when the source was
+/// re-created, its new table id — in one commit on the one commit loop.
+pub(crate) struct SkipPlanner {
+    txn: Transaction,
+    /// The output schema when the skip creates the output table.
+    schema: SchemaRef,
+    partition_columns: Vec<String>,
+    /// Properties of a created output (job name, source ids, checkpoint interval).
+    create_properties: Vec<(String, String)>,
+    /// The skipped source's id property and its current table id.
+    source_id: (String, String),
+}
+
+impl SkipPlanner {
+    /// A skip of `table` to `version` for `cfg`; `properties` holds the job name and the id
+    /// property of every source (the skipped one's is updated when it changed).
+    pub(crate) fn new(
+        ctx: &RunContext<'_>,
+        cfg: &RefineJobConfig,
+        table: &str,
+        version: i64,
+        schema: SchemaRef,
+        mut properties: Vec<(String, String)>,
+    ) -> Self {
+        let key = source_id_property(table);
+        let id = properties
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        properties.push((
+            "delta.checkpointInterval".into(),
+            ctx.settings.checkpoint_interval.to_string(),
+        ));
+        Self {
+            txn: Transaction::new(source_app_id(ctx.pipeline, &cfg.job, table), version),
+            schema,
+            partition_columns: cfg.partition_by.clone(),
+            create_properties: properties,
+            source_id: (key, id),
+        }
+    }
+}
+
+impl ChangePlanner for SkipPlanner {
+    async fn plan(&mut self, output: &TableHandle, state: &TableState) -> Result<Option<Proposal>> {
+        let (key, id) = &self.source_id;
+        let properties = match state.version {
+            Some(_) if output.property(key)?.as_ref() != Some(id) => {
+                vec![(key.clone(), id.clone())]
+            }
+            _ => vec![],
+        };
+        let mut change = commit::Change::append(
+            state.version,
+            deltalake::protocol::DeltaOperation::Write {
+                mode: deltalake::protocol::SaveMode::Append,
+                partition_by: None,
+                predicate: None,
+            },
+            vec![],
+            vec![self.txn.clone()],
+        );
+        change.properties = properties;
+        Ok(Some(Proposal {
+            change,
+            schema: state.schema.clone().unwrap_or_else(|| self.schema.clone()),
+            create: Some(commit::NewTable {
+                partition_columns: self.partition_columns.clone(),
+                configuration: self.create_properties.clone(),
+            }),
+        }))
+    }
 }

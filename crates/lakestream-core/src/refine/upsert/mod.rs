@@ -18,7 +18,7 @@ pub mod tombstones;
 use super::job::{RunContext, source_app_id, source_id_property};
 use super::source::{ChunkLimits, next_chunk, read_version};
 use super::{RunReport, SideReport};
-use crate::commit::{Change, Failure, NewTable, ReadScope, backoff, land};
+use crate::commit::{Change, ChangePlanner, NewTable, Proposal, ReadScope, TableState, run};
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
 use crate::read::with_partitions;
@@ -48,67 +48,106 @@ struct Incoming {
 /// Tie texts of incoming rows, by index in `incoming`, computed only when needed.
 type Ties = HashMap<usize, String>;
 
-/// A planned commit.
+/// A planned commit, with the tombstones that must be durable before it lands.
 struct Plan {
-    change: Change,
-    schema: SchemaRef,
-    create: NewTable,
+    proposal: Proposal,
+    tombstones: Option<Deletes>,
     report: RunReport,
 }
 
-/// Run the upsert once: plan from the output's snapshot, land, re-plan on conflict.
+/// The deletes that won, to be recorded as tombstones before the output commit.
+struct Deletes {
+    rows: RecordBatch,
+    columns: Vec<String>,
+    ties: Vec<String>,
+}
+
+/// The upsert on the one commit loop: `plan` reads the source chunk and the output and writes
+/// data files only; the tombstones of winning deletes are the side write, durable before the
+/// output commit (and repeated after a re-plan: writing one twice is harmless).
+struct UpsertPlanner<'a, 'c> {
+    ctx: &'a RunContext<'c>,
+    cfg: &'a RefineJobConfig,
+    u: &'a UpsertConfig,
+    app: String,
+    tombstones: Option<Deletes>,
+    report: RunReport,
+}
+
+impl ChangePlanner for UpsertPlanner<'_, '_> {
+    fn app_ids(&self) -> Vec<String> {
+        vec![self.app.clone()]
+    }
+
+    async fn plan(&mut self, output: &TableHandle, state: &TableState) -> Result<Option<Proposal>> {
+        let consumed = state
+            .committed
+            .get(&self.app)
+            .and_then(|v| u64::try_from(*v).ok());
+        match plan(self.ctx, self.cfg, self.u, output, state, consumed).await? {
+            Ok(p) => {
+                self.tombstones = p.tombstones;
+                self.report = p.report;
+                Ok(Some(p.proposal))
+            }
+            Err(report) => {
+                self.tombstones = None;
+                self.report = report;
+                Ok(None)
+            }
+        }
+    }
+
+    async fn side_writes(&mut self, _: &Proposal) -> Result<()> {
+        let Some(d) = &self.tombstones else {
+            return Ok(());
+        };
+        tombstones::write(
+            self.ctx.lake,
+            &tombstones::table_name(&self.cfg.job),
+            self.ctx.settings,
+            &d.rows,
+            &d.columns,
+            d.ties.clone(),
+            self.ctx.now,
+        )
+        .await
+    }
+}
+
+/// Run the upsert once on the one commit loop (re-planned from a fresh snapshot on conflict).
 pub(crate) async fn run_once(
     ctx: &RunContext<'_>,
     cfg: &RefineJobConfig,
     u: &UpsertConfig,
     mut output: TableHandle,
 ) -> Result<RunReport> {
-    let settings = ctx.settings;
-    let mut last = String::new();
-    for attempt in 1..=settings.max_attempts {
-        if attempt > 1 {
-            tokio::time::sleep(backoff(settings, attempt, fastrand::f64())).await;
-            output.refresh().await?;
-        }
-        let plan = match plan(ctx, cfg, u, &mut output).await? {
-            Ok(plan) => plan,
-            Err(report) => return Ok(report),
-        };
-        match land(
-            &mut output,
-            &plan.change,
-            &plan.schema,
-            Some(&plan.create),
-            settings,
-        )
-        .await
-        {
-            Ok(landed) => {
-                let mut report = plan.report;
-                report.output_version = Some(landed.version);
-                report.attempts = attempt;
-                if u.op.is_some() {
-                    let tombs = tombstones::table_name(&cfg.job);
-                    tombstones::expire(ctx.lake, &tombs, settings, ctx.now, u.tombstone_retention)
-                        .await?;
-                }
-                return Ok(report);
-            }
-            Err(Failure::Conflict(c)) => {
-                tracing::info!(job = %cfg.job, attempt, reason = %c.reason, "upsert conflict, will re-plan");
-                last = c.reason;
-            }
-            Err(Failure::Transient(e)) if attempt < settings.max_attempts => {
-                tracing::warn!(job = %cfg.job, attempt, error = %e, "upsert commit failed and did not land, will retry");
-            }
-            Err(Failure::Transient(e) | Failure::Permanent(e)) => return Err(e),
+    let mut planner = UpsertPlanner {
+        ctx,
+        cfg,
+        u,
+        app: source_app_id(ctx.pipeline, &cfg.job, &u.source),
+        tombstones: None,
+        report: RunReport::default(),
+    };
+    let ran = run(&mut output, ctx.settings, &mut planner).await?;
+    let mut report = planner.report;
+    report.attempts = ran.attempts;
+    if let Some(landed) = ran.landed {
+        report.output_version = Some(landed.version);
+        if u.op.is_some() {
+            let tombs = tombstones::table_name(&cfg.job);
+            tombstones::expire(
+                ctx.lake,
+                &tombs,
+                ctx.settings,
+                ctx.now,
+                u.tombstone_retention,
+            )
+            .await?;
         }
     }
-    Err(Error::Contention {
-        table: cfg.output.clone(),
-        attempts: settings.max_attempts,
-        last,
-    })
+    Ok(report)
 }
 
 /// Compute the tie texts of the `which` incoming rows (indexes into `incoming`) that have none
@@ -156,20 +195,18 @@ fn evolve(current: Option<SchemaRef>, incoming: &SchemaRef) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// Plan one commit; `Err(report)` when there is nothing to commit.
+/// Plan one commit from the output at `state` (source consumed up to `consumed`); writes data
+/// files only. `Err(report)` when there is nothing to commit.
 async fn plan(
     ctx: &RunContext<'_>,
     cfg: &RefineJobConfig,
     u: &UpsertConfig,
-    output: &mut TableHandle,
+    output: &TableHandle,
+    state: &TableState,
+    consumed: Option<u64>,
 ) -> Result<std::result::Result<Plan, RunReport>> {
     let mut report = RunReport::default();
     let app = source_app_id(ctx.pipeline, &cfg.job, &u.source);
-    let consumed = output
-        .committed(std::slice::from_ref(&app))
-        .await?
-        .get(&app)
-        .and_then(|v| u64::try_from(*v).ok());
     let mut src = TableHandle::open(ctx.lake, &u.source)?;
     if !src.refresh().await? {
         report.waiting_for = Some(u.source.clone());
@@ -217,7 +254,6 @@ async fn plan(
     let key_rows = key_enc.rows(&s, &u.source)?;
     let order_rows = order_enc.rows(&s, &u.source)?;
     // Winners in first-seen order, and key bytes -> index in `incoming` (= in `winners`).
-    let (winners, index) = latest_per_key(&key_rows, &order_rows, |idx| tie_texts(&s_out, idx))?;
     let op_values = match &u.op {
         Some(op) => {
             field(&src_schema, &op.column, &u.source, &cfg.job)?;
@@ -235,6 +271,9 @@ async fn plan(
         }
         _ => false,
     };
+    let (winners, index) = latest_per_key(&key_rows, &order_rows, is_delete, |idx| {
+        tie_texts(&s_out, idx)
+    })?;
     let mut incoming: Vec<Incoming> = winners
         .iter()
         .map(|&row| Incoming {
@@ -247,29 +286,26 @@ async fn plan(
     let mut ties = Ties::new();
     let order_of = |inc: &Incoming| order_rows.row(inc.row as usize).data();
 
-    // Tombstones: a delete newer than (or equal to) the row keeps it out.
+    // Tombstones: a delete with greater ordering values keeps a row out; at equal ordering
+    // values the delete wins over a non-delete, and a delete is never older than an equal
+    // tombstone (its own, from an earlier attempt or run that did not commit the output).
     let tomb_table = tombstones::table_name(&cfg.job);
     if u.op.is_some() {
         let tombs = tombstones::load(ctx.lake, &tomb_table, &key_enc, &order_enc).await?;
-        let tombstone_of = |inc: &Incoming| tombs.get(key_rows.row(inc.row as usize).data());
-        let tied: Vec<usize> = (0..incoming.len())
-            .filter(|&w| {
-                tombstone_of(&incoming[w])
-                    .is_some_and(|(o, _)| o.as_slice() == order_of(&incoming[w]))
-            })
-            .collect();
-        fill_ties(&incoming, &mut ties, tied, &s_out)?;
-        for (w, inc) in incoming.iter_mut().enumerate() {
-            if let Some((o, t)) = tombstone_of(inc)
-                && (o.as_slice(), Some(t)) >= (order_of(inc), ties.get(&w))
-            {
+        for inc in incoming.iter_mut() {
+            let Some((o, _)) = tombs.get(key_rows.row(inc.row as usize).data()) else {
+                continue;
+            };
+            let ord = order_rows.row(inc.row as usize);
+            let cmp = o.as_slice().cmp(ord.data());
+            if cmp.is_gt() || (cmp.is_eq() && !inc.delete) {
                 inc.older = true;
             }
         }
     }
 
     // The output's rows for these keys.
-    let exists = output.exists();
+    let exists = state.version.is_some();
     let current = if exists {
         Some(output.arrow_schema()?)
     } else {
@@ -277,13 +313,7 @@ async fn plan(
     };
     let schema = evolve(current, &incoming_schema);
     let partition_columns = if exists {
-        output
-            .table()
-            .snapshot()
-            .map_err(|e| Error::storage(&cfg.output, e))?
-            .metadata()
-            .partition_columns()
-            .to_vec()
+        output.partition_columns()?
     } else {
         cfg.partition_by.clone()
     };
@@ -325,6 +355,10 @@ async fn plan(
                 match eo.row(i).data().cmp(order_of(&incoming[w])) {
                     std::cmp::Ordering::Greater => incoming[w].older = true,
                     std::cmp::Ordering::Less => drops.entry(fi).or_default().push((i, w)),
+                    // At equal ordering values a delete wins (it carries the row's last image).
+                    std::cmp::Ordering::Equal if incoming[w].delete => {
+                        drops.entry(fi).or_default().push((i, w))
+                    }
                     std::cmp::Ordering::Equal => tied.push((i, w)),
                 }
             }
@@ -391,32 +425,25 @@ async fn plan(
                 .map_err(|e| Error::storage(&cfg.output, e))?,
         );
     }
-    // Deletes that won: tombstones first (harmless if this commit never lands).
-    let won: Vec<usize> = (0..incoming.len())
+    // Deletes that won: their tombstones are the side write, durable before the commit.
+    let mut deleted: Vec<usize> = (0..incoming.len())
         .filter(|&w| !incoming[w].older && incoming[w].delete)
         .collect();
-    fill_ties(&incoming, &mut ties, won.clone(), &s_out)?;
-    let mut deleted = won;
+    fill_ties(&incoming, &mut ties, deleted.clone(), &s_out)?;
     deleted.sort_by_key(|&w| incoming[w].row);
-    if !deleted.is_empty() {
+    let tombstones = if deleted.is_empty() {
+        None
+    } else {
         let idx = UInt32Array::from(deleted.iter().map(|&w| incoming[w].row).collect::<Vec<_>>());
-        let rows = take_record_batch(&s, &idx)?;
-        let columns: Vec<String> = u.key.iter().chain(&u.order_by).cloned().collect();
-        let ties = deleted
-            .iter()
-            .map(|w| ties.get(w).cloned().unwrap_or_default())
-            .collect();
-        tombstones::write(
-            ctx.lake,
-            &tomb_table,
-            ctx.settings,
-            &rows,
-            &columns,
-            ties,
-            ctx.now,
-        )
-        .await?;
-    }
+        Some(Deletes {
+            rows: take_record_batch(&s, &idx)?,
+            columns: u.key.iter().chain(&u.order_by).cloned().collect(),
+            ties: deleted
+                .iter()
+                .map(|w| ties.get(w).cloned().unwrap_or_default())
+                .collect(),
+        })
+    };
 
     let end = chunk.end.unwrap_or(0);
     report.sides = vec![SideReport {
@@ -448,6 +475,8 @@ async fn plan(
         .collect::<Vec<_>>()
         .join(" AND ");
     let change = Change {
+        read_version: state.version,
+        properties: vec![],
         operation: DeltaOperation::Merge {
             predicate: None,
             merge_predicate: Some(on),
@@ -488,14 +517,18 @@ async fn plan(
         ],
     };
     Ok(Ok(Plan {
-        change,
-        schema,
-        create,
+        proposal: Proposal {
+            change,
+            schema,
+            create: Some(create),
+        },
+        tombstones,
         report,
     }))
 }
 
-/// Record `version` of the source as consumed without writing rows.
+/// Record `version` of the source as consumed without writing rows (and the source's table
+/// id when it was re-created), in one commit.
 pub(crate) async fn skip_to(
     ctx: &RunContext<'_>,
     cfg: &RefineJobConfig,
@@ -512,59 +545,15 @@ pub(crate) async fn skip_to(
         )));
     }
     let src = TableHandle::open_existing(ctx.lake, table).await?;
-    let id = src
-        .table()
-        .snapshot()
-        .map_err(|e| Error::storage(table, e))?
-        .metadata()
-        .id()
-        .to_string();
+    let properties = vec![
+        ("lakestream.refine.job".to_string(), cfg.job.clone()),
+        (source_id_property(table), src.table_id()?),
+    ];
+    let mut planner =
+        super::SkipPlanner::new(ctx, cfg, table, version, src.arrow_schema()?, properties);
     let mut output = TableHandle::open(ctx.lake, &cfg.output)?;
-    let exists = output.refresh().await?;
-    if exists {
-        let key = source_id_property(table);
-        let recorded = output
-            .table()
-            .snapshot()
-            .map_err(|e| Error::storage(&cfg.output, e))?
-            .metadata()
-            .configuration()
-            .get(&key)
-            .cloned();
-        if recorded.as_ref() != Some(&id) {
-            super::set_property(ctx, &mut output, &key, &id).await?;
-        }
-    }
-    let schema = if exists {
-        output.arrow_schema()?
-    } else {
-        src.arrow_schema()?
-    };
-    let change = Change {
-        operation: DeltaOperation::Write {
-            mode: deltalake::protocol::SaveMode::Append,
-            partition_by: None,
-            predicate: None,
-        },
-        adds: vec![],
-        removes: vec![],
-        txns: vec![Transaction::new(
-            source_app_id(ctx.pipeline, &cfg.job, table),
-            version,
-        )],
-        scope: ReadScope::Append,
-    };
-    let create = NewTable {
-        partition_columns: cfg.partition_by.clone(),
-        configuration: vec![(source_id_property(table), id)],
-    };
-    match land(&mut output, &change, &schema, Some(&create), ctx.settings).await {
-        Ok(l) => Ok(Some(l.version)),
-        Err(Failure::Conflict(c)) => Err(Error::Contention {
-            table: cfg.output.clone(),
-            attempts: 1,
-            last: c.reason,
-        }),
-        Err(Failure::Transient(e) | Failure::Permanent(e)) => Err(e),
-    }
+    Ok(run(&mut output, ctx.settings, &mut planner)
+        .await?
+        .landed
+        .map(|l| l.version))
 }

@@ -77,6 +77,7 @@ pub type KeyIndex<'k> = foldhash::HashMap<&'k [u8], usize>;
 pub fn latest_per_key<'k>(
     keys: &'k Rows,
     orders: &Rows,
+    is_delete: impl Fn(usize) -> bool,
     tie: impl Fn(&[usize]) -> Result<Vec<String>>,
 ) -> Result<(Vec<usize>, KeyIndex<'k>)> {
     // Key -> slot in `best`; `tied` holds, per slot, the other rows equal to the best so far.
@@ -108,10 +109,16 @@ pub fn latest_per_key<'k>(
         .collect();
     let texts: HashMap<usize, String> = rows.iter().copied().zip(tie(&rows)?).collect();
     for (s, r) in tied {
-        // The greater text wins; equal texts (identical rows): the first one.
+        // A delete wins (it carries the row's last image, often with the same ordering
+        // values); then the greater text; equal texts (identical rows): the first one.
         best[s] = std::iter::once(best[s])
             .chain(r)
-            .max_by(|x, y| texts[x].cmp(&texts[y]).then(y.cmp(x)))
+            .max_by(|x, y| {
+                is_delete(*x)
+                    .cmp(&is_delete(*y))
+                    .then(texts[x].cmp(&texts[y]))
+                    .then(y.cmp(x))
+            })
             .unwrap_or(best[s]);
     }
     Ok((best, slot))
@@ -141,10 +148,12 @@ mod tests {
         ])?;
         let key = Encoder::new(&["k".into()], vec![DataType::Int64])?;
         let order = Encoder::new(&["t".into()], vec![DataType::Int64])?;
-        let (winners, _) =
-            latest_per_key(&key.rows(&batch, "t")?, &order.rows(&batch, "t")?, |idx| {
-                tie_texts(&batch, idx)
-            })?;
+        let (winners, _) = latest_per_key(
+            &key.rows(&batch, "t")?,
+            &order.rows(&batch, "t")?,
+            |_| false,
+            |idx| tie_texts(&batch, idx),
+        )?;
         // key 1: rows 1 and 3 tie at t=9, "z" > "b"; key 2: rows 2 and 4 tie, "d" > "c".
         assert_eq!(winners, [3, 4]);
         Ok(())

@@ -7,7 +7,7 @@
 
 use super::order::Encoder;
 use crate::commit::{
-    self, Change, CommitSettings, Failure, Planned, Planner, ReadScope, TableState, land,
+    self, Change, CommitSettings, Fixed, Planned, Planner, Proposal, ReadScope, TableState, run,
 };
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
@@ -171,6 +171,8 @@ pub async fn expire(
     let n = removes.len();
     let schema = handle.arrow_schema()?;
     let change = Change {
+        read_version: handle.version(),
+        properties: vec![],
         operation: DeltaOperation::Delete {
             predicate: Some(format!("date < '{cutoff}'")),
         },
@@ -179,10 +181,16 @@ pub async fn expire(
         txns: vec![],
         scope: ReadScope::Files,
     };
-    match land(&mut handle, &change, &schema, None, settings).await {
-        Ok(_) => Ok(n),
-        // Another run expired them first, or storage failed: the next run tries again.
-        Err(Failure::Conflict(_)) | Err(Failure::Transient(_)) => Ok(0),
-        Err(Failure::Permanent(e)) => Err(e),
+    let mut planner = Fixed(Some(Proposal {
+        change,
+        schema,
+        create: None,
+    }));
+    // Another run expired them first (a conflict stops it), or storage failed: the next run
+    // tries again.
+    match run(&mut handle, settings, &mut planner).await {
+        Ok(ran) => Ok(if ran.landed.is_some() { n } else { 0 }),
+        Err(e) if e.is_retryable() => Ok(0),
+        Err(e) => Err(e),
     }
 }

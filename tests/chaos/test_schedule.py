@@ -45,6 +45,7 @@ import json
 import os
 import pathlib
 import random
+import re
 import shutil
 import subprocess
 import threading
@@ -352,7 +353,8 @@ class Lake:
             if out.returncode == 0:
                 return out
             time.sleep(0.05)
-        raise AssertionError(f"`{' '.join(args)}` never succeeded; last error:\n{out.stderr[-3000:]}")
+        raise AssertionError(f"`{' '.join(args)}` never succeeded ({attempts} invocations); last error: "
+                             f"{error_of(out)}")
 
     def function(self, name):
         with self.lock:
@@ -532,11 +534,14 @@ def sqs_event(bodies):
         "awsRegion": "us-east-1"} for m, body in bodies.items()]}
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def error_of(out):
     """The error a failed command printed, without a backtrace."""
     if "crash point" in out.stderr:
         return "crash"
-    lines = [x for x in out.stderr.splitlines() if x.strip()]
+    lines = [ANSI.sub("", x) for x in out.stderr.splitlines() if x.strip()]
     head = next((i for i, x in enumerate(lines) if x.startswith("Error")), 0)
     text = " ".join(x.strip() for x in lines[head:head + 4] if "backtrace" not in x.lower())
     return text[:240] or f"exit {out.returncode}"

@@ -14,5 +14,6 @@ mod maintenance;
 mod redrive;
 mod refine;
 mod requests;
+mod schema_case;
 mod support;
 mod upsert;

@@ -7,6 +7,7 @@ mod access_logs;
 mod ambiguous;
 mod checked_commit;
 mod commit_loop;
+mod event_time;
 mod faults;
 mod ingest;
 mod inspect;

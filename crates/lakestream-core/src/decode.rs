@@ -13,13 +13,13 @@ use crate::config::SchemaMode;
 use crate::error::Result;
 use arrow_json::ReaderBuilder;
 use deltalake::arrow::array::{
-    Array, ArrayRef, BooleanArray, StringArray, TimestampMicrosecondArray,
+    Array, ArrayRef, BooleanArray, StringArray, TimestampMicrosecondArray, UInt32Array,
 };
-use deltalake::arrow::compute::{concat_batches, filter_record_batch};
+use deltalake::arrow::compute::{concat_batches, filter_record_batch, take_record_batch};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::arrow::record_batch::RecordBatch;
 use serde::de::IgnoredAny;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Result of decoding a set of JSON values.
@@ -45,6 +45,18 @@ pub fn decode_values(
     value_schema: &SchemaRef,
     mode: SchemaMode,
 ) -> Result<Decoded> {
+    decode_values_reserving(values, value_schema, mode, &HashSet::new())
+}
+
+/// [`decode_values`] for a table whose other columns (lower-cased names in `reserved`: Kafka
+/// metadata, processing-time partitions) are filled by Lakestream: a field naming one of them,
+/// in any case, is ignored and counted, never inferred as a second column.
+pub fn decode_values_reserving(
+    values: &[Option<&[u8]>],
+    value_schema: &SchemaRef,
+    mode: SchemaMode,
+    reserved: &HashSet<String>,
+) -> Result<Decoded> {
     let mut rejects = Vec::new();
     let mut candidates: Vec<(usize, &[u8])> = Vec::with_capacity(values.len());
     for (i, v) in values.iter().enumerate() {
@@ -65,7 +77,7 @@ pub fn decode_values(
             vec![],
         );
     }
-    slow_path(candidates, value_schema, mode, rejects)
+    slow_path(candidates, value_schema, mode, reserved, rejects)
 }
 
 /// Cheap checks that arrow-json would report badly: UTF-8 and "is it an object".
@@ -150,47 +162,121 @@ fn fast_path(candidates: &[(usize, &[u8])], value_schema: &SchemaRef) -> Result<
     }
 }
 
-/// One record at a time: find bad ones, count unknown fields, infer new columns.
+/// Characters Spark cannot write in a column name without column mapping (its Parquet writer
+/// refuses the characters of ` ,;{}()=`, newline and tab); a new column is never created with
+/// one.
+pub const UNWRITABLE_NAME_CHARS: &[char] = &[' ', ',', ';', '{', '}', '(', ')', '\n', '\t', '='];
+
+/// Why `name` cannot be a new column (`None`: it can).
+pub fn unwritable_name(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("an empty name cannot be a column".into());
+    }
+    let bad: String = name
+        .chars()
+        .filter(|c| UNWRITABLE_NAME_CHARS.contains(c))
+        .collect();
+    (!bad.is_empty()).then(|| {
+        format!(
+            "field `{}` cannot become a new column: its name contains {bad:?}, one of \
+             \" ,;{{}}()\\n\\t=\", which Spark cannot write without column mapping; rename the field \
+             in the producer",
+            name.escape_debug()
+        )
+    })
+}
+
+/// How one record's keys map to columns: `(column, key as spelled in the record)` for each key
+/// that names a column in another case. Records with the same renames decode together.
+type Renames = Vec<(String, String)>;
+
+/// One record at a time: find bad ones, count unknown fields, infer new columns, and map a key
+/// that differs from a column only in case to that column (Delta column names are
+/// case-insensitive: `Membership` *is* the column `membership`).
 fn slow_path(
     candidates: Vec<(usize, &[u8])>,
     value_schema: &SchemaRef,
     mode: SchemaMode,
+    reserved: &HashSet<String>,
     mut rejects: Vec<(usize, String)>,
 ) -> Result<Decoded> {
     let mut ignored = 0u64;
     let mut new_types: BTreeMap<String, DataType> = BTreeMap::new();
-    let mut parsed: Vec<(usize, &[u8])> = Vec::with_capacity(candidates.len());
+    // Lower-cased name -> the column's spelling: the table's value columns, then new columns in
+    // the spelling first seen (input order), so `Tier` and `tier` in one batch are one column.
+    let columns: HashMap<String, String> = value_schema
+        .fields()
+        .iter()
+        .map(|f| (f.name().to_lowercase(), f.name().clone()))
+        .collect();
+    let mut new_names: HashMap<String, String> = HashMap::new();
+    let mut groups: BTreeMap<Renames, Vec<(usize, &[u8])>> = BTreeMap::new();
     for (i, bytes) in candidates {
-        let keys: HashMap<String, IgnoredAny> = match serde_json::from_slice(bytes) {
+        let keys: BTreeMap<String, IgnoredAny> = match serde_json::from_slice(bytes) {
             Ok(k) => k,
             Err(e) => {
                 rejects.push((i, format!("invalid JSON: {e}")));
                 continue;
             }
         };
-        let unknown: Vec<&String> = keys
-            .keys()
-            .filter(|k| value_schema.field_with_name(k).is_err())
-            .collect();
-        if !unknown.is_empty() {
-            match mode {
-                SchemaMode::Enforce => ignored += unknown.len() as u64,
-                SchemaMode::Merge => {
-                    let obj: serde_json::Map<String, serde_json::Value> =
-                        serde_json::from_slice(bytes).unwrap_or_default();
-                    for k in unknown {
-                        match obj.get(k.as_str()).and_then(infer_type) {
-                            Some(t) => widen(&mut new_types, k, t),
-                            None if obj.get(k.as_str()).is_some_and(|v| !v.is_null()) => {
-                                ignored += 1
-                            }
-                            None => {} // null: nothing to infer from yet
+        let mut obj: Option<serde_json::Map<String, serde_json::Value>> = None;
+        let mut record = RecordNames::default();
+        for k in keys.keys() {
+            let lower = k.to_lowercase();
+            let column = if value_schema.field_with_name(k).is_ok() {
+                Some(k.clone())
+            } else if let Some(c) = columns.get(&lower) {
+                Some(c.clone())
+            } else if mode == SchemaMode::Enforce || reserved.contains(&lower) {
+                // Enforce mode, or a column Lakestream fills itself (Kafka metadata,
+                // processing time): ignored and counted, never a second column.
+                record.ignored += 1;
+                None
+            } else {
+                let obj =
+                    obj.get_or_insert_with(|| serde_json::from_slice(bytes).unwrap_or_default());
+                match obj.get(k.as_str()).and_then(infer_type) {
+                    Some(t) => {
+                        let c = new_names
+                            .get(&lower)
+                            .or_else(|| record.new.iter().find(|n| n.0 == lower).map(|n| &n.1))
+                            .cloned()
+                            .unwrap_or_else(|| k.clone());
+                        if let Some(reason) = unwritable_name(&c) {
+                            record.reject.get_or_insert(reason);
                         }
+                        record.new.push((lower, c.clone(), t));
+                        Some(c)
                     }
+                    None if obj.get(k.as_str()).is_some_and(|v| !v.is_null()) => {
+                        record.ignored += 1;
+                        None
+                    }
+                    None => None, // null: nothing to infer from yet
                 }
+            };
+            let Some(column) = column else { continue };
+            if let Some(first) = record.keys.insert(column.clone(), k.clone()) {
+                record.reject.get_or_insert(format!(
+                    "fields `{first}` and `{k}` differ only in case and name the same column \
+                     `{column}` (Delta column names are case-insensitive); send one of them"
+                ));
+            }
+            if column != *k {
+                record.renames.push((column, k.clone()));
             }
         }
-        parsed.push((i, bytes));
+        if let Some(reason) = record.reject {
+            rejects.push((i, reason));
+            continue;
+        }
+        ignored += record.ignored;
+        for (lower, column, t) in record.new {
+            widen(&mut new_types, &column, t);
+            new_names.entry(lower).or_insert(column);
+        }
+        record.renames.sort();
+        groups.entry(record.renames).or_default().push((i, bytes));
     }
     let new_fields: Vec<Field> = new_types
         .into_iter()
@@ -207,41 +293,72 @@ fn slow_path(
         f.extend(new_fields.iter().cloned());
         Arc::new(Schema::new(f))
     };
-    // Usually the only problem was unknown fields: one non-strict decoder takes them all.
-    let mut all = decoder(&schema, false, parsed.len())?;
-    let inputs: Vec<&[u8]> = parsed.iter().map(|p| p.1).collect();
-    if let Ok(Some(batch)) = decode_all(&mut all, &inputs)
-        && batch.num_rows() == parsed.len()
-    {
-        let rows: Vec<usize> = parsed.iter().map(|p| p.0).collect();
-        let (batch, bad_rows) = convert_timestamps(batch, &schema)?;
-        let bad = bad_rows
-            .into_iter()
-            .map(|(r, reason)| (rows[r], reason))
-            .collect();
-        return finish(batch, rows, bad, rejects, ignored, new_fields);
-    }
-    let mut batches = Vec::with_capacity(parsed.len());
-    let mut rows = Vec::with_capacity(parsed.len());
-    for (i, bytes) in parsed {
-        let mut d = decoder(&schema, false, 1)?;
-        match decode_all(&mut d, &[bytes]) {
-            Ok(Some(b)) if b.num_rows() == 1 => {
-                batches.push(b);
-                rows.push(i);
+    let dschema = decoder_schema(&schema);
+    let mut batches = Vec::with_capacity(groups.len());
+    let mut rows: Vec<usize> = Vec::new();
+    for (renames, group) in groups {
+        // Decoded under the record's spelling, then named as the table's columns.
+        let spelled = Arc::new(Schema::new(
+            schema
+                .fields()
+                .iter()
+                .map(|f| match renames.iter().find(|r| &r.0 == f.name()) {
+                    Some((_, key)) => f.as_ref().clone().with_name(key),
+                    None => f.as_ref().clone(),
+                })
+                .collect::<Vec<_>>(),
+        ));
+        let named = |b: RecordBatch| RecordBatch::try_new(dschema.clone(), b.columns().to_vec());
+        // Usually the only problem was unknown fields: one non-strict decoder takes them all.
+        let mut all = decoder(&spelled, false, group.len())?;
+        let inputs: Vec<&[u8]> = group.iter().map(|p| p.1).collect();
+        if let Ok(Some(batch)) = decode_all(&mut all, &inputs)
+            && batch.num_rows() == group.len()
+        {
+            batches.push(named(batch)?);
+            rows.extend(group.iter().map(|p| p.0));
+            continue;
+        }
+        for (i, bytes) in group {
+            let mut d = decoder(&spelled, false, 1)?;
+            match decode_all(&mut d, &[bytes]) {
+                Ok(Some(b)) if b.num_rows() == 1 => {
+                    batches.push(named(b)?);
+                    rows.push(i);
+                }
+                Ok(_) => rejects.push((i, "value decoded to no row".into())),
+                Err(e) => rejects.push((i, clean_arrow_message(&e))),
             }
-            Ok(_) => rejects.push((i, "value decoded to no row".into())),
-            Err(e) => rejects.push((i, clean_arrow_message(&e))),
         }
     }
-    let dschema = decoder_schema(&schema);
     let batch = concat_batches(&dschema, &batches)?;
+    // Back to input order.
+    let (batch, rows) = if rows.is_sorted() {
+        (batch, rows)
+    } else {
+        let mut order: Vec<u32> = (0..rows.len() as u32).collect();
+        order.sort_by_key(|&r| rows[r as usize]);
+        let batch = take_record_batch(&batch, &UInt32Array::from(order.clone()))?;
+        (batch, order.iter().map(|&r| rows[r as usize]).collect())
+    };
     let (batch, bad_rows) = convert_timestamps(batch, &schema)?;
     let bad = bad_rows
         .into_iter()
         .map(|(r, reason)| (rows[r], reason))
         .collect();
     finish(batch, rows, bad, rejects, ignored, new_fields)
+}
+
+/// What the slow path learned about one record's keys.
+#[derive(Default)]
+struct RecordNames {
+    /// Column -> the key that named it (a second key for one column rejects the record).
+    keys: HashMap<String, String>,
+    renames: Renames,
+    /// New columns this record would add: (lower-cased name, column name, inferred type).
+    new: Vec<(String, String, DataType)>,
+    ignored: u64,
+    reject: Option<String>,
 }
 
 fn clean_arrow_message(e: &str) -> String {
@@ -489,6 +606,64 @@ mod tests {
         );
         assert_eq!(d.batch.num_columns(), 5);
         assert_eq!(d.batch.column(4).null_count(), 2);
+    }
+
+    #[test]
+    fn keys_differing_from_columns_only_in_case_are_those_columns() {
+        let values = [
+            r#"{"ID":1,"Name":"a","TS":1}"#,
+            r#"{"id":2,"name":"b","NAME":"c","ts":2}"#,
+            r#"{"id":3,"ts":3,"Extra":1}"#,
+            r#"{"id":4,"ts":4,"extra":2.5,"EXTRA":null}"#,
+            r#"{"id":5,"ts":5,"a b":1}"#,
+            r#"{"id":6,"ts":6,"a b":null,"c=d":{"x":1}}"#,
+        ];
+        let d = run(&values, SchemaMode::Merge);
+        assert_eq!(d.rows, [0, 2, 3, 5]);
+        let reasons: Vec<(usize, &str)> = d.rejects.iter().map(|(i, r)| (*i, r.as_str())).collect();
+        assert_eq!(reasons.len(), 2, "{reasons:?}");
+        assert_eq!(reasons[0].0, 1);
+        assert!(reasons[0].1.contains("differ only in case"), "{reasons:?}");
+        assert_eq!(reasons[1].0, 4);
+        assert!(reasons[1].1.contains("column mapping"), "{reasons:?}");
+        let added: Vec<(&str, &DataType)> = d
+            .new_fields
+            .iter()
+            .map(|f| (f.name().as_str(), f.data_type()))
+            .collect();
+        assert_eq!(added, [("Extra", &DataType::Float64)]);
+        let ids = d
+            .batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int32Array>()
+            .map(|a| a.values().to_vec());
+        assert_eq!(ids, Some(vec![1, 3, 4, 6]));
+        assert_eq!(ts_col(&d), [Some(1000), Some(3000), Some(4000), Some(6000)]);
+        assert_eq!(d.batch.column(1).null_count(), 3, "Name -> name");
+        assert_eq!(
+            d.unknown_fields_ignored, 1,
+            "the nested `c=d` is not a column"
+        );
+
+        // Enforce mode: the column in another case is still the column.
+        let d = run(
+            &[r#"{"Id":7,"TS":"2022-04-04T10:15:30Z"}"#],
+            SchemaMode::Enforce,
+        );
+        assert_eq!((d.rows.len(), d.unknown_fields_ignored), (1, 0));
+    }
+
+    #[test]
+    fn reserved_columns_are_never_inferred() {
+        let v: Vec<Option<&[u8]>> = vec![Some(br#"{"id":1,"ts":1,"Kafka_Offset":9}"#)];
+        let reserved: HashSet<String> = ["kafka_offset".to_string()].into();
+        let d = match decode_values_reserving(&v, &schema(), SchemaMode::Merge, &reserved) {
+            Ok(d) => d,
+            Err(e) => panic!("{e}"),
+        };
+        assert!(d.new_fields.is_empty());
+        assert_eq!((d.rows.len(), d.unknown_fields_ignored), (1, 1));
     }
 
     #[test]

@@ -5,7 +5,9 @@
 use crate::config::{
     ColumnType, KafkaMetadataColumn, PROCESSING_TIME_COLUMNS, Partitioning, SchemaMode, TopicConfig,
 };
+use crate::error::{Error, Result};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The Arrow type of a configured column type.
@@ -131,13 +133,47 @@ impl TableLayout {
             .collect();
         let mut changed = false;
         for f in self.config_schema.fields() {
-            if existing.field_with_name(f.name()).is_err() {
+            // Delta column names are case-insensitive: `Membership` declared in the config is
+            // the table's `membership`, not a second column.
+            if !existing
+                .fields()
+                .iter()
+                .any(|e| e.name().to_lowercase() == f.name().to_lowercase())
+            {
                 fields.push(f.as_ref().clone().with_nullable(true));
                 changed = true;
             }
         }
         (Arc::new(Schema::new(fields)), changed)
     }
+}
+
+/// Check a schema about to be committed to `table` (`existing`: the table's current schema)
+/// the way a Delta reader will: no two columns whose names differ only in case, and no new
+/// column whose name Spark cannot write without column mapping. A violation is
+/// [`Error::Schema`] (permanent): retrying the same records cannot help.
+pub fn validate_schema(table: &str, schema: &Schema, existing: Option<&Schema>) -> Result<()> {
+    let mut seen: HashMap<String, &str> = HashMap::new();
+    for f in schema.fields() {
+        if let Some(first) = seen.insert(f.name().to_lowercase(), f.name()) {
+            return Err(Error::Schema {
+                table: table.to_string(),
+                reason: format!(
+                    "columns `{first}` and `{}` differ only in case (Delta column names are \
+                     case-insensitive)",
+                    f.name()
+                ),
+            });
+        }
+        let is_new = existing.is_none_or(|e| e.field_with_name(f.name()).is_err());
+        if is_new && let Some(reason) = crate::decode::unwritable_name(f.name()) {
+            return Err(Error::Schema {
+                table: table.to_string(),
+                reason,
+            });
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -206,5 +242,39 @@ mod tests {
         let (same, changed) = layout.reconcile(Some(&schema));
         assert!(!changed);
         assert_eq!(same.fields().len(), 3);
+        // A declared `B` is the table's `b` (Delta names are case-insensitive).
+        let upper = Schema::new(vec![
+            Field::new("A", DataType::Int32, false),
+            Field::new("evolved", DataType::Int64, true),
+            Field::new("B", DataType::Utf8, true),
+        ]);
+        let (same, changed) = layout.reconcile(Some(&upper));
+        assert!(!changed);
+        assert_eq!(same.fields().len(), 3);
+    }
+
+    #[test]
+    fn validate_refuses_case_twins_and_unwritable_new_names() {
+        let existing = Schema::new(vec![Field::new("membership", DataType::Utf8, true)]);
+        let twin = Schema::new(vec![
+            Field::new("membership", DataType::Utf8, true),
+            Field::new("Membership", DataType::Utf8, true),
+        ]);
+        let e = validate_schema("raw/member", &twin, Some(&existing));
+        assert!(
+            matches!(&e, Err(Error::Schema { reason, .. }) if reason.contains("differ only in case")),
+            "{e:?}"
+        );
+        assert!(e.is_err_and(|e| !e.is_retryable()));
+        let spaced = Schema::new(vec![
+            Field::new("membership", DataType::Utf8, true),
+            Field::new("a b", DataType::Utf8, true),
+        ]);
+        let e = validate_schema("raw/member", &spaced, Some(&existing));
+        assert!(
+            matches!(&e, Err(Error::Schema { reason, .. }) if reason.contains("column mapping")),
+            "{e:?}"
+        );
+        assert!(validate_schema("raw/member", &existing, Some(&existing)).is_ok());
     }
 }

@@ -399,11 +399,25 @@ impl PipelineConfig {
                 return bad(format!("`{key}.columns` must list at least one column"));
             }
             let mut names = HashSet::new();
+            let mut lower = HashSet::new();
             for (j, c) in t.columns.iter().enumerate() {
-                if c.name.is_empty() || !names.insert(c.name.as_str()) {
+                if c.name.is_empty()
+                    || !names.insert(c.name.as_str())
+                    || !lower.insert(c.name.to_lowercase())
+                {
                     return bad(format!(
-                        "`{key}.columns[{j}].name` (\"{}\") is empty or repeated",
+                        "`{key}.columns[{j}].name` (\"{}\") is empty or repeated (Delta column \
+                         names are case-insensitive)",
                         c.name
+                    ));
+                }
+                if c.name
+                    .contains([' ', ',', ';', '{', '}', '(', ')', '\n', '\t', '='])
+                {
+                    return bad(format!(
+                        "`{key}.columns[{j}].name` (\"{}\") contains one of \" ,;{{}}()=\", a \
+                         newline or a tab, which Spark cannot write without column mapping",
+                        c.name.escape_debug()
                     ));
                 }
             }
@@ -416,7 +430,7 @@ impl PipelineConfig {
                 .copied()
                 .chain(t.kafka_metadata.iter().map(|m| m.column_name()))
             {
-                if names.contains(name) {
+                if lower.contains(name) {
                     return bad(format!(
                         "`{key}.columns`: \"{name}\" clashes with a generated column"
                     ));
@@ -523,6 +537,25 @@ mod tests {
             "{BASE}[[topics]]\ntopic=\"t\"\ntable=\"a\"\npartition_by=\"processing_time\"\ncolumns=[{{name=\"hour\",type=\"int32\"}}]\n"
         );
         assert!(err_of(&clash).contains("hour"));
+
+        // Delta column names are case-insensitive; Spark cannot write ` ,;{}()=` without
+        // column mapping.
+        let twins = format!(
+            "{BASE}[[topics]]\ntopic=\"t\"\ntable=\"a\"\ncolumns=[{{name=\"x\",type=\"int32\"}},{{name=\"X\",type=\"int32\"}}]\n"
+        );
+        assert!(err_of(&twins).contains("topics[0].columns[1].name"));
+        let spaced = format!(
+            "{BASE}[[topics]]\ntopic=\"t\"\ntable=\"a\"\ncolumns=[{{name=\"a b\",type=\"int32\"}}]\n"
+        );
+        let e = err_of(&spaced);
+        assert!(
+            e.contains("topics[0].columns[0].name") && e.contains("column mapping"),
+            "{e}"
+        );
+        let meta = format!(
+            "{BASE}[[topics]]\ntopic=\"t\"\ntable=\"a\"\nkafka_metadata=[\"offset\"]\ncolumns=[{{name=\"Kafka_Offset\",type=\"int64\"}}]\n"
+        );
+        assert!(err_of(&meta).contains("clashes with a generated column"));
     }
 
     #[test]

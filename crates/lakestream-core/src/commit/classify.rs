@@ -51,6 +51,9 @@ pub fn classify(e: &DeltaTableError) -> ErrorClass {
         | DeltaTableError::MissingFeature { .. }
         | DeltaTableError::InvalidTableLocation(_)
         | DeltaTableError::Arrow { .. } => Permanent,
+        // delta-kernel's own error type is not exported by delta-rs; its schema errors
+        // (`Schema error: ...`, e.g. two columns differing only in case) are deterministic.
+        DeltaTableError::KernelError(k) if k.to_string().starts_with("Schema error:") => Permanent,
         // Reading the log or a checkpoint failed in a way delta-rs does not type: treat as
         // storage trouble (redeliver) rather than dead-letter good records.
         _ => Transient,
@@ -106,6 +109,39 @@ mod tests {
         assert_eq!(
             classify(&DeltaTableError::Generic("?".into())),
             ErrorClass::Transient
+        );
+    }
+
+    /// A schema the kernel refuses (here: `Membership` next to `membership`) is permanent,
+    /// however it arrives: retrying the same batch would fail the same way forever.
+    #[test]
+    fn schema_errors_are_permanent() {
+        use deltalake::arrow::datatypes::{DataType, Field, Schema};
+        use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
+        use deltalake::kernel::{DataType as KernelType, StructField, StructType};
+        let kernel = StructType::try_new([
+            StructField::nullable("membership", KernelType::STRING),
+            StructField::nullable("Membership", KernelType::STRING),
+        ]);
+        let Err(kernel) = kernel else {
+            panic!("the kernel accepted two columns differing only in case");
+        };
+        assert_eq!(
+            classify(&DeltaTableError::from(kernel)),
+            ErrorClass::Permanent
+        );
+        let arrow = Schema::new(vec![
+            Field::new("membership", DataType::Utf8, true),
+            Field::new("Membership", DataType::Utf8, true),
+        ]);
+        let converted: Result<StructType, deltalake::arrow::error::ArrowError> =
+            (&arrow).try_into_kernel();
+        let Err(e) = converted else {
+            panic!("the conversion accepted two columns differing only in case");
+        };
+        assert_eq!(
+            classify(&DeltaTableError::Arrow { source: e }),
+            ErrorClass::Permanent
         );
     }
 }

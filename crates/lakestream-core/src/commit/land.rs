@@ -280,13 +280,12 @@ async fn put(
             COMMIT_ID_KEY.to_string(),
             serde_json::Value::String(commit_id.to_string()),
         )]);
-    let struct_type: StructType =
-        schema
-            .as_ref()
-            .try_into_kernel()
-            .map_err(|e: deltalake::arrow::error::ArrowError| {
-                DeltaTableError::Generic(e.to_string())
-            })?;
+    let struct_type: StructType = schema
+        .as_ref()
+        .try_into_kernel()
+        // Typed, so it classifies as permanent: a schema the kernel refuses (two columns
+        // differing only in case) fails the same way on every retry.
+        .map_err(|e: deltalake::arrow::error::ArrowError| DeltaTableError::Arrow { source: e })?;
     let files = change
         .adds
         .iter()

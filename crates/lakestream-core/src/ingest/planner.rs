@@ -6,10 +6,10 @@ use super::report::RecordState;
 use crate::commit::{Planned, Planner, TableState};
 use crate::config::KafkaMetadataColumn;
 use crate::deadletter::DeadLetter;
-use crate::decode::decode_values;
+use crate::decode::decode_values_reserving;
 use crate::error::Result;
 use crate::record::{RecordValue, SourceRecord, app_id};
-use crate::schema::{ColumnSource, TableLayout};
+use crate::schema::{ColumnSource, TableLayout, validate_schema};
 use chrono::{DateTime, Datelike, Timelike, Utc};
 use deltalake::arrow::array::{
     ArrayRef, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray, new_null_array,
@@ -147,6 +147,12 @@ impl<'a> TopicPlanner<'a> {
             .map(|f| f.as_ref().clone())
             .collect();
         let value_schema = Arc::new(Schema::new(value_fields));
+        let reserved: HashSet<String> = schema
+            .fields()
+            .iter()
+            .filter(|f| self.layout.source_of(f.name()) != ColumnSource::Value)
+            .map(|f| f.name().to_lowercase())
+            .collect();
         let values: Vec<Option<&[u8]>> = todo
             .iter()
             .map(|&i| match &self.records[i].value {
@@ -154,7 +160,8 @@ impl<'a> TopicPlanner<'a> {
                 _ => None,
             })
             .collect();
-        let decoded = decode_values(&values, &value_schema, self.layout.schema_mode)?;
+        let decoded =
+            decode_values_reserving(&values, &value_schema, self.layout.schema_mode, &reserved)?;
         self.unknown_ignored = decoded.unknown_fields_ignored;
         self.new_rejects = decoded
             .rejects
@@ -170,6 +177,9 @@ impl<'a> TopicPlanner<'a> {
             f.extend(decoded.new_fields.iter().cloned());
             schema = Arc::new(Schema::new(f));
         }
+        // Before anything is written: a schema the table would refuse is a permanent error,
+        // never a batch retried until it expires.
+        validate_schema(&self.layout.table, &schema, existing)?;
         self.columns_added = decoded
             .new_fields
             .iter()

@@ -441,7 +441,13 @@ fn convert_timestamps(
         for (row, v) in text.iter().enumerate() {
             match v.map(parse_timestamp_micros) {
                 None => out.push(None),
-                Some(Some(us)) => out.push(Some(us)),
+                Some(Some(us)) => match out_of_range(us, v.unwrap_or_default()) {
+                    None => out.push(Some(us)),
+                    Some(why) => {
+                        bad.push((row, format!("field `{}`: {why}", field.name())));
+                        out.push(None);
+                    }
+                },
                 Some(None) => {
                     bad.push((
                         row,
@@ -469,7 +475,7 @@ fn convert_timestamps(
     Ok((batch, bad))
 }
 
-pub use crate::timestamp::parse_timestamp_micros;
+pub use crate::timestamp::{out_of_range, parse_timestamp_micros};
 
 #[cfg(test)]
 mod tests {
@@ -664,6 +670,24 @@ mod tests {
         };
         assert!(d.new_fields.is_empty());
         assert_eq!((d.rows.len(), d.unknown_fields_ignored), (1, 1));
+    }
+
+    #[test]
+    fn timestamps_outside_years_1_to_9999_are_rejected() {
+        let d = run(
+            &[
+                r#"{"id":1,"ts":1764537184835000}"#,
+                r#"{"id":2,"ts":"9999-12-31T23:59:59.999999Z"}"#,
+                r#"{"id":3,"ts":"0001-01-01T00:00:00Z"}"#,
+                r#"{"id":4,"ts":-62135596800001}"#,
+            ],
+            SchemaMode::Enforce,
+        );
+        assert_eq!(d.rows, [1, 2]);
+        let reasons: Vec<&str> = d.rejects.iter().map(|r| r.1.as_str()).collect();
+        assert!(reasons[0].contains("year 57885"), "{reasons:?}");
+        assert!(reasons[0].contains("microseconds"), "{reasons:?}");
+        assert!(reasons[1].contains("year 0,"), "{reasons:?}");
     }
 
     #[test]

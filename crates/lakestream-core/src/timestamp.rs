@@ -24,6 +24,41 @@ pub fn parse_timestamp_micros(s: &str) -> Option<i64> {
         .map(|d| d.timestamp_micros())
 }
 
+/// The first microsecond Delta readers accept: 0001-01-01T00:00:00Z.
+pub const MIN_MICROS: i64 = -62_135_596_800_000_000;
+/// The last microsecond Delta readers accept: 9999-12-31T23:59:59.999999Z.
+pub const MAX_MICROS: i64 = 253_402_300_799_999_999;
+
+/// Why a parsed timestamp (`us`, from the text `text`) cannot be written, or `None` when it can.
+/// Delta readers (Spark, delta-kernel, Python `deltalake` through pyarrow) accept the years
+/// 0001-9999 only: a file or statistic outside them makes the table unreadable for them.
+pub fn out_of_range(us: i64, text: &str) -> Option<String> {
+    if (MIN_MICROS..=MAX_MICROS).contains(&us) {
+        return None;
+    }
+    use chrono::Datelike as _;
+    let year = chrono::DateTime::from_timestamp_micros(us)
+        .map(|t| t.year().to_string())
+        .unwrap_or_else(|| {
+            if us > 0 {
+                "beyond 262142".into()
+            } else {
+                "before -262143".into()
+            }
+        });
+    let epoch = text.trim().trim_start_matches('-');
+    let hint = if !epoch.is_empty() && epoch.bytes().all(|b| b.is_ascii_digit()) {
+        " (numbers are epoch milliseconds: is it an epoch in microseconds or nanoseconds?)"
+    } else {
+        ""
+    };
+    Some(format!(
+        "{:?} is in the year {year}, outside the years 0001-9999 that Delta readers accept{hint}; \
+         not written",
+        text.trim()
+    ))
+}
+
 /// `YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z` -> epoch microseconds (fraction truncated to microseconds);
 /// `None` for any other shape or an impossible date or time (the general parser decides).
 fn utc_zulu_micros(b: &[u8]) -> Option<i64> {

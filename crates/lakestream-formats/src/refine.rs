@@ -109,10 +109,20 @@ pub struct IntervalJoinConfig {
     /// Upper bound of `left.time - right.time` (inclusive), e.g. `"1h"`.
     #[serde(deserialize_with = "duration")]
     pub upper: Duration,
+    /// How far ahead of processing time (the run's clock) an event time may be: a row beyond
+    /// it is dead-lettered (`future: ...`), not joined, and never moves its side's watermark,
+    /// so one wrong timestamp (an epoch in microseconds read as milliseconds, a producer clock
+    /// a year off) cannot make every later row of its side late.
+    #[serde(default = "default_max_future_skew", deserialize_with = "duration")]
+    pub max_future_skew: Duration,
 }
 
 fn zero() -> Duration {
     Duration::ZERO
+}
+
+fn default_max_future_skew() -> Duration {
+    Duration::from_secs(3600)
 }
 
 /// One side of an interval join.
@@ -317,6 +327,7 @@ right = { table = "raw/member", key = "k", time = "t", delay = "2h", columns = [
         assert_eq!(join.lower, Duration::ZERO);
         assert_eq!(join.upper, Duration::from_secs(3600));
         assert_eq!(join.left.delay, Duration::from_secs(3 * 3600));
+        assert_eq!(join.max_future_skew, Duration::from_secs(3600));
         assert_eq!((job.max_files_per_run, job.max_mib_per_run), (1000, 64));
         assert_eq!(job.output_columns(), ["a", "hour", "b"]);
         Ok(())

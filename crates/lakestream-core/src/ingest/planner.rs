@@ -153,15 +153,30 @@ impl<'a> TopicPlanner<'a> {
             .filter(|f| self.layout.source_of(f.name()) != ColumnSource::Value)
             .map(|f| f.name().to_lowercase())
             .collect();
+        let kafka_time = self
+            .layout
+            .kafka_metadata
+            .contains(&KafkaMetadataColumn::Timestamp);
         let values: Vec<Option<&[u8]>> = todo
             .iter()
             .map(|&i| match &self.records[i].value {
-                RecordValue::Bytes(b) => Some(b.as_slice()),
+                RecordValue::Bytes(b)
+                    if !kafka_time || kafka_time_error(&self.records[i]).is_none() =>
+                {
+                    Some(b.as_slice())
+                }
                 _ => None,
             })
             .collect();
-        let decoded =
+        let mut decoded =
             decode_values_reserving(&values, &value_schema, self.layout.schema_mode, &reserved)?;
+        if kafka_time {
+            for (j, &i) in todo.iter().enumerate() {
+                if let Some(why) = kafka_time_error(&self.records[i]) {
+                    decoded.rejects.push((j, why));
+                }
+            }
+        }
         self.unknown_ignored = decoded.unknown_fields_ignored;
         self.new_rejects = decoded
             .rejects
@@ -275,6 +290,18 @@ impl<'a> TopicPlanner<'a> {
         ));
         Ok(RecordBatch::try_new(relaxed, cols)?)
     }
+}
+
+/// Why a record's Kafka timestamp cannot be written to the `kafka_timestamp` column.
+fn kafka_time_error(r: &SourceRecord) -> Option<String> {
+    let ms = r.timestamp_ms?;
+    let why = match ms.checked_mul(1000) {
+        Some(us) => crate::timestamp::out_of_range(us, &ms.to_string())?,
+        None => {
+            format!("{ms} ms is outside the years 0001-9999 that Delta readers accept; not written")
+        }
+    };
+    Some(format!("Kafka timestamp (column `kafka_timestamp`): {why}"))
 }
 
 fn state_fields(state: &TableState) -> Vec<Field> {

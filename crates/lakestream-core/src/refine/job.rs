@@ -4,7 +4,7 @@
 //! pairs together with one `txn` per source in one commit. A concurrent run that committed
 //! first makes this one re-plan from the newer `txn`s, so no pair is written twice.
 
-use super::join::{Rows, interval_pairs, late_flags};
+use super::join::{Rows, Verdict, interval_pairs, late_flags};
 use super::source::{Chunk, ChunkLimits, gone, next_chunk, read_version};
 use super::state::{Snapshot, identity, late_set, late_uri, row_json};
 use super::{RunReport, SideReport};
@@ -92,6 +92,13 @@ impl JoinPlanner<'_> {
         source_app_id(self.ctx.pipeline, &self.cfg.job, table)
     }
 
+    /// The largest event time that may feed a watermark or join in this run: processing time
+    /// plus `max_future_skew` (µs).
+    fn future_cap(&self) -> i64 {
+        let skew = i64::try_from(self.join.max_future_skew.as_micros()).unwrap_or(i64::MAX);
+        self.ctx.now.timestamp_micros().saturating_add(skew)
+    }
+
     async fn side<'c>(
         &self,
         cfg: &'c JoinSideConfig,
@@ -132,8 +139,12 @@ impl JoinPlanner<'_> {
             Some(a) => Some(self.snapshot(&handle, cfg, a, chunk.latest).await?),
             None => None,
         };
+        let cap = self.future_cap();
         let before = match &snapshot {
-            Some(s) => s.max_time(&schema, &cfg.table, &cfg.key, &cfg.time).await?,
+            Some(s) => {
+                s.max_time(&schema, &cfg.table, &cfg.key, &cfg.time, cap)
+                    .await?
+            }
             None => None,
         };
         // Lateness, version by version.
@@ -144,13 +155,13 @@ impl JoinPlanner<'_> {
             offset += n;
         }
         let delay = i64::try_from(cfg.delay.as_micros()).unwrap_or(i64::MAX);
-        let flags = late_flags(&times, before, delay);
+        let flags = late_flags(&times, before, delay, cap);
         let mut late = Vec::with_capacity(new.len());
         let mut letters = Vec::new();
         let mut offset = 0;
         for ((version, n), (f, watermark)) in per_version.iter().zip(&flags) {
             let idx: Vec<u32> = (0..*n)
-                .filter(|i| f[*i])
+                .filter(|i| f[*i] != Verdict::OnTime)
                 .map(|i| (offset + i) as u32)
                 .collect();
             if !idx.is_empty() {
@@ -160,6 +171,31 @@ impl JoinPlanner<'_> {
                 )?;
                 for (row, i) in row_json(&rows)?.into_iter().zip(&idx) {
                     let t = new.times[*i as usize].map(micros_text).unwrap_or_default();
+                    let (kind, error) = match f[*i as usize - offset] {
+                        Verdict::Future => (
+                            "future",
+                            format!(
+                                "future: `{}` {t} is more than {} (`max_future_skew`) ahead of processing time {}; not joined by job `{}` and not counted in the {} watermark (a wrong clock or unit? an epoch in microseconds read as milliseconds?)",
+                                cfg.time,
+                                humantime::format_duration(self.join.max_future_skew),
+                                micros_text(self.ctx.now.timestamp_micros()),
+                                self.cfg.job,
+                                cfg.table
+                            ),
+                        ),
+                        _ => (
+                            "late",
+                            format!(
+                                "late: `{}` {t} is below the {} watermark {} (largest `{}` in versions before {version} minus {}); not joined by job `{}`",
+                                cfg.time,
+                                cfg.table,
+                                watermark.map(micros_text).unwrap_or_default(),
+                                cfg.time,
+                                humantime::format_duration(cfg.delay),
+                                self.cfg.job
+                            ),
+                        ),
+                    };
                     letters.push(DeadLetter {
                         topic: None,
                         partition: None,
@@ -167,18 +203,19 @@ impl JoinPlanner<'_> {
                         kafka_timestamp_ms: None,
                         object_uri: Some(late_uri(&cfg.table, *version)),
                         line_number: None,
-                        raw_base64: Some(DeadLetter::encode_raw(serde_json::to_string(&row).unwrap_or_default().as_bytes())),
-                        error: format!(
-                            "late: `{}` {t} is below the {} watermark {} (largest `{}` in versions before {version} minus {}); not joined by job `{}`",
-                            cfg.time, cfg.table, watermark.map(micros_text).unwrap_or_default(), cfg.time,
-                            humantime::format_duration(cfg.delay), self.cfg.job
-                        ),
+                        raw_base64: Some(DeadLetter::encode_raw(
+                            serde_json::to_string(&row).unwrap_or_default().as_bytes(),
+                        )),
+                        error,
                         target_table: Some(self.cfg.output.clone()),
-                        txn: Some((format!("{}/late/{version}", self.app_id(&cfg.table)), *version as i64)),
+                        txn: Some((
+                            format!("{}/{kind}/{version}", self.app_id(&cfg.table)),
+                            *version as i64,
+                        )),
                     });
                 }
             }
-            late.extend_from_slice(f);
+            late.extend(f.iter().map(|v| *v != Verdict::OnTime));
             offset += n;
         }
         Ok(Some(Side {
@@ -264,14 +301,20 @@ impl JoinPlanner<'_> {
                 range,
             )
             .await?;
-        // A consumed row is certainly on time when it is at or above the watermark of the
-        // consumed version (watermarks only grow); below it, ask the late set.
+        // A consumed row beyond the future cap was beyond it when it was consumed too (the cap
+        // only grows with processing time): out. One at or above the watermark of the consumed
+        // version is certainly on time (watermarks only grow); below it, ask the late set.
+        let cap = self.future_cap();
         let delay = i64::try_from(side.cfg.delay.as_micros()).unwrap_or(i64::MAX);
         let watermark = side.before.map(|m| m.saturating_sub(delay));
         let doubtful: Vec<usize> = (0..rows.len())
             .filter(|i| matches!((rows.times[*i], watermark), (Some(t), Some(w)) if t < w))
             .collect();
-        let mut ok = vec![true; rows.len()];
+        let mut ok: Vec<bool> = rows
+            .times
+            .iter()
+            .map(|t| t.is_none_or(|t| t <= cap))
+            .collect();
         if !doubtful.is_empty() {
             let names = side_names(side.cfg);
             let late = late_set(

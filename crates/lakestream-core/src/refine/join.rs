@@ -65,28 +65,47 @@ impl Rows {
     }
 }
 
+/// What the lateness rule says about one new row of a side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Joined (a null time is on time: it never matches anyway).
+    OnTime,
+    /// Below the watermark: dead-lettered (`late: ...`), not joined.
+    Late,
+    /// Beyond processing time plus `max_future_skew`: dead-lettered (`future: ...`), not
+    /// joined, and it does not move the watermark.
+    Future,
+}
+
 /// The lateness rule. `versions` are the event times of the rows each new version added, in
-/// version order; `before` is the largest event time of the versions before the first one.
-/// A row of version v is late when its time is below (the largest time of all versions before
-/// v) minus `delay_us`. Returns, per version, the late flags and the watermark it was held to.
+/// version order; `before` is the largest event time (at most `cap`) of the versions before
+/// the first one. A row above `cap` (processing time plus the allowed skew) is
+/// [`Verdict::Future`] and feeds nothing; otherwise a row of version v is late when its time is
+/// below (the largest time at most `cap` of all versions before v) minus `delay_us`. Returns,
+/// per version, the verdicts and the watermark it was held to.
 pub fn late_flags(
     versions: &[Vec<Option<i64>>],
     before: Option<i64>,
     delay_us: i64,
-) -> Vec<(Vec<bool>, Option<i64>)> {
+    cap: i64,
+) -> Vec<(Vec<Verdict>, Option<i64>)> {
     let mut max = before;
     versions
         .iter()
         .map(|times| {
             let watermark = max.map(|m| m.saturating_sub(delay_us));
-            let flags = times
+            let verdicts = times
                 .iter()
-                .map(|t| matches!((t, watermark), (Some(t), Some(w)) if *t < w))
+                .map(|t| match (t, watermark) {
+                    (Some(t), _) if *t > cap => Verdict::Future,
+                    (Some(t), Some(w)) if *t < w => Verdict::Late,
+                    _ => Verdict::OnTime,
+                })
                 .collect();
-            for t in times.iter().flatten() {
+            for t in times.iter().flatten().filter(|t| **t <= cap) {
                 max = Some(max.map_or(*t, |m| m.max(*t)));
             }
-            (flags, watermark)
+            (verdicts, watermark)
         })
         .collect()
 }
@@ -168,17 +187,33 @@ mod tests {
         assert_eq!(pairs, [(0, 1)]);
     }
 
+    use Verdict::{Future, Late, OnTime};
+
     #[test]
     fn lateness_uses_only_earlier_versions() {
         let delay = 3 * HOUR;
+        let cap = i64::MAX;
         let v1 = vec![Some(10 * HOUR), Some(2 * HOUR)]; // same version: never late to itself
         let v2 = vec![Some(7 * HOUR), Some(7 * HOUR - 1)]; // watermark 7 h: second is late
         let v3 = vec![Some(12 * HOUR)];
-        let out = late_flags(&[v1, v2, v3], None, delay);
-        assert_eq!(out[0], (vec![false, false], None));
-        assert_eq!(out[1], (vec![false, true], Some(7 * HOUR)));
-        assert_eq!(out[2], (vec![false], Some(7 * HOUR)));
-        let resumed = late_flags(&[vec![Some(8 * HOUR)]], Some(12 * HOUR), delay);
-        assert_eq!(resumed[0], (vec![true], Some(9 * HOUR)));
+        let out = late_flags(&[v1, v2, v3], None, delay, cap);
+        assert_eq!(out[0], (vec![OnTime, OnTime], None));
+        assert_eq!(out[1], (vec![OnTime, Late], Some(7 * HOUR)));
+        assert_eq!(out[2], (vec![OnTime], Some(7 * HOUR)));
+        let resumed = late_flags(&[vec![Some(8 * HOUR)]], Some(12 * HOUR), delay, cap);
+        assert_eq!(resumed[0], (vec![Late], Some(9 * HOUR)));
+    }
+
+    #[test]
+    fn a_row_beyond_the_cap_is_future_and_never_moves_the_watermark() {
+        let delay = 3 * HOUR;
+        let cap = 11 * HOUR; // processing time 10 h, skew 1 h
+        let v1 = vec![Some(10 * HOUR)];
+        let v2 = vec![Some(100_000 * HOUR), Some(11 * HOUR)]; // far future; exactly at the cap
+        let v3 = vec![Some(9 * HOUR), Some(11 * HOUR + 1)];
+        let out = late_flags(&[v1, v2, v3], None, delay, cap);
+        assert_eq!(out[0], (vec![OnTime], None));
+        assert_eq!(out[1], (vec![Future, OnTime], Some(7 * HOUR)));
+        assert_eq!(out[2], (vec![OnTime, Future], Some(8 * HOUR)));
     }
 }

@@ -38,7 +38,8 @@ pub struct SideReport {
     pub files: usize,
     /// New rows read.
     pub rows: usize,
-    /// New rows that were late (dead-lettered, not joined).
+    /// New rows that were late, or beyond processing time plus `max_future_skew` (dead-lettered,
+    /// not joined).
     pub late: usize,
 }
 

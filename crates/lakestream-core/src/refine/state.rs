@@ -89,27 +89,39 @@ impl Snapshot {
         })
     }
 
-    /// The exact largest event time of the snapshot: statistics pick the files that can hold
-    /// it (stats are truncated to milliseconds), only those are read.
+    /// The exact largest event time at most `cap` of the snapshot (rows beyond `cap`, processing
+    /// time plus the allowed skew, feed no watermark): statistics pick the files that can hold
+    /// it (stats are truncated to milliseconds), only those are read. A file whose range spans
+    /// `cap` is always read (its statistics cannot say what lies below `cap`); one wholly above
+    /// it is not.
     pub async fn max_time(
         &self,
         schema: &SchemaRef,
         table: &str,
         key: &str,
         time: &str,
+        cap: i64,
     ) -> Result<Option<i64>> {
-        let top = self.files.iter().filter_map(|f| f.time.map(|t| t.1)).max();
+        let below = |f: &StateFile| f.time.is_some_and(|(_, hi)| hi <= cap);
+        let top = self
+            .files
+            .iter()
+            .filter(|f| below(f))
+            .filter_map(|f| f.time.map(|t| t.1))
+            .max();
         let mut best: Option<i64> = None;
         for f in &self.files {
             let read = match (f.time, top) {
                 (None, _) => true,
+                (Some((lo, _)), _) if lo > cap => false,
+                (Some((_, hi)), _) if hi > cap => true,
                 (Some((_, hi)), Some(top)) => hi >= top - 3 * MS,
                 _ => false,
             };
             if read {
                 let rows = self.read(f, schema, table, key, time).await?;
-                if let Some((_, hi)) = rows.time_range() {
-                    best = Some(best.map_or(hi, |b| b.max(hi)));
+                if let Some(hi) = rows.times.iter().flatten().filter(|t| **t <= cap).max() {
+                    best = Some(best.map_or(*hi, |b| b.max(*hi)));
                 }
             }
         }
@@ -220,7 +232,7 @@ pub(crate) fn late_uri(table: &str, version: u64) -> String {
 }
 
 /// Identities of the rows of `table` that earlier runs of the job writing `output` found late
-/// (from the dead-letter table).
+/// or beyond the future cap (from the dead-letter table).
 pub(crate) async fn late_set(
     lake: &Lake,
     dead_letter_table: &str,
@@ -250,7 +262,7 @@ pub(crate) async fn late_set(
     for i in 0..letters.num_rows() {
         let matches = target.is_valid(i)
             && target.value(i) == output
-            && error.value(i).starts_with("late")
+            && (error.value(i).starts_with("late") || error.value(i).starts_with("future"))
             && uri.is_valid(i)
             && uri.value(i).starts_with(&prefix)
             && raw.is_valid(i);

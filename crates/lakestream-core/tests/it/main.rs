@@ -16,5 +16,6 @@ mod redrive;
 mod refine;
 mod requests;
 mod schema_case;
+mod table_reset;
 mod support;
 mod upsert;

@@ -8,6 +8,7 @@ mod ambiguous;
 mod checked_commit;
 mod commit_loop;
 mod event_time;
+mod dead_letter_growth;
 mod deletion_vectors;
 mod faults;
 mod ingest;

@@ -10,6 +10,13 @@
 //! head without asking storage ([`TableHandle::sync`]); if another writer committed meanwhile,
 //! the conditional PUT of head + 1 fails and the commit engine reads what landed
 //! ([`TableHandle::refresh`]) and checks it, so a stale head costs a retry, never a duplicate.
+//!
+//! A stale head is only safe while the table is *the same table*: an operator may delete a
+//! table or re-create it at the same path. A handle kept across invocations is re-checked once
+//! per invocation by [`TableHandle::revalidate`]: one HEAD of the head's commit file, compared
+//! with the ETag (and size) the handle saw when it wrote or read that file. Gone or different
+//! means the table is not the one the handle loaded: its head, `txn` cache and cached log
+//! files are dropped and the table is loaded again from storage.
 
 use crate::commit::TableState;
 use crate::error::{Error, Result};
@@ -18,6 +25,7 @@ use crate::storage::Lake;
 use deltalake::arrow::datatypes::{Schema, SchemaRef};
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::kernel::engine::arrow_conversion::TryIntoArrow;
+use deltalake::logstore::object_store::{self, ObjectMeta, ObjectStoreExt};
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -39,6 +47,45 @@ pub struct TableHandle {
     head: Option<u64>,
     /// The schema as of `head` when our own commit changed it after the snapshot was loaded.
     head_schema: Option<SchemaRef>,
+    /// What the head's commit file looked like when the handle wrote or read it: the proof,
+    /// checked by [`revalidate`](Self::revalidate), that the table is still the one loaded.
+    head_tag: Option<HeadTag>,
+    /// The log-read cache in front of the table's store (absent for [`from_table`](Self::from_table)).
+    log_reads: Option<Arc<LogReads>>,
+}
+
+/// The identity of one commit file: its version, ETag and size. Commit files are written once
+/// (put-if-absent), so the same version with another ETag or size is another table's commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HeadTag {
+    version: u64,
+    e_tag: Option<String>,
+    size: u64,
+}
+
+impl HeadTag {
+    fn of(version: u64, meta: &ObjectMeta) -> Self {
+        Self {
+            version,
+            e_tag: meta.e_tag.clone(),
+            size: meta.size,
+        }
+    }
+
+    /// Whether `meta` (a HEAD of the same version's commit file) is the file this tag saw.
+    /// Without an ETag on either side only the size can be compared.
+    fn matches(&self, meta: &ObjectMeta) -> bool {
+        self.size == meta.size
+            && match (&self.e_tag, &meta.e_tag) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+    }
+}
+
+/// `_delta_log/<20 digits>.json`, relative to the table root.
+fn commit_file(version: u64) -> deltalake::Path {
+    deltalake::Path::from(format!("_delta_log/{version:020}.json"))
 }
 
 impl std::fmt::Debug for TableHandle {
@@ -68,15 +115,17 @@ impl TableHandle {
         if let Some(wrap) = lake.store_wrapper() {
             store = wrap(store);
         }
-        let store = Arc::new(LogReads::new(store));
+        let log_reads = Arc::new(LogReads::new(store));
         let table = DeltaTableBuilder::from_url(url.clone())
             .map(|b| {
                 b.with_storage_options(lake.storage_options().clone())
-                    .with_storage_backend(store, url)
+                    .with_storage_backend(log_reads.clone(), url)
             })
             .and_then(|b| b.build())
             .map_err(|e| Error::storage(name, e))?;
-        Ok(Self::from_table(name, table))
+        let mut handle = Self::from_table(name, table);
+        handle.log_reads = Some(log_reads);
+        Ok(handle)
     }
 
     /// Open and load a table that must exist ([`Error::TableNotFound`] otherwise).
@@ -99,6 +148,8 @@ impl TableHandle {
             txns_complete: false,
             head: None,
             head_schema: None,
+            head_tag: None,
+            log_reads: None,
         }
     }
 
@@ -189,6 +240,7 @@ impl TableHandle {
             .is_none_or(|s| s.fields() != schema.fields());
         self.head_schema = changed.then(|| schema.clone());
         self.head = Some(version);
+        self.head_tag = self.held_tag(version);
     }
 
     /// Replace the table with the state a commit returned (the handle of a table we created).
@@ -201,6 +253,93 @@ impl TableHandle {
         self.txns.clear();
         self.txns_complete = false;
         self.txn_version = Some(version);
+        self.head_tag = self.held_tag(version);
+    }
+
+    /// Prove, with one HEAD of the head's commit file, that the table in storage is still the
+    /// one this handle loaded; call it once per invocation on a handle kept warm. When the file
+    /// is gone (the table was deleted, or re-created with fewer versions) or is another file
+    /// (re-created by someone else: another ETag or size), the warm state is dropped — head,
+    /// `txn` cache, cached log files — and the next [`sync`](Self::sync) loads the table
+    /// again. Returns `false` when the state was dropped. A handle that has loaded nothing is
+    /// left as it is. Errors are storage errors (retryable).
+    pub async fn revalidate(&mut self) -> Result<bool> {
+        let Some(head) = self.version().filter(|_| self.exists) else {
+            return Ok(true);
+        };
+        let found = match self
+            .table
+            .log_store()
+            .object_store(None)
+            .head(&commit_file(head))
+            .await
+        {
+            Ok(meta) => Some(meta),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(Error::storage(&self.name, e)),
+        };
+        let same = match (&found, &self.head_tag) {
+            (Some(meta), Some(tag)) => tag.version == head && tag.matches(meta),
+            _ => false,
+        };
+        if !same {
+            tracing::warn!(
+                table = %self.name,
+                version = head,
+                found = found.is_some(),
+                "the table is not the one this warm handle loaded (deleted or re-created); loading it again"
+            );
+            self.forget();
+        }
+        Ok(same)
+    }
+
+    /// Drop everything the handle knows about the table: the next use loads it from storage.
+    fn forget(&mut self) {
+        if let Some(l) = &self.log_reads {
+            l.clear();
+        }
+        self.table.state = None;
+        self.exists = false;
+        self.txns.clear();
+        self.txn_version = None;
+        self.txns_complete = false;
+        self.head = None;
+        self.head_schema = None;
+        self.head_tag = None;
+    }
+
+    /// The tag of the commit file of `version` when the log-read cache holds it.
+    fn held_tag(&self, version: u64) -> Option<HeadTag> {
+        let name = format!("{version:020}.json");
+        let meta = self.log_reads.as_ref()?.commit_meta(&name)?;
+        Some(HeadTag::of(version, &meta))
+    }
+
+    /// Note the head's tag after a load: from the log-read cache when the load read the head's
+    /// commit file, else with one HEAD (a head at a checkpoint version is loaded from the
+    /// checkpoint). Without a tag the next [`revalidate`](Self::revalidate) reloads the table.
+    async fn note_head_tag(&mut self) {
+        let Some(head) = self.head else {
+            self.head_tag = None;
+            return;
+        };
+        self.head_tag = match self.held_tag(head) {
+            Some(tag) => Some(tag),
+            None => match self
+                .table
+                .log_store()
+                .object_store(None)
+                .head(&commit_file(head))
+                .await
+            {
+                Ok(meta) => Some(HeadTag::of(head, &meta)),
+                Err(e) => {
+                    tracing::debug!(table = %self.name, version = head, error = %e, "head commit not found after a load");
+                    None
+                }
+            },
+        };
     }
 
     /// Bring the handle up to the latest version in storage; `false` when there is no table.
@@ -220,6 +359,7 @@ impl TableHandle {
                 self.exists = true;
                 self.head = self.table.version();
                 self.head_schema = None;
+                self.note_head_tag().await;
                 self.advance_txns().await?;
                 Ok(true)
             }

@@ -15,6 +15,11 @@
 //!   load: a checkpoint may be rewritten at the same version, so it is not kept longer).
 //!
 //! Everything else (`_last_checkpoint`, lists, data files, conditional reads) goes to the store.
+//!
+//! "Immutable" holds for one table: a table deleted and re-created at the same path has new
+//! files under the same names. The cache is therefore tied to the table identity its
+//! [`TableHandle`](crate::handle::TableHandle) proves once per invocation, and
+//! [`LogReads::clear`]ed when that proof fails.
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -65,6 +70,29 @@ impl LogReads {
             commits: Mutex::new(Commits::default()),
             checkpoints: Mutex::new(Vec::new()),
         }
+    }
+
+    /// What a held commit file looked like when it was written or read (its ETag and size),
+    /// found by its file name (`<20 digits>.json`: one table per store).
+    pub fn commit_meta(&self, file_name: &str) -> Option<ObjectMeta> {
+        let commits = self.commits.lock().unwrap_or_else(|p| p.into_inner());
+        commits
+            .files
+            .iter()
+            .rev()
+            .find(|(p, _, _)| p.filename() == Some(file_name))
+            .map(|(_, m, _)| m.clone())
+    }
+
+    /// Forget every held file: the table behind the store was deleted or re-created, so files
+    /// of the same name are not the same files any more (the cache is only valid for one table
+    /// identity; the handle that proves identity calls this when the proof fails).
+    pub fn clear(&self) {
+        *self.commits.lock().unwrap_or_else(|p| p.into_inner()) = Commits::default();
+        self.checkpoints
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
     }
 
     fn commit(&self, location: &Path) -> Option<(ObjectMeta, Bytes)> {

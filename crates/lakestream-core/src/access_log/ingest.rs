@@ -110,9 +110,20 @@ impl AccessLogIngestor {
         }
     }
 
-    fn take(&self, table: &str) -> Result<TableHandle> {
+    /// The warm handle of `table` (else a new one), proved to be on the table it loaded
+    /// ([`TableHandle::revalidate`]); a deleted or re-created table is loaded again.
+    async fn take(&self, table: &str) -> Result<TableHandle> {
         let cached = self.handles.lock().ok().and_then(|mut m| m.remove(table));
-        cached.map_or_else(|| TableHandle::open(&self.lake, table), Ok)
+        match cached {
+            Some(mut h) => match h.revalidate().await {
+                Ok(_) => Ok(h),
+                Err(e) => {
+                    self.put(h);
+                    Err(e)
+                }
+            },
+            None => TableHandle::open(&self.lake, table),
+        }
     }
 
     fn put(&self, h: TableHandle) {
@@ -160,7 +171,7 @@ impl AccessLogIngestor {
         if letters.is_empty() {
             return Ok(());
         }
-        let mut h = self.take(&self.config.dead_letter_table)?;
+        let mut h = self.take(&self.config.dead_letter_table).await?;
         let out = write_dead_letters(
             &self.lake,
             &mut h,
@@ -259,7 +270,7 @@ impl AccessLogIngestor {
         let mut refused: Vec<DeadLetter> = Vec::new();
         let mut refused_rows: HashMap<usize, usize> = HashMap::new();
         for (table, parts) in tables {
-            let mut h = self.take(&table)?;
+            let mut h = self.take(&table).await?;
             let mut planner = ObjectPlanner {
                 pipeline,
                 objects,

@@ -56,7 +56,7 @@ impl Ingestor {
         for l in &only {
             tracing::warn!(topic = ?l.topic, partition = ?l.partition, offset = ?l.offset, error = %l.error, "dead-lettered record");
         }
-        let mut handle = self.take_handle(&self.config.dead_letter_table)?;
+        let mut handle = self.take_handle(&self.config.dead_letter_table).await?;
         let out = write_dead_letters(
             &self.lake,
             &mut handle,

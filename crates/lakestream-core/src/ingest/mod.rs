@@ -87,10 +87,19 @@ impl Ingestor {
         &self.config
     }
 
-    fn take_handle(&self, table: &str) -> Result<TableHandle> {
+    /// The warm handle of `table` (else a new one). A warm handle first proves that the table
+    /// is still the one it loaded ([`TableHandle::revalidate`]: one HEAD); a table deleted or
+    /// re-created since is loaded again, so its cached `txn`s never skip a record.
+    async fn take_handle(&self, table: &str) -> Result<TableHandle> {
         let cached = self.handles.lock().ok().and_then(|mut m| m.remove(table));
         match cached {
-            Some(h) => Ok(h),
+            Some(mut h) => match h.revalidate().await {
+                Ok(_) => Ok(h),
+                Err(e) => {
+                    self.put_handle(h);
+                    Err(e)
+                }
+            },
             None => TableHandle::open(&self.lake, table),
         }
     }
@@ -214,7 +223,7 @@ impl Ingestor {
     ) -> Result<()> {
         for (table, (layout, idx)) in by_table {
             let mut planner = TopicPlanner::new(app_prefix, layout, records, idx, now);
-            let mut handle = self.take_handle(table)?;
+            let mut handle = self.take_handle(table).await?;
             let planned = async {
                 handle.sync().await?;
                 let state = handle.state(&commit::Planner::app_ids(&planner)).await?;

@@ -107,7 +107,7 @@ impl Ingestor {
                 missing.extend(records.into_iter().cloned());
                 continue;
             }
-            let mut handle = self.take_handle(table)?;
+            let mut handle = self.take_handle(table).await?;
             let landed = async {
                 handle.refresh().await?;
                 landed_offsets(&handle, &records).await

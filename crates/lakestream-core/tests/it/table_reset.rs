@@ -27,7 +27,11 @@ fn batch(partition: i32, offsets: std::ops::Range<i64>) -> Vec<SourceRecord> {
 async fn delete_table(lake: &TestLake, table: &str) -> Result<()> {
     let h = TableHandle::open(&Lake::new(&lake.config.lake)?, table)?;
     let store = h.table().object_store();
-    let paths: Vec<Path> = store.list(None).map_ok(|m| m.location).try_collect().await?;
+    let paths: Vec<Path> = store
+        .list(None)
+        .map_ok(|m| m.location)
+        .try_collect()
+        .await?;
     assert!(!paths.is_empty(), "{table} had no objects to delete");
     for p in paths {
         store.delete(&p).await?;

@@ -106,6 +106,26 @@ pub enum Error {
         reason: String,
     },
 
+    /// The table has deletion vectors (written by Spark or Databricks): rows deleted by
+    /// marking them in a side file instead of rewriting the data file. Lakestream reads data
+    /// files as plain Parquet, so the deleted rows would come back; every path that reads or
+    /// rewrites data files refuses the table. Permanent; the message says how to purge them.
+    #[error(
+        "table `{table}` has deletion vectors ({found}). Lakestream reads data files as plain \
+         Parquet and cannot apply deletion vectors yet: the rows they delete would come back, so \
+         it does not read or rewrite this table (nothing was written). Purge them and turn them \
+         off in Spark or Databricks: `ALTER TABLE <table> SET TBLPROPERTIES \
+         ('delta.enableDeletionVectors' = false)`, `REORG TABLE <table> APPLY (PURGE)`, then \
+         `ALTER TABLE <table> DROP FEATURE deletionVectors` (Delta 3.1+; it removes the reader \
+         feature from the protocol)"
+    )]
+    DeletionVectors {
+        /// Table name.
+        table: String,
+        /// What was found: the protocol feature, live files with a deletion vector.
+        found: String,
+    },
+
     /// Reading a local file (config, event) failed.
     #[error("cannot read {path}: {source}")]
     Io {

@@ -80,6 +80,7 @@ pub async fn read_table(lake: &Lake, table: &str, version: Option<u64>) -> Resul
             .await
             .map_err(|e| Error::storage(table, e))?;
     }
+    h.refuse_deletion_vectors()?;
     let schema = h.arrow_schema()?;
     let t = h.table();
     let snapshot = t.snapshot().map_err(|e| Error::storage(table, e))?;

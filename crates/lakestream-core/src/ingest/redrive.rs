@@ -166,6 +166,7 @@ async fn landed_offsets(
     records: &[&SourceRecord],
 ) -> Result<HashSet<(i32, i64)>> {
     let table = handle.name();
+    handle.refuse_deletion_vectors()?;
     let mut wanted: HashMap<(i32, i64), &str> = HashMap::new();
     for r in records {
         wanted.insert((r.partition, r.offset), r.topic.as_str());

@@ -106,6 +106,7 @@ pub async fn compact(
     progress: &dyn Fn(u64, u64),
 ) -> Result<CompactReport> {
     let mut h = TableHandle::open_existing(lake, table).await?;
+    h.refuse_deletion_vectors()?;
     // Every partition's change is checked against every commit after this version.
     let read_version = h.version();
     let schema = h.arrow_schema()?;

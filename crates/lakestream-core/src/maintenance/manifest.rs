@@ -49,6 +49,8 @@ fn fnv1a(parts: &[String]) -> u64 {
 /// Generate (incrementally) the symlink manifests of `table`.
 pub async fn manifest(lake: &Lake, table: &str) -> Result<ManifestReport> {
     let h = TableHandle::open_existing(lake, table).await?;
+    // A manifest lists whole Parquet files: a reader of it would see deleted rows again.
+    h.refuse_deletion_vectors()?;
     let store = h.table().object_store();
     let root = lake.table_url(table)?;
     let snapshot = h.table().snapshot().map_err(|e| Error::storage(table, e))?;

@@ -85,6 +85,7 @@ pub async fn next_chunk(
     ignore_changes: bool,
 ) -> Result<Chunk> {
     let table = handle.name();
+    handle.refuse_deletion_vectors()?;
     let latest = handle.version().unwrap_or(0);
     let fail = |reason: String| Error::Source {
         job: job.to_string(),
@@ -125,6 +126,14 @@ pub async fn next_chunk(
         let mut added = Vec::new();
         for action in actions {
             match action {
+                // A file added with a deletion vector (the table gained the feature after
+                // the snapshot the job checked): its rows cannot be read as plain Parquet.
+                Action::Add(a) if a.deletion_vector.is_some() => {
+                    return Err(Error::DeletionVectors {
+                        table: table.to_string(),
+                        found: format!("version {v} adds `{}` with one", a.path),
+                    });
+                }
                 Action::Add(a) if a.data_change => added.push(NewFile {
                     path: percent_encoding::percent_decode_str(&a.path)
                         .decode_utf8_lossy()

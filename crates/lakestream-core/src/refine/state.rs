@@ -49,6 +49,7 @@ impl Snapshot {
             .load_version(version)
             .await
             .map_err(|e| Error::storage(table, e))?;
+        h.refuse_deletion_vectors()?;
         let t = h.table();
         let snapshot = t.snapshot().map_err(|e| Error::storage(table, e))?;
         let files = snapshot

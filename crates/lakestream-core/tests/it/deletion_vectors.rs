@@ -170,7 +170,11 @@ async fn compaction_read_and_redrive_refuse_a_table_with_deletion_vectors() -> R
             "raw/order",
             compact(&l, "raw/order", &opts, chrono::Utc::now(), &|_, _| {}).await,
         )?;
-        refused("read", "raw/order", read::read_table(&l, "raw/order", None).await)?;
+        refused(
+            "read",
+            "raw/order",
+            read::read_table(&l, "raw/order", None).await,
+        )?;
         let batch: Vec<SourceRecord> = (0..6).map(order).collect();
         refused(
             "redrive",
@@ -194,9 +198,8 @@ async fn refine_sources_and_the_upsert_target_refuse_deletion_vectors() -> Resul
         let cfg = config(&lake)?;
         let l = Lake::new(&cfg.lake)?;
         let settings = CommitSettings::from(&cfg.commit);
-        let clock = FixedClock::new(
-            chrono::DateTime::from_timestamp(1_764_400_000, 0).context("ts")?,
-        );
+        let clock =
+            FixedClock::new(chrono::DateTime::from_timestamp(1_764_400_000, 0).context("ts")?);
         let ing = lakestream_core::Ingestor::new(cfg.clone(), Arc::new(clock))?;
         let run = |name: String| {
             let (cfg, l, settings) = (&cfg, &l, &settings);

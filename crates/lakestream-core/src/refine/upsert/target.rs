@@ -33,8 +33,10 @@ pub struct TargetFile {
     pub remove: Remove,
 }
 
-/// Live files of the target at the handle's version.
+/// Live files of the target at the handle's version; a target with deletion vectors is
+/// refused (its files are rewritten as plain Parquet, which would bring deleted rows back).
 pub fn live_files(handle: &TableHandle, first_key: &str) -> Result<Vec<TargetFile>> {
+    handle.refuse_deletion_vectors()?;
     let snapshot = handle
         .table()
         .snapshot()

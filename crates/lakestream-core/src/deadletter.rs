@@ -1,12 +1,21 @@
 //! The dead-letter table: every record that cannot be ingested lands here with its raw bytes
 //! (base64), where it came from and why, so nothing is ever dropped silently. Writes are
-//! idempotent per record: a Kafka letter's `txn` appId is
-//! `<pipeline>/<topic>/<partition>/dead-letter/<offset>` (exact, whatever else the same
-//! invocation dead-letters before or after it); other sources give their own key. The table keeps
-//! these keys for [`DEAD_LETTER_TXN_RETENTION`] (`delta.setTransactionRetentionDuration`).
+//! idempotent per record, with `txn` actions that do not grow with the records:
+//! - Kafka letters: one watermark per source partition, appId
+//!   `<pipeline>/<topic>/<partition>/dl`, version = the highest offset dead-lettered. A letter
+//!   above it is new. A letter at or below it (a redelivery, or a second dead-letter write of
+//!   the same partition below the first one's highest offset: the whole batch after its bad
+//!   records) is looked up in the table itself ([`kafka_letters_present`]: files pruned by
+//!   statistics, three columns read), so a burst of bad records leaves one `txn` per partition,
+//!   not one per record, and no offset is skipped or written twice.
+//! - Other sources give their own key (one per log object, per refine source version).
+//!
+//! The table keeps these keys for [`DEAD_LETTER_TXN_RETENTION`]
+//! (`delta.setTransactionRetentionDuration`).
 
 use crate::commit::{self, CommitOutcome, CommitSettings, Planned, Planner, TableState};
-use crate::error::Result;
+use crate::dead_letter_scan::{KafkaLetter, kafka_letters_present};
+use crate::error::{Error, Result};
 use crate::handle::TableHandle;
 use crate::record::app_id;
 use crate::schema::timestamp_type;
@@ -19,7 +28,7 @@ use deltalake::arrow::array::{
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::kernel::Transaction;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 /// One record that could not be ingested.
@@ -85,22 +94,80 @@ pub struct DeadLetterOutcome {
     pub written: Vec<bool>,
 }
 
+/// Distinct own keys above which a write loads every `txn` of the table in one pass instead of
+/// asking per appId (access-log objects; Kafka letters have one key per partition).
+const MANY_KEYS: usize = 16;
+
+/// Times the watermarks are read and the letters below them looked up again when a concurrent
+/// dead-letter write of the same partitions moved them in between.
+const MAX_LOOKUPS: usize = 5;
+
+/// How a letter is made idempotent.
+enum Key {
+    /// A Kafka record: its partition's watermark appId and its identity.
+    Kafka(String, KafkaLetter),
+    /// The source's own key (appId, version).
+    Own(String, i64),
+    /// None (a Kafka letter without topic, partition or offset): always written.
+    None,
+}
+
 struct DeadLetterPlanner<'a> {
     pipeline: &'a str,
     letters: &'a [DeadLetter],
     now: DateTime<Utc>,
     written: Vec<bool>,
+    /// Partition watermarks (appId -> highest offset) that `present` was looked up against.
+    checked: HashMap<String, i64>,
+    /// Kafka letters at or below their partition's watermark that are in the table.
+    present: HashSet<KafkaLetter>,
+    /// The watermarks moved since the lookup: look up again before planning.
+    stale: bool,
+}
+
+/// The watermark appId of a Kafka partition in the dead-letter table.
+pub fn watermark_app_id(pipeline: &str, topic: &str, partition: i32) -> String {
+    format!("{}/dl", app_id(pipeline, topic, partition))
 }
 
 impl DeadLetterPlanner<'_> {
-    /// The letter's idempotency key: its own, or one per Kafka record.
-    fn key(&self, l: &DeadLetter) -> Option<(String, i64)> {
-        if let Some(k) = &l.txn {
-            return Some(k.clone());
+    fn key(&self, l: &DeadLetter) -> Key {
+        if let Some((id, v)) = &l.txn {
+            return Key::Own(id.clone(), *v);
         }
-        let offset = l.offset?;
-        let partition = app_id(self.pipeline, l.topic.as_deref()?, l.partition?);
-        Some((format!("{partition}/dead-letter/{offset}"), offset))
+        match (l.topic.as_deref(), l.partition, l.offset) {
+            (Some(t), Some(p), Some(o)) => {
+                Key::Kafka(watermark_app_id(self.pipeline, t, p), (t.to_string(), p, o))
+            }
+            _ => Key::None,
+        }
+    }
+
+    /// Kafka letters at or below their partition's watermark in `committed`.
+    fn below(&self, committed: &HashMap<String, i64>) -> HashSet<KafkaLetter> {
+        self.letters
+            .iter()
+            .filter_map(|l| match self.key(l) {
+                Key::Kafka(id, letter) if committed.get(&id).is_some_and(|w| letter.2 <= *w) => {
+                    Some(letter)
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn watermark_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .letters
+            .iter()
+            .filter_map(|l| match self.key(l) {
+                Key::Kafka(id, _) => Some(id),
+                _ => None,
+            })
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
     }
 }
 
@@ -109,7 +176,10 @@ impl Planner for DeadLetterPlanner<'_> {
         let mut ids: Vec<String> = self
             .letters
             .iter()
-            .filter_map(|l| self.key(l).map(|k| k.0))
+            .filter_map(|l| match self.key(l) {
+                Key::Kafka(id, _) | Key::Own(id, _) => Some(id),
+                Key::None => None,
+            })
             .collect();
         ids.sort();
         ids.dedup();
@@ -117,19 +187,40 @@ impl Planner for DeadLetterPlanner<'_> {
     }
 
     fn wants_all_txns(&self) -> bool {
-        true
+        let own: HashSet<&str> = self
+            .letters
+            .iter()
+            .filter_map(|l| l.txn.as_ref().map(|t| t.0.as_str()))
+            .collect();
+        own.len() > MANY_KEYS
     }
 
     async fn plan(&mut self, state: &TableState) -> Result<Option<Planned>> {
         let mut keep = Vec::new();
         let mut txns: BTreeMap<String, i64> = BTreeMap::new();
         self.written = vec![false; self.letters.len()];
+        self.stale = false;
         for (i, l) in self.letters.iter().enumerate() {
-            if let Some((id, v)) = self.key(l) {
-                if state.committed.contains_key(&id) {
-                    continue;
+            match self.key(l) {
+                Key::Own(id, v) => {
+                    if state.committed.contains_key(&id) {
+                        continue;
+                    }
+                    txns.insert(id, v);
                 }
-                txns.insert(id, v);
+                Key::Kafka(id, letter) => {
+                    let watermark = state.committed.get(&id).copied();
+                    if watermark != self.checked.get(&id).copied() {
+                        self.stale = true;
+                        return Ok(None);
+                    }
+                    if watermark.is_some_and(|w| letter.2 <= w) && self.present.contains(&letter) {
+                        continue;
+                    }
+                    let top = txns.entry(id).or_insert(watermark.unwrap_or(letter.2));
+                    *top = (*top).max(letter.2);
+                }
+                Key::None => {}
             }
             self.written[i] = true;
             keep.push(l);
@@ -199,6 +290,9 @@ fn build_batch(letters: &[&DeadLetter], now: DateTime<Utc>) -> Result<RecordBatc
 }
 
 /// Append dead letters to `table`, skipping those a previous delivery already wrote.
+/// Kafka letters at or below their partition's watermark are looked up in the table first (a
+/// redelivery, or the whole batch dead-lettered after its bad records); when a concurrent
+/// dead-letter write moves a watermark in between, the lookup is made again.
 pub async fn write_dead_letters(
     lake: &Lake,
     handle: &mut TableHandle,
@@ -215,12 +309,42 @@ pub async fn write_dead_letters(
         letters,
         now,
         written: vec![],
+        checked: HashMap::new(),
+        present: HashSet::new(),
+        stale: false,
     };
-    let commit = commit::append(lake, handle, settings, &mut planner).await?;
-    let written = if commit.version.is_some() {
-        planner.written
-    } else {
-        vec![false; letters.len()]
-    };
-    Ok(DeadLetterOutcome { commit, written })
+    let ids = planner.watermark_ids();
+    for _ in 0..MAX_LOOKUPS {
+        let exists = handle.sync().await?;
+        planner.checked = if exists {
+            handle.committed(&ids).await?
+        } else {
+            HashMap::new()
+        };
+        planner.present.clear();
+        if !planner.below(&planner.checked).is_empty() {
+            // The files must be the ones of the version the watermarks are read at.
+            handle.refresh().await?;
+            planner.checked = handle.committed(&ids).await?;
+            let below = planner.below(&planner.checked);
+            planner.present = kafka_letters_present(handle, &below).await?;
+        }
+        let commit = commit::append(lake, handle, settings, &mut planner).await?;
+        if planner.stale {
+            continue;
+        }
+        let written = if commit.version.is_some() {
+            planner.written
+        } else {
+            vec![false; letters.len()]
+        };
+        return Ok(DeadLetterOutcome { commit, written });
+    }
+    Err(Error::Contention {
+        table: handle.name().to_string(),
+        attempts: MAX_LOOKUPS as u32,
+        last: "dead-letter watermarks kept moving under concurrent dead-letter writes of the \
+               same partitions"
+            .into(),
+    })
 }

@@ -590,13 +590,20 @@ async fn read_all_txns(
                     .collect(),
             };
             for f in files {
-                let bytes = store
+                let got = store
                     .get(&Path::from(f.as_str()))
                     .await
-                    .map_err(|e| e.to_string())?
-                    .bytes()
-                    .await
                     .map_err(|e| e.to_string())?;
+                // Bounded like every whole read of the log: a larger checkpoint (many `txn`s,
+                // many files) falls back to per-appId lookups instead of being held at once.
+                if got.meta.size > crate::log_reads::MAX_WHOLE_BYTES {
+                    return Err(format!(
+                        "checkpoint part {f} has {} bytes (more than {} read whole)",
+                        got.meta.size,
+                        crate::log_reads::MAX_WHOLE_BYTES
+                    ));
+                }
+                let bytes = got.bytes().await.map_err(|e| e.to_string())?;
                 let builder =
                     ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| e.to_string())?;
                 let mask = ProjectionMask::columns(builder.parquet_schema(), ["txn"]);

@@ -5,6 +5,7 @@
 pub mod access_log;
 pub mod clock;
 pub mod commit;
+pub mod dead_letter_scan;
 pub mod deadletter;
 pub mod decode;
 pub mod error;

@@ -8,9 +8,8 @@ use crate::error::{Error, Result};
 use crate::handle::TableHandle;
 use crate::read::read_data_file;
 use crate::storage::Lake;
-use base64::Engine as _;
 use deltalake::Path;
-use deltalake::arrow::array::{Array, AsArray, RecordBatch, UInt32Array};
+use deltalake::arrow::array::{RecordBatch, UInt32Array};
 use deltalake::arrow::compute::{concat_batches, take_record_batch};
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::logstore::ObjectStoreRef;
@@ -233,7 +232,9 @@ pub(crate) fn late_uri(table: &str, version: u64) -> String {
 }
 
 /// Identities of the rows of `table` that earlier runs of the job writing `output` found late
-/// or beyond the future cap (from the dead-letter table).
+/// or beyond the future cap (from the dead-letter table). Read bounded: only files whose `target_table` statistics can
+/// hold `output`, only the four columns needed, row by row as they stream in
+/// ([`late_rows`](crate::dead_letter_scan::late_rows)); the table is never loaded whole.
 pub(crate) async fn late_set(
     lake: &Lake,
     dead_letter_table: &str,
@@ -241,43 +242,17 @@ pub(crate) async fn late_set(
     table: &str,
     names: &[String],
 ) -> Result<HashSet<String>> {
-    let letters = match crate::read::read_table(lake, dead_letter_table, None).await {
-        Ok(b) => b,
-        Err(Error::TableNotFound(_)) => return Ok(HashSet::new()),
-        Err(e) => return Err(e),
-    };
-    let col = |n: &str| {
-        letters
-            .column_by_name(n)
-            .map(|c| c.as_string::<i32>().clone())
-            .ok_or_else(|| Error::Internal(format!("dead-letter table has no `{n}`")))
-    };
-    let (uri, raw, error, target) = (
-        col("object_uri")?,
-        col("raw_base64")?,
-        col("error")?,
-        col("target_table")?,
-    );
-    let prefix = format!("delta:{table}@");
+    let mut h = TableHandle::open(lake, dead_letter_table)?;
     let mut out = HashSet::new();
-    for i in 0..letters.num_rows() {
-        let matches = target.is_valid(i)
-            && target.value(i) == output
-            && (error.value(i).starts_with("late") || error.value(i).starts_with("future"))
-            && uri.is_valid(i)
-            && uri.value(i).starts_with(&prefix)
-            && raw.is_valid(i);
-        if !matches {
-            continue;
-        }
-        let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(raw.value(i)) else {
-            continue;
-        };
-        if let Ok(row) =
-            serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&bytes)
+    if !h.refresh().await? {
+        return Ok(out);
+    }
+    crate::dead_letter_scan::late_rows(&h, output, table, |bytes| {
+        if let Ok(row) = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(bytes)
         {
             out.insert(identity(&row, names));
         }
-    }
+    })
+    .await?;
     Ok(out)
 }

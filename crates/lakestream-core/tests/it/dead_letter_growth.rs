@@ -86,7 +86,11 @@ async fn a_burst_of_bad_records_leaves_one_txn_per_partition() -> Result<()> {
         let expected: Vec<(i64, i64)> = (0..3)
             .flat_map(|p| (0..100).filter(|o| o % 2 == 1).map(move |o| (p, o)))
             .collect();
-        assert_eq!(letters(&lake).await?, expected, "{b:?}: each bad record once");
+        assert_eq!(
+            letters(&lake).await?,
+            expected,
+            "{b:?}: each bad record once"
+        );
     }
     Ok(())
 }
@@ -101,17 +105,25 @@ async fn a_later_dead_letter_write_below_the_highest_offset_is_not_skipped() -> 
         let ing = lake.ingestor()?;
         let batch: Vec<SourceRecord> = (0..10).map(|o| rec(0, o, o == 3 || o == 8)).collect();
         // The bad records alone first (what the ingest's first dead-letter commit writes).
-        let bad: Vec<SourceRecord> = batch.iter().filter(|r| r.offset % 5 == 3).cloned().collect();
+        let bad: Vec<SourceRecord> = batch
+            .iter()
+            .filter(|r| r.offset % 5 == 3)
+            .cloned()
+            .collect();
         let first = ing.dead_letter_batch(&bad, "bad record").await?;
         assert_eq!(first.dead_lettered, 2, "{b:?}");
         // Then the whole batch.
-        let whole = ing.dead_letter_batch(&batch, "the batch cannot be ingested").await?;
+        let whole = ing
+            .dead_letter_batch(&batch, "the batch cannot be ingested")
+            .await?;
         assert_eq!(
             (whole.dead_lettered, whole.duplicates),
             (8, 2),
             "{b:?}: offsets 0..10 but 3 and 8 are new dead letters"
         );
-        let again = ing.dead_letter_batch(&batch, "the batch cannot be ingested").await?;
+        let again = ing
+            .dead_letter_batch(&batch, "the batch cannot be ingested")
+            .await?;
         assert_eq!((again.dead_lettered, again.duplicates), (0, 10), "{b:?}");
         let cold = lake
             .ingestor()?

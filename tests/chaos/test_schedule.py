@@ -254,7 +254,7 @@ class Generator:
             optimize("raw/order")
             delete()
         menu = [("orders", 5), ("optimize", 3), ("delete", 2), ("vacuum", 1.5), ("checkpoint", 1),
-                ("logs", 1.5), ("recreate", 0.4)]
+                ("logs", 1.5), ("recreate", 2.5)]
         for _ in range(r.randint(1, 3)):
             kind = r.choices([k for k, _ in menu], [w for _, w in menu])[0]
             if kind == "orders":

@@ -9,6 +9,10 @@ seeded generator, a request instead
 - `delay`: waits `delay_s` (longer than the client's timeout), then is forwarded (a write may
   land after the client gave up and retried).
 
+`ignore_conditions=True` makes the endpoint one that ignores conditional writes: `If-None-Match`
+and `If-Match` are dropped before forwarding, so every PUT is a plain overwrite (some
+S3-compatible servers behave so; Lakestream must refuse to write there).
+
 `only(method, path)`, when given, limits faults to the requests it accepts (e.g. a "slow
 storage" proxy that delays every data-file GET, to hold a compaction between its plan and its
 commit). Counters say how many of each were injected. `paused()` turns faults off for set-up
@@ -29,8 +33,9 @@ INTERNAL = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</
 
 class FaultProxy:
     def __init__(self, upstream_port, seed, refuse=0.0, land_then_500=0.0, delay=0.0, delay_s=1.5,
-                 only=None):
+                 only=None, ignore_conditions=False):
         self.only = only
+        self.ignore_conditions = ignore_conditions
         self.upstream_port = upstream_port
         self.rates = {"refuse": refuse, "land_then_500": land_then_500, "delay": delay}
         self.delay_s = delay_s
@@ -75,6 +80,9 @@ class FaultProxy:
             def _forward(self, body):
                 conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
+                if proxy.ignore_conditions:
+                    headers = {k: v for k, v in headers.items()
+                               if k.lower() not in ("if-none-match", "if-match")}
                 if body or self.command in ("PUT", "POST"):
                     headers["Content-Length"] = str(len(body))
                 conn.request(self.command, self.path, body=body, headers=headers)

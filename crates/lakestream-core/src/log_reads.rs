@@ -41,12 +41,16 @@ pub const COMMIT_BYTES: usize = 8 << 20;
 pub const KEEP: Duration = Duration::from_secs(10);
 /// Checkpoints held at once (a multi-part checkpoint reads its parts in turn).
 const CHECKPOINTS: usize = 4;
+/// Bytes of whole checkpoints held at once.
+pub const HELD_BYTES: usize = 2 * MAX_WHOLE_BYTES as usize;
 
 /// A table store that reads the Delta log once (see the module docs).
 pub struct LogReads {
     inner: Arc<dyn ObjectStore>,
     commits: Mutex<Commits>,
     checkpoints: Mutex<Vec<Fetched>>,
+    /// How long a whole checkpoint is held ([`KEEP`]; shorter in tests).
+    keep: Duration,
 }
 
 #[derive(Default)]
@@ -69,6 +73,7 @@ impl LogReads {
             inner,
             commits: Mutex::new(Commits::default()),
             checkpoints: Mutex::new(Vec::new()),
+            keep: KEEP,
         }
     }
 
@@ -93,6 +98,18 @@ impl LogReads {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
+    }
+
+    /// The same store holding whole checkpoints for `keep` instead of [`KEEP`].
+    pub fn with_keep(mut self, keep: Duration) -> Self {
+        self.keep = keep;
+        self
+    }
+
+    /// Bytes of whole checkpoints held now.
+    pub fn held_checkpoint_bytes(&self) -> usize {
+        let held = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
+        held.iter().map(|f| f.bytes.len()).sum()
     }
 
     fn commit(&self, location: &Path) -> Option<(ObjectMeta, Bytes)> {
@@ -125,7 +142,7 @@ impl LogReads {
 
     fn checkpoint(&self, location: &Path) -> Option<(ObjectMeta, Bytes)> {
         let mut held = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
-        held.retain(|f| f.at.elapsed() < KEEP);
+        held.retain(|f| f.at.elapsed() < self.keep);
         held.iter()
             .find(|f| &f.location == location)
             .map(|f| (f.meta.clone(), f.bytes.clone()))
@@ -403,6 +420,38 @@ mod tests {
             &store.get(&lost).await?.bytes().await?[..],
             b"{\"winner\":8}"
         );
+        Ok(())
+    }
+
+    /// A checkpoint read whole is dropped after `keep` even when the store is never used again
+    /// (a warm process's handle on a table it no longer touches), and the checkpoints held at
+    /// once stay under [`HELD_BYTES`] whatever their number.
+    #[tokio::test]
+    async fn checkpoints_are_dropped_after_keep_and_bounded_in_bytes() -> anyhow::Result<()> {
+        let mem = Arc::new(InMemory::new());
+        let ckpt = |v: u64| Path::from(format!("t/_delta_log/{v:020}.checkpoint.parquet"));
+        let store = LogReads::new(mem.clone()).with_keep(Duration::from_millis(100));
+        mem.put(&ckpt(10), vec![1u8; 1000].into()).await?;
+        store.get_range(&ckpt(10), 0..10).await?;
+        assert_eq!(store.held_checkpoint_bytes(), 1000);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(
+            store.held_checkpoint_bytes(),
+            0,
+            "dropped by time, untouched"
+        );
+
+        let big = HELD_BYTES / 2 - 1024;
+        let store = LogReads::new(mem.clone());
+        for v in [20, 30, 40] {
+            mem.put(&ckpt(v), vec![2u8; big].into()).await?;
+            store.get_range(&ckpt(v), 0..10).await?;
+            assert!(store.held_checkpoint_bytes() <= HELD_BYTES);
+        }
+        assert_eq!(store.held_checkpoint_bytes(), 2 * big, "the two newest");
+        // The newest still answers from memory.
+        mem.delete(&ckpt(40)).await?;
+        assert_eq!(&store.get_range(&ckpt(40), 0..2).await?[..], &[2, 2]);
         Ok(())
     }
 

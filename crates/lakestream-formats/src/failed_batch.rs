@@ -116,6 +116,22 @@ mod tests {
     }
 
     #[test]
+    fn a_partition_beyond_32_bits_is_refused_with_the_reason() {
+        let mut v: serde_json::Value = serde_json::from_str(S3_RECORD).expect("json");
+        let text = v["payload"].as_str().expect("string").to_string();
+        let mut event: serde_json::Value = serde_json::from_str(&text).expect("event");
+        let records = event["records"].as_object_mut().expect("records");
+        let first = records.values_mut().next().expect("a partition");
+        first[0]["partition"] = serde_json::json!(2_147_483_648i64);
+        v["payload"] = serde_json::Value::String(event.to_string());
+        let e = FailedKafkaBatch::from_json(v.to_string().as_bytes()).expect_err("partition");
+        assert!(
+            e.contains("`payload` is not a Kafka event") && e.contains("2147483648"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn metadata_only_and_foreign_documents_are_refused_with_the_reason() {
         let mut v: serde_json::Value = serde_json::from_str(S3_RECORD).expect("json");
         v.as_object_mut().expect("object").remove("payload");

@@ -173,6 +173,29 @@ mod tests {
         Ok(())
     }
 
+    /// Kafka partitions are 32-bit: a larger number is an error naming it, not a partition
+    /// silently saturated to `i32::MAX` (two of them would share one `txn` appId).
+    #[test]
+    fn a_partition_beyond_32_bits_is_an_error_not_a_saturated_number() {
+        for p in [
+            "2147483648",
+            "\"2147483649\"",
+            "-2147483649",
+            "4294967296.0",
+        ] {
+            let ev =
+                format!(r#"{{"records":{{"t-0":[{{"topic":"t","partition":{p},"offset":1}}]}}}}"#);
+            let e = KafkaEvent::from_json(ev.as_bytes())
+                .map(|e| e.into_source_records())
+                .expect_err(p)
+                .to_string();
+            assert!(e.contains("partition") && e.contains("32-bit"), "{e}");
+        }
+        let ev = br#"{"records":{"t-0":[{"topic":"t","partition":2147483647,"offset":1}]}}"#;
+        let r = KafkaEvent::from_json(ev).map(KafkaEvent::into_source_records);
+        assert_eq!(r.ok().map(|r| r[0].partition), Some(i32::MAX));
+    }
+
     #[test]
     fn malformed_event_is_an_error_not_a_panic() {
         assert!(

@@ -278,3 +278,212 @@ async fn bad_records_of_a_failed_batch_are_dead_lettered_once() -> Result<()> {
     }
     Ok(())
 }
+
+const TWO_TOPICS: &str = r#"
+[[topics]]
+topic = "orders-us"
+table = "raw/multi"
+schema_mode = "enforce"
+kafka_metadata = ["topic", "partition", "offset"]
+columns = [
+  { name = "order_id", type = "int32", nullable = false },
+  { name = "order_owner", type = "string", nullable = false },
+]
+
+[[topics]]
+topic = "orders-eu"
+table = "raw/multi"
+schema_mode = "enforce"
+kafka_metadata = ["topic", "partition", "offset"]
+columns = [
+  { name = "order_id", type = "int32", nullable = false },
+  { name = "order_owner", type = "string", nullable = false },
+]
+"#;
+
+fn multi(topic: &str, partition: i32, offset: i64) -> SourceRecord {
+    let json = format!(r#"{{"order_id":{offset},"order_owner":"{topic}"}}"#);
+    SourceRecord::new(topic, partition, offset, 1_764_537_184_835, json.as_bytes())
+}
+
+/// (topic, partition, offset) of every row of `raw/multi`, sorted.
+async fn multi_rows(lake: &TestLake) -> Result<Vec<(String, i32, i64)>> {
+    let b = lake.read("raw/multi").await?;
+    let topics = crate::support::strings(&b, "kafka_topic")?;
+    let mut v: Vec<(String, i32, i64)> = topics
+        .into_iter()
+        .map(Option::unwrap_or_default)
+        .zip(offsets(&b)?)
+        .map(|(t, (p, o))| (t, p, o))
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+/// Two topics write one table with the same partitions and offsets: a record of one topic is
+/// only "found" by a row of that topic, whatever order the batch lists them in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_topics_into_one_table_are_told_apart_by_topic() -> Result<()> {
+    for b in backends() {
+        let mut lake = TestLake::new(b, "redrive-topics")?;
+        let mut cfg = lakestream_core::PipelineConfig::from_toml(&format!(
+            "{}\n{TWO_TOPICS}",
+            crate::support::EXAMPLE
+        ))?;
+        cfg.lake = lake.config.lake.clone();
+        cfg.commit = lake.config.commit.clone();
+        lake.config = cfg;
+        let ing = lake.ingestor()?;
+        // Topic us's records landed (a bisected retry); eu's never did. Both topics' partition
+        // 0 moved past the batch.
+        let us: Vec<SourceRecord> = (0..5).map(|o| multi("orders-us", 0, o)).collect();
+        let eu: Vec<SourceRecord> = (0..5).map(|o| multi("orders-eu", 0, o)).collect();
+        assert_eq!(ing.ingest(&us).await?.written, 5);
+        let later: Vec<SourceRecord> = (5..7)
+            .flat_map(|o| [multi("orders-us", 0, o), multi("orders-eu", 0, o)])
+            .collect();
+        assert_eq!(ing.ingest(&later).await?.written, 4);
+
+        // A batch of topic eu alone: us's rows at those offsets are not eu's.
+        let only_eu = ing
+            .redrive(Redrive {
+                records: &eu[..2],
+                id: "req-eu",
+                allow_duplicates: false,
+            })
+            .await?;
+        accounted(&only_eu);
+        assert_eq!(
+            (only_eu.written, only_eu.found_in_table),
+            (2, 0),
+            "{b:?}: {only_eu:?}"
+        );
+        // The failed batch as Lambda kept it: both topics, eu listed first.
+        let mut batch = eu.clone();
+        batch.extend(us.iter().cloned());
+        let r = ing
+            .redrive(Redrive {
+                records: &batch,
+                id: "req-both",
+                allow_duplicates: false,
+            })
+            .await?;
+        accounted(&r);
+        assert_eq!(
+            (r.written, r.found_in_table),
+            (3, 7),
+            "{b:?}: eu 2..5 written; us 0..5 and eu 0..2 found: {r:?}"
+        );
+        let mut want: Vec<(String, i32, i64)> = (0..7)
+            .flat_map(|o| {
+                [
+                    ("orders-eu".to_string(), 0, o),
+                    ("orders-us".to_string(), 0, o),
+                ]
+            })
+            .collect();
+        want.sort();
+        assert_eq!(multi_rows(&lake).await?, want, "{b:?}: every record once");
+    }
+    Ok(())
+}
+
+/// A table written by another tool, whose Kafka metadata columns have other types than ours.
+struct Foreign(deltalake::arrow::record_batch::RecordBatch);
+
+impl lakestream_core::commit::Planner for Foreign {
+    fn app_ids(&self) -> Vec<String> {
+        vec![]
+    }
+    async fn plan(
+        &mut self,
+        _: &lakestream_core::commit::TableState,
+    ) -> lakestream_core::Result<Option<lakestream_core::commit::Planned>> {
+        Ok(Some(lakestream_core::commit::Planned {
+            batch: self.0.clone(),
+            schema: self.0.schema(),
+            partition_columns: vec![],
+            txns: vec![],
+            table_properties: vec![],
+            commit_if_empty: false,
+        }))
+    }
+}
+
+/// `raw/order` with rows of partition 0, offsets 0..3, `kafka_partition` of type `partition`.
+async fn foreign_orders(
+    lake: &TestLake,
+    partition: deltalake::arrow::array::ArrayRef,
+) -> Result<()> {
+    use deltalake::arrow::array::{
+        ArrayRef, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray,
+    };
+    use std::sync::Arc;
+    let ts = TimestampMicrosecondArray::from(vec![1_764_537_184_835_000; 3]).with_timezone("UTC");
+    let batch = deltalake::arrow::record_batch::RecordBatch::try_from_iter([
+        (
+            "order_id",
+            Arc::new(Int32Array::from(vec![0, 1, 2])) as ArrayRef,
+        ),
+        (
+            "order_owner",
+            Arc::new(StringArray::from(vec!["o0"; 3])) as ArrayRef,
+        ),
+        (
+            "order_value",
+            Arc::new(Int32Array::from(vec![0, 1, 2])) as ArrayRef,
+        ),
+        ("timestamp", Arc::new(ts) as ArrayRef),
+        ("kafka_partition", partition),
+        (
+            "kafka_offset",
+            Arc::new(Int64Array::from(vec![0, 1, 2])) as ArrayRef,
+        ),
+    ])?;
+    let l = lakestream_core::Lake::new(&lake.config.lake)?;
+    let mut h = lakestream_core::handle::TableHandle::open(&l, "raw/order")?;
+    let settings: lakestream_core::commit::CommitSettings = (&lake.config.commit).into();
+    let out = lakestream_core::commit::append(&l, &mut h, &settings, &mut Foreign(batch)).await?;
+    assert!(out.version.is_some());
+    Ok(())
+}
+
+/// Another writer's `kafka_partition` as a 64-bit integer is compared as a number; as text it
+/// is a clear error, never a panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_metadata_columns_of_other_types_never_panic() -> Result<()> {
+    use deltalake::arrow::array::{ArrayRef, Int64Array, StringArray};
+    use std::sync::Arc;
+    for b in backends() {
+        let lake = TestLake::new(b, "redrive-types")?;
+        foreign_orders(&lake, Arc::new(Int64Array::from(vec![0i64; 3])) as ArrayRef).await?;
+        let ing = lake.ingestor()?;
+        let r = ing
+            .redrive(Redrive {
+                records: &orders(0, 0..3),
+                id: "req-wide",
+                allow_duplicates: false,
+            })
+            .await?;
+        accounted(&r);
+        assert_eq!((r.written, r.found_in_table), (0, 3), "{b:?}: {r:?}");
+
+        let lake = TestLake::new(b, "redrive-types-text")?;
+        foreign_orders(&lake, Arc::new(StringArray::from(vec!["0"; 3])) as ArrayRef).await?;
+        let err = lake
+            .ingestor()?
+            .redrive(Redrive {
+                records: &orders(0, 0..3),
+                id: "req-text",
+                allow_duplicates: false,
+            })
+            .await
+            .expect_err("a text partition column cannot be compared");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("kafka_partition") && msg.contains("Utf8") && !err.is_retryable(),
+            "{msg}"
+        );
+    }
+    Ok(())
+}

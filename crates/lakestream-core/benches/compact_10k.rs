@@ -63,6 +63,7 @@ fn main() -> anyhow::Result<()> {
             region: Some("us-east-1".into()),
             allow_http: true,
             storage_options: Default::default(),
+            assume_conditional_put: false,
         },
         Err(_) => LakeConfig {
             root: dir.path().to_string_lossy().into_owned(),
@@ -70,6 +71,7 @@ fn main() -> anyhow::Result<()> {
             region: None,
             allow_http: false,
             storage_options: Default::default(),
+            assume_conditional_put: false,
         },
     };
     let lake = Lake::new(&cfg)?;

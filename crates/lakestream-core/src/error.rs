@@ -126,6 +126,12 @@ pub enum Error {
         found: String,
     },
 
+    /// The lake's S3 endpoint does not refuse a second create-only PUT (`If-None-Match: *`), or
+    /// the probe that checks it was not allowed to write: nothing is written to that lake (see
+    /// [`put_probe`](crate::put_probe)). Not retryable; the message names the endpoint and the fix.
+    #[error(transparent)]
+    UnsafeStorage(#[from] crate::put_probe::Refusal),
+
     /// Reading a local file (config, event) failed.
     #[error("cannot read {path}: {source}")]
     Io {
@@ -158,16 +164,24 @@ impl Error {
     }
 
     pub(crate) fn rejected(table: &str, source: impl Into<DeltaTableError>) -> Self {
+        let source = source.into();
+        if let Some(r) = crate::put_probe::refusal_in(&source) {
+            return Error::UnsafeStorage(r);
+        }
         Error::Rejected {
             table: table.to_string(),
-            source: Box::new(source.into()),
+            source: Box::new(source),
         }
     }
 
     pub(crate) fn storage(table: &str, source: impl Into<DeltaTableError>) -> Self {
+        let source = source.into();
+        if let Some(r) = crate::put_probe::refusal_in(&source) {
+            return Error::UnsafeStorage(r);
+        }
         Error::Storage {
             table: table.to_string(),
-            source: Box::new(source.into()),
+            source: Box::new(source),
         }
     }
 }

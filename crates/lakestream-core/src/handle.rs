@@ -112,6 +112,11 @@ impl TableHandle {
         // The log read once per process (commit files kept, checkpoints read whole); a test's
         // wrapper sits underneath, next to the network, so it sees the requests really made.
         let mut store = table.log_store().root_object_store(None);
+        // No write before the endpoint is shown to honour If-None-Match (S3 lakes; once per
+        // process). Beneath a test's wrapper, so request counts do not depend on test order.
+        if let Some(probe) = lake.put_probe() {
+            store = probe.guard(store);
+        }
         if let Some(wrap) = lake.store_wrapper() {
             store = wrap(store);
         }

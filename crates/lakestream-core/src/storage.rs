@@ -1,8 +1,11 @@
 //! Where tables live: the lake root as a URL plus the storage options delta-rs needs. The same
-//! code path serves a filesystem lake and S3 (or an S3-compatible server).
+//! code path serves a filesystem lake and S3 (or an S3-compatible server). An S3 lake carries
+//! its [`Probe`]: no write reaches it before the endpoint is shown to refuse a second
+//! create-only PUT ([`put_probe`](crate::put_probe)).
 
 use crate::config::LakeConfig;
 use crate::error::{Error, Result};
+use crate::put_probe::Probe;
 use deltalake::logstore::object_store::ObjectStore;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,6 +20,7 @@ pub struct Lake {
     root: Url,
     options: HashMap<String, String>,
     wrapper: Option<StoreWrapper>,
+    probe: Option<Arc<Probe>>,
 }
 
 impl std::fmt::Debug for Lake {
@@ -52,10 +56,13 @@ impl Lake {
             // Commits rely on conditional put (If-None-Match: *); never on unsafe rename.
             options.insert("AWS_S3_ALLOW_UNSAFE_RENAME".into(), "false".into());
         }
+        let probe = (root.scheme() == "s3" && !cfg.assume_conditional_put)
+            .then(|| Probe::for_lake(&root, cfg.endpoint_url.as_deref()));
         Ok(Self {
             root,
             options,
             wrapper: None,
+            probe,
         })
     }
 
@@ -71,6 +78,12 @@ impl Lake {
         self.wrapper.as_ref()
     }
 
+    /// The conditional-put probe writes wait for: `None` for a filesystem lake or when
+    /// `assume_conditional_put` is set.
+    pub fn put_probe(&self) -> Option<&Arc<Probe>> {
+        self.probe.as_ref()
+    }
+
     /// A lake rooted at a local directory (created if missing).
     pub fn local(dir: &std::path::Path) -> Result<Self> {
         Self::new(&LakeConfig {
@@ -79,6 +92,7 @@ impl Lake {
             region: None,
             allow_http: false,
             storage_options: Default::default(),
+            assume_conditional_put: false,
         })
     }
 
@@ -158,6 +172,7 @@ mod tests {
             region: Some("us-east-1".into()),
             allow_http: true,
             storage_options: Default::default(),
+            assume_conditional_put: false,
         })?;
         assert_eq!(
             lake.table_url("raw/order")?.as_str(),
@@ -166,6 +181,7 @@ mod tests {
         assert_eq!(lake.storage_options()["AWS_ALLOW_HTTP"], "true");
         let dir = tempfile::tempdir()?;
         let local = Lake::local(dir.path())?;
+        assert!(lake.put_probe().is_some() && local.put_probe().is_none());
         let url = local.table_url("raw/member")?;
         assert!(url.as_str().starts_with("file://") && url.as_str().ends_with("/raw/member/"));
         assert!(dir.path().join("raw/member").is_dir());

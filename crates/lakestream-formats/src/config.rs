@@ -103,6 +103,11 @@ pub struct LakeConfig {
     /// conditional puts.
     #[serde(default)]
     pub storage_options: std::collections::BTreeMap<String, String>,
+    /// Skip the start-up probe that an S3 endpoint refuses a second create-only PUT
+    /// (`If-None-Match: *`). Commits are only safe where it does; set this only for an endpoint
+    /// known to honour it where the probe cannot write under `<root>/_lakestream/probe/`.
+    #[serde(default)]
+    pub assume_conditional_put: bool,
 }
 
 /// How commits are retried and checkpointed.

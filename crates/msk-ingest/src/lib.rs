@@ -6,7 +6,8 @@
 //! retryable errors; Lambda then redelivers the batch, and the `txn` versions make that a no-op
 //! for whatever already landed. A permanent failure (retrying cannot help) puts the batch's
 //! records in the dead-letter table with the reason and succeeds, so one poison batch does not
-//! block its partition; only if that fails too does the invocation fail.
+//! block its partition; only if that fails too does the invocation fail (at once when the lake
+//! refuses every write: an endpoint that ignores `If-None-Match`).
 
 use lakestream_core::{IngestReport, Ingestor, SourceRecord};
 use lakestream_lambda::FunctionError;
@@ -67,6 +68,12 @@ pub async fn handle(
         Ok(report) => report,
         Err(e) if e.is_retryable() => {
             tracing::error!(error = %e, retryable = true, "batch failed; it will be redelivered");
+            return Err(FunctionError::Core(e));
+        }
+        // The lake takes no write at all (its endpoint ignores If-None-Match): dead letters
+        // cannot be written either; failing keeps the batch for the on-failure destination.
+        Err(e @ lakestream_core::Error::UnsafeStorage(_)) => {
+            tracing::error!(error = %e, "the lake refuses every write; the batch is not acknowledged");
             return Err(FunctionError::Core(e));
         }
         Err(e) => {

@@ -32,9 +32,9 @@ pub struct KafkaEvent {
 pub struct KafkaRecord {
     /// Topic.
     pub topic: String,
-    /// Partition (number or numeric string).
-    #[serde(deserialize_with = "lenient_i64")]
-    pub partition: i64,
+    /// Partition (number or numeric string; Kafka's are 32-bit, a larger one is an error).
+    #[serde(deserialize_with = "lenient_partition")]
+    pub partition: i32,
     /// Offset (number or numeric string).
     #[serde(deserialize_with = "lenient_i64")]
     pub offset: i64,
@@ -75,6 +75,15 @@ fn to_i64(v: NumOrText) -> Option<i64> {
 fn lenient_i64<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
     to_i64(NumOrText::deserialize(d)?)
         .ok_or_else(|| serde::de::Error::custom("expected an integer or a numeric string"))
+}
+
+fn lenient_partition<'de, D: Deserializer<'de>>(d: D) -> Result<i32, D::Error> {
+    let p = lenient_i64(d)?;
+    i32::try_from(p).map_err(|_| {
+        serde::de::Error::custom(format!(
+            "partition {p} is not a Kafka partition (they are 32-bit numbers)"
+        ))
+    })
 }
 
 fn lenient_opt_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
@@ -129,7 +138,7 @@ impl KafkaRecord {
         };
         SourceRecord {
             topic: self.topic,
-            partition: i32::try_from(self.partition).unwrap_or(i32::MAX),
+            partition: self.partition,
             offset: self.offset,
             timestamp_ms: self.timestamp,
             value,

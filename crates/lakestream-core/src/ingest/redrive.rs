@@ -5,7 +5,8 @@
 //! offsets already (a later batch landed), so the normal path would drop them as committed; and
 //! the batch may even have landed before its invocation failed (a commit that timed out on the
 //! way back). So a redrive trusts the table, not the watermark: each record is looked up in its
-//! table by `kafka_partition` / `kafka_offset` (files pruned by their offset statistics), and the
+//! table by `kafka_topic` / `kafka_partition` / `kafka_offset` (the topic too when several
+//! topics write the table; files pruned by their offset statistics), and the
 //! ones not found are written under the redrive's own appIds
 //! `<pipeline>/redrive/<id>/<topic>/<partition>`. Re-driving the same batch again finds its
 //! records in the table; two redrives of it at once meet on those appIds (the second commit sees
@@ -26,9 +27,10 @@ use crate::handle::TableHandle;
 use crate::read::read_data_file;
 use crate::record::SourceRecord;
 use crate::schema::TableLayout;
-use deltalake::arrow::array::{Array, AsArray};
-use deltalake::arrow::datatypes::{Int32Type, Int64Type};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use deltalake::arrow::array::{Array, ArrayRef, AsArray};
+use deltalake::arrow::compute::cast;
+use deltalake::arrow::datatypes::{DataType, Int64Type};
+use std::collections::{BTreeMap, HashSet};
 
 /// A failed batch to put back into the lake.
 #[derive(Debug, Clone, Copy)]
@@ -107,16 +109,17 @@ impl Ingestor {
                 missing.extend(records.into_iter().cloned());
                 continue;
             }
+            let one_topic = self.topics_of(layout) == 1;
             let mut handle = self.take_handle(table).await?;
             let landed = async {
                 handle.refresh().await?;
-                landed_offsets(&handle, &records).await
+                landed_records(&handle, &records, one_topic).await
             }
             .await;
             self.put_handle(handle);
             let landed = landed?;
             for r in records {
-                if landed.contains(&(r.partition, r.offset)) {
+                if landed.contains(&record_id(r)) {
                     found += 1;
                 } else {
                     missing.push(r.clone());
@@ -139,17 +142,21 @@ impl Ingestor {
         Ok(report)
     }
 
+    /// How many configured topics write the table of `layout`.
+    fn topics_of(&self, layout: &TableLayout) -> usize {
+        self.layouts
+            .values()
+            .filter(|l| l.table == layout.table)
+            .count()
+    }
+
     /// Whether a table's rows say which Kafka record they came from; `Err` says what is missing.
     fn checkable(&self, layout: &TableLayout) -> std::result::Result<(), String> {
         let has = |c| layout.kafka_metadata.contains(&c);
         if !has(KafkaMetadataColumn::Partition) || !has(KafkaMetadataColumn::Offset) {
             return Err("the table has no kafka_partition/kafka_offset columns".into());
         }
-        let topics = self
-            .layouts
-            .values()
-            .filter(|l| l.table == layout.table)
-            .count();
+        let topics = self.topics_of(layout);
         if topics > 1 && !has(KafkaMetadataColumn::Topic) {
             return Err(format!(
                 "{topics} topics write to it and it has no kafka_topic column"
@@ -159,18 +166,31 @@ impl Ingestor {
     }
 }
 
-/// The (partition, offset) pairs of `records` present in the table (topic-checked when the
-/// table has a `kafka_topic` column). Reads only files whose offset statistics overlap.
-async fn landed_offsets(
+/// A record as the table identifies it: topic, partition, offset.
+type RecordId = (String, i64, i64);
+
+fn record_id(r: &SourceRecord) -> RecordId {
+    (r.topic.clone(), i64::from(r.partition), r.offset)
+}
+
+/// The records of `records` present in the table, by topic, partition and offset. A row with
+/// no topic (no `kafka_topic` column, or null in files written before it was added) is taken
+/// for a record of any topic only when `one_topic` writes the table. Reads only files whose
+/// offset statistics overlap. Metadata columns of other types than ours (another writer's) are
+/// compared as numbers and text; a type that cannot be is a clear [`Error::Schema`].
+async fn landed_records(
     handle: &TableHandle,
     records: &[&SourceRecord],
-) -> Result<HashSet<(i32, i64)>> {
+    one_topic: bool,
+) -> Result<HashSet<RecordId>> {
     let table = handle.name();
     handle.refuse_deletion_vectors()?;
-    let mut wanted: HashMap<(i32, i64), &str> = HashMap::new();
-    for r in records {
-        wanted.insert((r.partition, r.offset), r.topic.as_str());
-    }
+    let wanted: HashSet<RecordId> = records.iter().map(|r| record_id(r)).collect();
+    let any_topic: HashSet<(i64, i64)> = if one_topic {
+        wanted.iter().map(|(_, p, o)| (*p, *o)).collect()
+    } else {
+        HashSet::new()
+    };
     let lo = records.iter().map(|r| r.offset).min().unwrap_or(0);
     let hi = records.iter().map(|r| r.offset).max().unwrap_or(-1);
     let schema = handle.arrow_schema()?;
@@ -191,26 +211,74 @@ async fn landed_offsets(
             ) else {
                 continue;
             };
-            let (p, o) = (p.as_primitive::<Int32Type>(), o.as_primitive::<Int64Type>());
+            let (p, o) = (
+                metadata_column(p, "kafka_partition", &DataType::Int64, table)?,
+                metadata_column(o, "kafka_offset", &DataType::Int64, table)?,
+            );
+            let (p, o) = (p.as_primitive::<Int64Type>(), o.as_primitive::<Int64Type>());
             let topic = batch
                 .column_by_name("kafka_topic")
-                .map(|c| c.as_string::<i32>());
+                .map(|c| metadata_column(c, "kafka_topic", &DataType::Utf8, table))
+                .transpose()?;
+            let topic = topic.as_ref().map(|c| c.as_string::<i32>());
             for i in 0..batch.num_rows() {
                 if p.is_null(i) || o.is_null(i) {
                     continue;
                 }
-                let key = (p.value(i), o.value(i));
-                let Some(want_topic) = wanted.get(&key) else {
-                    continue;
-                };
-                if topic.is_some_and(|t| t.is_valid(i) && t.value(i) != *want_topic) {
-                    continue;
+                let (p, o) = (p.value(i), o.value(i));
+                match topic.filter(|t| t.is_valid(i)) {
+                    Some(t) => {
+                        let id = (t.value(i).to_string(), p, o);
+                        if wanted.contains(&id) {
+                            landed.insert(id);
+                        }
+                    }
+                    // A row without a topic: any topic's record at that place, if one topic
+                    // writes the table.
+                    None if any_topic.contains(&(p, o)) => landed.extend(
+                        wanted
+                            .iter()
+                            .filter(|(_, wp, wo)| (*wp, *wo) == (p, o))
+                            .cloned(),
+                    ),
+                    None => {}
                 }
-                landed.insert(key);
             }
         }
     }
     Ok(landed)
+}
+
+/// A Kafka metadata column cast to `to` (integers of any width to Int64, any string type to
+/// Utf8); another type is an error naming the column, never a panic.
+fn metadata_column(column: &ArrayRef, name: &str, to: &DataType, table: &str) -> Result<ArrayRef> {
+    let from = column.data_type();
+    let fits = match to {
+        DataType::Int64 => from.is_integer(),
+        _ => {
+            matches!(
+                from,
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            ) || matches!(from, DataType::Dictionary(_, v) if matches!(**v, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View))
+        }
+    };
+    let kind = if *to == DataType::Int64 {
+        "an integer"
+    } else {
+        "a string"
+    };
+    if !fits {
+        return Err(Error::Schema {
+            table: table.to_string(),
+            reason: format!(
+                "column `{name}` is {from}, not {kind}, so a redrive cannot tell which Kafka                  records the table holds; re-create the column as {kind} or re-run with                  --allow-duplicates if the records are known to be missing"
+            ),
+        });
+    }
+    cast(column, to).map_err(|e| Error::Schema {
+        table: table.to_string(),
+        reason: format!("column `{name}` ({from}) cannot be read as {to}: {e}"),
+    })
 }
 
 /// False only when the file's statistics prove it holds no offset in `lo..=hi`.

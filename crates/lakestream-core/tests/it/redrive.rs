@@ -2,7 +2,7 @@
 //! `txn` moved past them: every record lands exactly once, on every backend.
 
 use crate::support::{TestLake, assert_accounted, backends, offsets};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use lakestream_core::{Redrive, RedriveReport, SourceRecord};
 
 fn order(partition: i32, offset: i64) -> SourceRecord {
@@ -308,13 +308,22 @@ fn multi(topic: &str, partition: i32, offset: i64) -> SourceRecord {
 
 /// (topic, partition, offset) of every row of `raw/multi`, sorted.
 async fn multi_rows(lake: &TestLake) -> Result<Vec<(String, i32, i64)>> {
+    use deltalake::arrow::array::AsArray;
+    use deltalake::arrow::datatypes::{Int32Type, Int64Type};
     let b = lake.read("raw/multi").await?;
     let topics = crate::support::strings(&b, "kafka_topic")?;
+    let p = b
+        .column_by_name("kafka_partition")
+        .context("kafka_partition")?
+        .as_primitive::<Int32Type>();
+    let o = b
+        .column_by_name("kafka_offset")
+        .context("kafka_offset")?
+        .as_primitive::<Int64Type>();
     let mut v: Vec<(String, i32, i64)> = topics
         .into_iter()
-        .map(Option::unwrap_or_default)
-        .zip(offsets(&b)?)
-        .map(|(t, (p, o))| (t, p, o))
+        .enumerate()
+        .map(|(i, t)| (t.unwrap_or_default(), p.value(i), o.value(i)))
         .collect();
     v.sort();
     Ok(v)

@@ -225,7 +225,16 @@ async fn plan(
     for v in &chunk.versions {
         batches.extend(read_version(&cfg.job, &src, &chunk, v, &src_schema).await?);
     }
-    let s = concat_batches(&src_schema, &batches)?;
+    // In a partition column of the output, null and "" are one Delta value: one key.
+    let partition_columns = if state.version.is_some() {
+        output.partition_columns()?
+    } else {
+        cfg.partition_by.clone()
+    };
+    let s = target::empty_partition_values(
+        &concat_batches(&src_schema, &batches)?,
+        &partition_columns,
+    )?;
     drop(batches);
     // The rows as the output stores them (the op column dropped unless kept).
     let op_column = u.op.as_ref().filter(|o| !o.keep).map(|o| o.column.as_str());
@@ -312,10 +321,11 @@ async fn plan(
         None
     };
     let schema = evolve(current, &incoming_schema);
-    let partition_columns = if exists {
-        output.partition_columns()?
+    // A new output's partition columns are nullable: Delta reads "" there as null.
+    let schema = if exists {
+        schema
     } else {
-        cfg.partition_by.clone()
+        target::nullable_partitions(&schema, &partition_columns)
     };
     // Per candidate file: the rows (index in the file, index in `incoming`) it replaces.
     let mut drops: foldhash::HashMap<usize, Vec<(usize, usize)>> = foldhash::HashMap::new();

@@ -2,15 +2,16 @@
 //! incoming key (partition values and min/max statistics of the first key column), the key and
 //! ordering columns of those files only (a projected read), and the rewrite of the files that
 //! lose rows, streamed row group by row group (memory: about one row group plus the new file's
-//! compressed bytes).
+//! compressed bytes). In a partition column an empty string and null are one Delta value: both
+//! sides match keys with `""` there ([`empty_partition_values`]).
 
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
 use crate::read::with_partitions;
 use deltalake::Path;
-use deltalake::arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch};
+use deltalake::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray};
 use deltalake::arrow::compute::{cast, filter_record_batch};
-use deltalake::arrow::datatypes::{DataType, Float64Type, Schema, SchemaRef};
+use deltalake::arrow::datatypes::{DataType, Field, Float64Type, Schema, SchemaRef};
 use deltalake::kernel::{Add, Remove};
 use deltalake::logstore::ObjectStoreRef;
 use deltalake::parquet::arrow::ProjectionMask;
@@ -168,6 +169,61 @@ pub fn candidates<'a>(
         .collect())
 }
 
+/// Whether `t` is a string type (the only partition type where `""` and null meet).
+fn is_text(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+}
+
+/// `batch` with null replaced by `""` in its string `partition_columns`. Delta stores an empty
+/// string partition value as null (and other writers write null as `__HIVE_DEFAULT_PARTITION__`),
+/// so in a partition column the two are one value: keys are matched, and rows written, as `""`.
+pub fn empty_partition_values(
+    batch: &RecordBatch,
+    partition_columns: &[String],
+) -> Result<RecordBatch> {
+    let schema = batch.schema();
+    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+    let mut changed = false;
+    for (i, f) in schema.fields().iter().enumerate() {
+        if !partition_columns.contains(f.name())
+            || !is_text(f.data_type())
+            || columns[i].null_count() == 0
+        {
+            continue;
+        }
+        let text = cast(&columns[i], &DataType::Utf8)?;
+        let filled: StringArray = text
+            .as_string::<i32>()
+            .iter()
+            .map(|v| Some(v.unwrap_or_default()))
+            .collect();
+        columns[i] = cast(&(Arc::new(filled) as ArrayRef), f.data_type())?;
+        changed = true;
+    }
+    if !changed {
+        return Ok(batch.clone());
+    }
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+/// `schema` with its `partition_columns` nullable: an empty string partition value is null to
+/// Delta readers (and to delta-rs when it commits), so a non-nullable one cannot be committed.
+pub fn nullable_partitions(schema: &SchemaRef, partition_columns: &[String]) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let f = f.as_ref().clone();
+            if partition_columns.contains(f.name()) {
+                f.with_nullable(true)
+            } else {
+                f
+            }
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
 /// parquet 59 deprecates `ParquetObjectReader` in favour of hand-written `AsyncFileReader`s;
 /// delta-rs 1.1 still reads with it, and it is exactly the ranged-GET reader needed here.
 #[allow(deprecated)]
@@ -205,9 +261,25 @@ pub async fn read_columns(
         .try_collect()
         .await
         .map_err(|e| Error::storage(table, e))?;
+    // A null string partition value is "" (see `empty_partition_values`): as the incoming keys.
+    let partitions: HashMap<String, Option<String>> = f
+        .partitions
+        .iter()
+        .map(|(k, v)| {
+            let text = schema
+                .field_with_name(k)
+                .is_ok_and(|f| is_text(f.data_type()));
+            let v = if text {
+                Some(v.clone().unwrap_or_default())
+            } else {
+                v.clone()
+            };
+            (k.clone(), v)
+        })
+        .collect();
     let batches: Vec<RecordBatch> = batches
         .iter()
-        .map(|b| with_partitions(&projected, b, &f.partitions))
+        .map(|b| with_partitions(&projected, b, &partitions))
         .collect::<Result<_>>()?;
     Ok(deltalake::arrow::compute::concat_batches(
         &projected, &batches,
@@ -293,6 +365,32 @@ mod tests {
 
     fn names(files: Vec<&TargetFile>) -> Vec<String> {
         files.iter().map(|f| f.path.to_string()).collect()
+    }
+
+    #[test]
+    fn null_and_empty_are_one_partition_value() -> Result<()> {
+        let batch = RecordBatch::try_from_iter([
+            (
+                "region",
+                Arc::new(StringArray::from(vec![Some(""), None, Some("eu")])) as ArrayRef,
+            ),
+            (
+                "v",
+                Arc::new(StringArray::from(vec![None, Some("x"), None])) as ArrayRef,
+            ),
+        ])?;
+        let out = empty_partition_values(&batch, &["region".to_string()])?;
+        let region: Vec<Option<&str>> = out.column(0).as_string::<i32>().iter().collect();
+        assert_eq!(region, [Some(""), Some(""), Some("eu")]);
+        assert_eq!(out.column(1).null_count(), 2, "other columns untouched");
+        let strict = Arc::new(Schema::new(vec![Field::new(
+            "region",
+            DataType::Utf8,
+            false,
+        )]));
+        let relaxed = nullable_partitions(&strict, &["region".to_string()]);
+        assert!(relaxed.field(0).is_nullable());
+        Ok(())
     }
 
     #[test]

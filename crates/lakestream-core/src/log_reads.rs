@@ -12,7 +12,9 @@
 //!   oldest dropped first, and answers plain GETs of them from memory;
 //! - answers the first ranged read of a checkpoint with a GET of the whole object when it is at
 //!   most [`MAX_WHOLE_BYTES`], and following ranges from those bytes for [`KEEP`] (one table
-//!   load: a checkpoint may be rewritten at the same version, so it is not kept longer).
+//!   load: a checkpoint may be rewritten at the same version, so it is not kept longer), at most
+//!   [`HELD_BYTES`] at once; a timer drops each after [`KEEP`] even if the store is not used
+//!   again.
 //!
 //! Everything else (`_last_checkpoint`, lists, data files, conditional reads) goes to the store.
 //!
@@ -48,7 +50,8 @@ pub const HELD_BYTES: usize = 2 * MAX_WHOLE_BYTES as usize;
 pub struct LogReads {
     inner: Arc<dyn ObjectStore>,
     commits: Mutex<Commits>,
-    checkpoints: Mutex<Vec<Fetched>>,
+    /// Shared with the timers that drop each checkpoint after `keep`.
+    checkpoints: Arc<Mutex<Vec<Fetched>>>,
     /// How long a whole checkpoint is held ([`KEEP`]; shorter in tests).
     keep: Duration,
 }
@@ -72,7 +75,7 @@ impl LogReads {
         Self {
             inner,
             commits: Mutex::new(Commits::default()),
-            checkpoints: Mutex::new(Vec::new()),
+            checkpoints: Arc::new(Mutex::new(Vec::new())),
             keep: KEEP,
         }
     }
@@ -148,18 +151,35 @@ impl LogReads {
             .map(|f| (f.meta.clone(), f.bytes.clone()))
     }
 
+    /// Hold a whole checkpoint for `keep`: the oldest go first beyond [`CHECKPOINTS`] or
+    /// [`HELD_BYTES`], and a timer drops it after `keep` even if the store is never used again
+    /// (a warm process's handle on a table it no longer touches would hold it for good).
     fn keep_checkpoint(&self, location: &Path, meta: ObjectMeta, bytes: Bytes) {
-        let mut held = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
-        held.retain(|f| &f.location != location);
-        if held.len() >= CHECKPOINTS {
-            held.remove(0);
+        let keep = self.keep;
+        {
+            let mut held = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
+            held.retain(|f| &f.location != location && f.at.elapsed() < keep);
+            held.push(Fetched {
+                location: location.clone(),
+                meta,
+                bytes,
+                at: Instant::now(),
+            });
+            let total = |h: &Vec<Fetched>| h.iter().map(|f| f.bytes.len()).sum::<usize>();
+            while held.len() > 1 && (held.len() > CHECKPOINTS || total(&held) > HELD_BYTES) {
+                held.remove(0);
+            }
         }
-        held.push(Fetched {
-            location: location.clone(),
-            meta,
-            bytes,
-            at: Instant::now(),
-        });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let held = Arc::downgrade(&self.checkpoints);
+            runtime.spawn(async move {
+                tokio::time::sleep(keep).await;
+                if let Some(held) = held.upgrade() {
+                    let mut held = held.lock().unwrap_or_else(|p| p.into_inner());
+                    held.retain(|f| f.at.elapsed() < keep);
+                }
+            });
+        }
     }
 
     /// A whole checkpoint, from memory or one GET; `None` when it is too large to hold.

@@ -100,6 +100,11 @@ pub trait Planner {
     fn app_ids(&self) -> Vec<String>;
     /// Plan the write; `None` means nothing to write (e.g. everything already committed).
     async fn plan(&mut self, state: &TableState) -> Result<Option<Planned>>;
+    /// Writes to other tables the last plan needs durable before its commit (e.g. the join's
+    /// late rows into dead letters); run by the loop after each plan, so idempotent.
+    async fn side_writes(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// The plan asks about many appIds (one per object or per record): load every `txn` of
     /// the table in one pass instead of one log replay per unknown appId.
     fn wants_all_txns(&self) -> bool {
@@ -183,6 +188,10 @@ struct AppendPlanner<'a, P> {
 }
 
 impl<P: Planner> ChangePlanner for AppendPlanner<'_, P> {
+    async fn side_writes(&mut self, _: &Proposal) -> Result<()> {
+        self.inner.side_writes().await
+    }
+
     fn app_ids(&self) -> Vec<String> {
         self.inner.app_ids()
     }

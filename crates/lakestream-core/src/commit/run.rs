@@ -120,7 +120,16 @@ pub async fn run(
                 let Some(p) = planner.plan(handle, &state).await? else {
                     return Ok(ran);
                 };
-                planner.side_writes(&p).await?;
+                match planner.side_writes(&p).await {
+                    Ok(()) => {}
+                    // Nothing of this change landed: back off, re-plan, write them again.
+                    Err(e) if e.is_retryable() && attempt < settings.max_attempts => {
+                        tracing::warn!(table = %handle.name(), attempt, error = %e, "side writes failed, will re-plan and retry");
+                        last = e.to_string();
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
                 (p, format!("{:032x}", fastrand::u128(..)))
             }
         };

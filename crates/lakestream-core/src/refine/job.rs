@@ -85,6 +85,9 @@ pub(crate) struct JoinPlanner<'a> {
     pub cfg: &'a RefineJobConfig,
     pub join: &'a IntervalJoinConfig,
     pub report: RunReport,
+    /// Late and future rows of the last plan: the loop's side write, durable before the output
+    /// commit records their versions as consumed.
+    pub letters: Vec<DeadLetter>,
 }
 
 impl JoinPlanner<'_> {
@@ -427,7 +430,25 @@ impl Planner for JoinPlanner<'_> {
         self.cfg.sources().iter().map(|t| self.app_id(t)).collect()
     }
 
+    async fn side_writes(&mut self) -> Result<()> {
+        if self.letters.is_empty() {
+            return Ok(());
+        }
+        let mut dl = TableHandle::open(self.ctx.lake, self.ctx.dead_letter_table)?;
+        write_dead_letters(
+            self.ctx.lake,
+            &mut dl,
+            self.ctx.pipeline,
+            self.ctx.settings,
+            &self.letters,
+            self.ctx.now,
+        )
+        .await?;
+        Ok(())
+    }
+
     async fn plan(&mut self, state: &TableState) -> Result<Option<Planned>> {
+        self.letters.clear();
         self.report = RunReport::default();
         let consumed = |table: &str| {
             state
@@ -506,21 +527,9 @@ impl Planner for JoinPlanner<'_> {
             })?);
         }
         let batch = concat_batches(&out_schema, &batches)?;
-        // Late rows reach the dead-letter table before the output records their versions as
-        // consumed, so a later run can always tell them apart.
-        let letters: Vec<DeadLetter> = left.letters.iter().chain(&right.letters).cloned().collect();
-        if !letters.is_empty() {
-            let mut dl = TableHandle::open(self.ctx.lake, self.ctx.dead_letter_table)?;
-            write_dead_letters(
-                self.ctx.lake,
-                &mut dl,
-                self.ctx.pipeline,
-                self.ctx.settings,
-                &letters,
-                self.ctx.now,
-            )
-            .await?;
-        }
+        // Late rows reach the dead-letter table (the side write, below) before the output
+        // records their versions as consumed, so a later run can always tell them apart.
+        self.letters = left.letters.iter().chain(&right.letters).cloned().collect();
         let mut txns = Vec::new();
         let mut properties = vec![("lakestream.refine.job".to_string(), self.cfg.job.clone())];
         for side in [&left, &right] {

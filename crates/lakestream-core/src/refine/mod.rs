@@ -170,6 +170,7 @@ pub async fn run_once(ctx: &RunContext<'_>, cfg: &RefineJobConfig) -> Result<Run
         cfg,
         join,
         report: RunReport::default(),
+        letters: vec![],
     };
     let outcome = commit::append(ctx.lake, &mut output, ctx.settings, &mut planner).await?;
     let mut report = planner.report;

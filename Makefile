@@ -52,6 +52,7 @@ test: moto-start ## All tests: Rust (filesystem + S3 emulator) and the independe
 	cargo build --workspace --bins $(FEATURES)
 	$(TEST_ENV) $(VENV)/bin/pytest -q tests/e2e
 	$(TEST_ENV) $(VENV)/bin/pytest -q tests/chaos
+	$(TEST_ENV) $(VENV)/bin/pytest -q tests/security
 	$(TEST_ENV) tests/lambda-runtime.sh
 
 check: fmt clippy no-datafusion ## fmt --check, clippy -D warnings, no DataFusion in functions

@@ -2,6 +2,8 @@
 //! every envelope, a missing object, a test event and an unreachable bucket; redelivery; and
 //! drain mode against a real queue.
 
+mod drain_reserve;
+
 use aws_sdk_s3::config::{Credentials, Region};
 use lakestream_core::access_log::AccessLogIngestor;
 use lakestream_core::{FixedClock, Lake, PipelineConfig, read};

@@ -141,3 +141,32 @@ def test_samconfig_must_deploy_the_built_architecture(tmp_path: Path) -> None:
     cfg.write_text('version = 0.1\n[default.deploy.parameters]\nparameter_overrides = "LakePrefix=\\"lake\\""\n')
     [finding] = contract.check_samconfig(cfg, "arm64")
     assert "does not pin Architecture" in finding
+
+
+BEFORE_24 = ROOT / "tests" / "fixtures" / "deploy" / "template-before-issue-24.yaml"
+
+
+def test_template_before_issue_24_is_rejected_for_excess_privilege() -> None:
+    """Issue 24 defect 10: each least-privilege rule names what the old template got wrong."""
+    findings = contract.check(BEFORE_24, {})
+    text = "\n".join(findings)
+    # s3:DeleteObject on the whole lake for functions that never delete (only maintenance does).
+    deleters = {f.split(" ")[1].rstrip(":") for f in findings if f.startswith("S3-DELETE ")}
+    assert deleters == {"MskIngestFunctionRole", "LogIngestFunctionRole", "RefineFunctionRole"}, text
+    # Every function can rewrite the shared config object.
+    writers = {f.split(" ")[1].rstrip(":") for f in findings if f.startswith("CONFIG-WRITE ")}
+    assert writers == {"MskIngestFunctionRole", "LogIngestFunctionRole", "RefineFunctionRole",
+                       "MaintenanceFunctionRole"}, text
+    # The raw-logs bucket policy lets the logging service in without aws:SourceArn and keeps no
+    # one else out.
+    assert "RAW-LOGS-POLICY RawLogsBucketPolicy: the logging service's Allow has no aws:SourceArn condition" in text
+    assert "RAW-LOGS-POLICY RawLogsBucketPolicy: no Deny of s3:PutObject for principals other than the logging service" in text
+    # No bucket refuses plain HTTP.
+    no_tls = {f.split(" ")[1].rstrip(":") for f in findings if f.startswith("TLS-ONLY ")}
+    assert no_tls == {"LakeBucket", "RawLogsBucket", "FailedBatchesBucket"}, text
+    # sqs:ChangeMessageVisibility is granted and never called.
+    assert "SQS-UNUSED LogIngestFunctionRole: sqs:ChangeMessageVisibility is granted but no code calls it" in text
+    # The access-log txn retention (default 14 days) does not exceed the DLQ's 14 days.
+    assert any(f.startswith("TXN-RETENTION LogNotificationsDeadLetterQueue:") for f in findings), text
+    # No alarm on the age of the oldest notification (the drain could stop and messages expire).
+    assert "QUEUE-AGE-ALARM LogNotificationsQueue: no CloudWatch alarm on ApproximateAgeOfOldestMessage" in text

@@ -153,6 +153,13 @@ impl From<lakestream_formats::Error> for Error {
 }
 
 impl Error {
+    /// The message with record values taken out ([`crate::redact::scrub`]): what logs,
+    /// `Diagnostic`s and partial-batch failure reasons carry. The full message goes to the
+    /// dead-letter table only.
+    pub fn redacted(&self) -> String {
+        crate::redact::scrub(&self.to_string())
+    }
+
     /// True when retrying the same input later may succeed (storage and contention errors).
     /// Configuration and schema errors need a human; retrying them only burns invocations.
     pub fn is_retryable(&self) -> bool {

@@ -17,6 +17,7 @@ pub mod log_reads;
 pub mod maintenance;
 pub mod put_probe;
 pub mod read;
+pub mod redact;
 pub mod refine;
 pub mod schema;
 pub mod seed;

@@ -1,5 +1,6 @@
 //! Function errors as Lambda sees them. Only retryable failures are returned as errors (so the
-//! event source redelivers); the `Diagnostic` names the table and the cause.
+//! event source redelivers); the `Diagnostic` names the table and the cause. Its message lands
+//! in CloudWatch, so record values are taken out ([`lakestream_core::redact`]).
 
 use lambda_runtime::Diagnostic;
 
@@ -20,6 +21,18 @@ impl FunctionError {
         match self {
             FunctionError::MalformedEvent(_) => false,
             FunctionError::Core(e) => e.is_retryable(),
+        }
+    }
+}
+
+impl FunctionError {
+    /// The message with record values taken out (what a `Diagnostic` carries).
+    pub fn redacted(&self) -> String {
+        match self {
+            FunctionError::MalformedEvent(m) => {
+                format!("malformed event: {}", lakestream_core::redact::scrub(m))
+            }
+            FunctionError::Core(e) => e.redacted(),
         }
     }
 }
@@ -48,7 +61,7 @@ impl From<FunctionError> for Diagnostic {
         };
         Diagnostic {
             error_type: error_type.to_string(),
-            error_message: e.to_string(),
+            error_message: e.redacted(),
         }
     }
 }

@@ -67,20 +67,20 @@ pub async fn handle(
     let report = match sink.ingest(&records).await {
         Ok(report) => report,
         Err(e) if e.is_retryable() => {
-            tracing::error!(error = %e, retryable = true, "batch failed; it will be redelivered");
+            tracing::error!(error = %e.redacted(), retryable = true, "batch failed; it will be redelivered");
             return Err(FunctionError::Core(e));
         }
         // The lake takes no write at all (its endpoint ignores If-None-Match): dead letters
         // cannot be written either; failing keeps the batch for the on-failure destination.
         Err(e @ lakestream_core::Error::UnsafeStorage(_)) => {
-            tracing::error!(error = %e, "the lake refuses every write; the batch is not acknowledged");
+            tracing::error!(error = %e.redacted(), "the lake refuses every write; the batch is not acknowledged");
             return Err(FunctionError::Core(e));
         }
         Err(e) => {
-            tracing::error!(error = %e, retryable = false, "batch cannot be ingested; dead-lettering it");
+            tracing::error!(error = %e.redacted(), retryable = false, "batch cannot be ingested; dead-lettering it");
             let reason = format!("the batch cannot be ingested: {e}");
             sink.dead_letter(&records, &reason).await.map_err(|dl| {
-                tracing::error!(error = %dl, "dead-lettering the batch failed too");
+                tracing::error!(error = %dl.redacted(), "dead-lettering the batch failed too");
                 FunctionError::Core(dl)
             })?
         }

@@ -93,12 +93,12 @@ pub async fn run(
                 });
             }
             Err(e) => {
-                tracing::error!(job = %job.job, error = %e, "refine job failed");
+                tracing::error!(job = %job.job, error = %e.redacted(), "refine job failed");
                 failed_outputs.push(&job.output);
                 out.push(JobResult {
                     job: job.job.clone(),
                     retryable: e.is_retryable(),
-                    outcome: Err(e.to_string()),
+                    outcome: Err(e.redacted()),
                 });
             }
         }

@@ -24,7 +24,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
                 .await
                 .map_err(|e| Diagnostic {
                     error_type: "Lakestream.BadInput".into(),
-                    error_message: e.to_string(),
+                    error_message: e.redacted(),
                 })?;
             let failed: Vec<String> = results
                 .iter()

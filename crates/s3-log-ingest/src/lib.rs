@@ -7,6 +7,7 @@ pub mod s3;
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use lakestream_core::access_log::{AccessLogIngestor, LogObject, ObjectIngestReport, ObjectSource};
+use lakestream_core::redact::reason_class;
 use lakestream_lambda::s3_notification::{Notification, parse_body};
 use std::collections::BTreeSet;
 
@@ -55,11 +56,12 @@ pub async fn process_messages(
                 per_message.push(vec![]);
             }
             Ok(Notification::Ignored(why)) => {
-                tracing::info!(message = %m.id, %why, "notification ignored");
+                // `why` names event types from the body: logged by class only.
+                tracing::info!(message = %m.id, reason = reason_class(&why), "notification ignored");
                 per_message.push(vec![]);
             }
             Err(reason) => {
-                tracing::error!(message = %m.id, %reason, "message body is not a notification; dead-lettered");
+                tracing::error!(message = %m.id, reason = reason_class(&reason), "message body is not a notification; dead-lettered");
                 unusable.push((
                     format!("sqs-message:{}", m.id),
                     m.body.clone().into_bytes(),
@@ -72,7 +74,7 @@ pub async fn process_messages(
     report.unusable = unusable.len();
     let mut failed: BTreeSet<usize> = BTreeSet::new();
     if let Err(e) = ingestor.dead_letter_inputs(&unusable).await {
-        tracing::error!(error = %e, "could not record unusable messages");
+        tracing::error!(error = %e.redacted(), "could not record unusable messages");
         for (i, m) in messages.iter().enumerate() {
             if unusable
                 .iter()
@@ -94,7 +96,7 @@ pub async fn process_messages(
                 report.objects = r;
             }
             Err(e) => {
-                tracing::error!(error = %e, "ingest failed; messages will be retried");
+                tracing::error!(error = %e.redacted(), "ingest failed; messages will be retried");
                 for (i, objs) in per_message.iter().enumerate() {
                     if !objs.is_empty() {
                         failed.insert(i);

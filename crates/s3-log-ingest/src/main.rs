@@ -4,6 +4,7 @@
 
 use lakestream_core::SystemClock;
 use lakestream_core::access_log::AccessLogIngestor;
+use lakestream_core::redact::scrub;
 use lakestream_lambda::config_source::FunctionEnv;
 use lakestream_lambda::telemetry::{Metric, emf_line, init_tracing};
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
@@ -46,7 +47,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             let sqs: aws_lambda_events::sqs::SqsEvent = serde_json::from_value(event.payload)
                 .map_err(|e| Diagnostic {
                     error_type: "Lakestream.MalformedEvent".into(),
-                    error_message: e.to_string(),
+                    error_message: scrub(&e.to_string()),
                 })?;
             let (response, report) = s3_log_ingest::handle_sqs(ingestor, objects, sqs).await;
             println!(
@@ -94,7 +95,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             .await
             .map_err(|e| Diagnostic {
                 error_type: "Lakestream.DrainRetryable".into(),
-                error_message: format!("{e:#}"),
+                error_message: scrub(&format!("{e:#}")),
             })?;
         println!(
             "{}",

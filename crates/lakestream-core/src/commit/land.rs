@@ -125,7 +125,7 @@ pub(crate) async fn land(
         if head.is_some() && head > checked {
             match read_and_check(handle, change, checked, commit_id).await {
                 Ok(Checked::Ours(version)) => {
-                    tracing::info!(table = %name, version, error = %err, "our commit landed despite the error");
+                    tracing::info!(table = %name, version, error = %crate::redact::scrub(&err.to_string()), "our commit landed despite the error");
                     return Ok(Landed {
                         version,
                         resolved_from_log: true,
@@ -202,7 +202,7 @@ async fn checkpoint_if_due(handle: &mut TableHandle, version: u64) {
     }
     .await;
     if let Err(e) = written {
-        tracing::warn!(table = %handle.name(), version, error = %e, "checkpoint not written; the maintenance job will write it");
+        tracing::warn!(table = %handle.name(), version, error = %e.redacted(), "checkpoint not written; the maintenance job will write it");
     }
 }
 

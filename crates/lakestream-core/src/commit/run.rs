@@ -124,7 +124,7 @@ pub async fn run(
                     Ok(()) => {}
                     // Nothing of this change landed: back off, re-plan, write them again.
                     Err(e) if e.is_retryable() && attempt < settings.max_attempts => {
-                        tracing::warn!(table = %handle.name(), attempt, error = %e, "side writes failed, will re-plan and retry");
+                        tracing::warn!(table = %handle.name(), attempt, error = %e.redacted(), "side writes failed, will re-plan and retry");
                         last = e.to_string();
                         continue;
                     }
@@ -169,7 +169,7 @@ pub async fn run(
                 if attempt == settings.max_attempts {
                     return Err(e);
                 }
-                tracing::warn!(table = %handle.name(), attempt, error = %e, "commit failed and did not land, will retry");
+                tracing::warn!(table = %handle.name(), attempt, error = %e.redacted(), "commit failed and did not land, will retry");
                 current = Some((proposal, commit_id));
             }
             Err(Failure::Permanent(e)) => return Err(e),

@@ -54,7 +54,8 @@ impl Ingestor {
         }
         let only: Vec<DeadLetter> = letters.iter().map(|l| l.1.clone()).collect();
         for l in &only {
-            tracing::warn!(topic = ?l.topic, partition = ?l.partition, offset = ?l.offset, error = %l.error, "dead-lettered record");
+            // The reason quotes the value: only its class is logged (the dead-letter table has both).
+            tracing::warn!(topic = ?l.topic, partition = ?l.partition, offset = ?l.offset, reason = crate::redact::reason_class(&l.error), "dead-lettered record");
         }
         let mut handle = self.take_handle(&self.config.dead_letter_table).await?;
         let out = write_dead_letters(

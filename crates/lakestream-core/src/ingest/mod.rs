@@ -284,7 +284,7 @@ impl Ingestor {
                     }
                     Err(e) => {
                         t.done = true;
-                        tracing::error!(table, error = %e, "table refused the write; dead-lettering its records");
+                        tracing::error!(table, error = %e.redacted(), "table refused the write; dead-lettering its records");
                         t.planner.settle(false, states);
                         let reason = format!("table `{table}` refused the write: {e}");
                         for i in t.planner.pending(states) {

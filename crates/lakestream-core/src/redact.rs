@@ -1,0 +1,116 @@
+//! What may reach the logs (CloudWatch) about bad input: reason *classes* and positions, never
+//! the values. A rejected record keeps its raw bytes and full reason in the dead-letter table;
+//! the reasons quote values (arrow: `failed to parse "4111111111111111" as Int32`), so log
+//! lines, `Diagnostic` messages and partial-batch failure reasons use what this module makes:
+//!
+//! - [`reason_class`]: a fixed label (`type-mismatch`, `invalid-json`, ...) for a dead-letter
+//!   reason; it returns `&'static str`, so no byte of the reason can pass through;
+//! - [`scrub`]: free text from other libraries (delta-rs, arrow, object_store, serde) with every
+//!   double-quoted span and every run of 8 or more digits replaced, for error messages that
+//!   still need their words (a storage error's status, a table name).
+
+/// The class of a dead-letter reason (or of a notification body's rejection): a fixed label.
+pub fn reason_class(reason: &str) -> &'static str {
+    const CLASSES: &[(&str, &str)] = &[
+        ("outside the years 0001-9999", "timestamp-out-of-range"),
+        ("as a timestamp", "bad-timestamp"),
+        ("Kafka timestamp", "bad-kafka-timestamp"),
+        ("failed to parse", "type-mismatch"),
+        ("cannot be read as", "type-mismatch"),
+        ("whilst decoding field", "type-mismatch"),
+        ("expected", "type-mismatch"),
+        ("differ only in case", "duplicate-column"),
+        ("column mapping", "column-name-refused"),
+        ("an empty name cannot be a column", "column-name-refused"),
+        ("SNS Message is not JSON", "sns-message-not-json"),
+        ("body is not JSON", "not-json"),
+        ("invalid JSON", "invalid-json"),
+        ("not a JSON object", "not-a-json-object"),
+        ("not valid UTF-8", "invalid-utf8"),
+        ("is not valid UTF-8", "invalid-utf8"),
+        ("not base64", "not-base64"),
+        ("null value", "null-value"),
+        ("value is empty", "empty-value"),
+        ("no table is configured for topic", "unknown-topic"),
+        ("refused the write", "table-refused"),
+        ("cannot be ingested", "batch-refused"),
+        ("unsupported eventVersion", "unsupported-event-version"),
+        ("not an S3 notification", "not-a-notification"),
+        ("SNS envelope", "bad-sns-envelope"),
+        ("EventBridge", "bad-eventbridge-event"),
+        ("missing", "missing-field"),
+        ("late:", "late"),
+        ("future:", "future"),
+    ];
+    CLASSES
+        .iter()
+        .find(|(needle, _)| reason.contains(needle))
+        .map_or("other", |(_, class)| class)
+}
+
+/// `text` with every double-quoted span (escapes honoured; an unterminated one runs to the
+/// end) replaced by `"…"` and every run of 8 or more ASCII digits by `<digits>`.
+pub fn scrub(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut digits = String::new();
+    let flush = |digits: &mut String, out: &mut String| {
+        if digits.len() >= 8 {
+            out.push_str("<digits>");
+        } else {
+            out.push_str(digits);
+        }
+        digits.clear();
+    };
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        flush(&mut digits, &mut out);
+        if c == '"' {
+            out.push_str("\"…\"");
+            let mut escaped = false;
+            for q in chars.by_ref() {
+                match (escaped, q) {
+                    (false, '\\') => escaped = true,
+                    (false, '"') => break,
+                    _ => escaped = false,
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    flush(&mut digits, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_never_pass() {
+        let arrow =
+            r#"whilst decoding field 'order_id': failed to parse "4111111111111111" as Int32"#;
+        assert_eq!(reason_class(arrow), "type-mismatch");
+        assert_eq!(
+            scrub(arrow),
+            r#"whilst decoding field 'order_id': failed to parse "…" as Int32"#
+        );
+        assert_eq!(
+            scrub("failed to parse 4012888888881881 as Int32"),
+            "failed to parse <digits> as Int32"
+        );
+        assert_eq!(
+            scrub(r#"a "b\"4111" c "unterminated 4111"#),
+            r#"a "…" c "…""#
+        );
+        assert_eq!(
+            scrub("version 1234567 of `raw/order`"),
+            "version 1234567 of `raw/order`"
+        );
+        assert_eq!(reason_class("anything else"), "other");
+    }
+}

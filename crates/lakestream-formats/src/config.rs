@@ -43,16 +43,56 @@ pub struct AccessLogsConfig {
     #[serde(default)]
     pub layout: AccessLogLayout,
     /// How long a log object's `txn` is kept for redelivery checks
-    /// (`delta.setTransactionRetentionDuration`); must exceed the queue's message retention.
+    /// (`delta.setTransactionRetentionDuration`); must exceed the message retention of the
+    /// notification queue and of its dead-letter queue (SQS allows at most 14 days), so a
+    /// redelivered or redriven notification is still recognised.
     #[serde(default = "default_txn_retention_days")]
     pub txn_retention_days: u32,
+    /// An object larger than this (its Content-Length, before reading) is refused: recorded
+    /// in the dead-letter table, not read.
+    #[serde(default = "default_max_object_mib")]
+    pub max_object_mib: u64,
+    /// A gzip object that inflates to more than this is refused (a gzip bomb); it is inflated
+    /// as a stream, never whole.
+    #[serde(default = "default_max_inflated_mib")]
+    pub max_inflated_mib: u64,
+    /// A line longer than this is dead-lettered (its first `max_line_kib` KiB kept) without
+    /// buffering the rest.
+    #[serde(default = "default_max_line_kib")]
+    pub max_line_kib: u64,
+    /// An object with more malformed lines than this is refused as a whole (it is not an
+    /// access log); bounds the dead letters one object can make.
+    #[serde(default = "default_max_bad_lines")]
+    pub max_bad_lines: u64,
+    /// One ingest call (an SQS batch, a drain round) parses at most this much (inflated); the
+    /// objects after it are left for the next delivery.
+    #[serde(default = "default_max_round_mib")]
+    pub max_round_mib: u64,
 }
 
 fn default_access_log_prefix() -> String {
     "access_logs".into()
 }
+/// Longest message retention SQS allows (days): `txn_retention_days` must exceed it.
+pub const SQS_MAX_RETENTION_DAYS: u32 = 14;
+
 fn default_txn_retention_days() -> u32 {
-    14
+    21
+}
+fn default_max_object_mib() -> u64 {
+    64
+}
+fn default_max_inflated_mib() -> u64 {
+    256
+}
+fn default_max_line_kib() -> u64 {
+    64
+}
+fn default_max_bad_lines() -> u64 {
+    10_000
+}
+fn default_max_round_mib() -> u64 {
+    512
 }
 
 impl Default for AccessLogsConfig {
@@ -61,6 +101,11 @@ impl Default for AccessLogsConfig {
             table_prefix: default_access_log_prefix(),
             layout: AccessLogLayout::default(),
             txn_retention_days: default_txn_retention_days(),
+            max_object_mib: default_max_object_mib(),
+            max_inflated_mib: default_max_inflated_mib(),
+            max_line_kib: default_max_line_kib(),
+            max_bad_lines: default_max_bad_lines(),
+            max_round_mib: default_max_round_mib(),
         }
     }
 }
@@ -366,8 +411,25 @@ impl PipelineConfig {
         }
         validate_table_name("dead_letter_table", &self.dead_letter_table)?;
         validate_table_name("access_logs.table_prefix", &self.access_logs.table_prefix)?;
-        if self.access_logs.txn_retention_days == 0 {
-            return bad("`access_logs.txn_retention_days` must be >= 1".into());
+        if self.access_logs.txn_retention_days <= SQS_MAX_RETENTION_DAYS {
+            return bad(format!(
+                "`access_logs.txn_retention_days` = {} must exceed {SQS_MAX_RETENTION_DAYS}, the \
+                 longest message retention of an SQS queue (the notification queue's dead-letter \
+                 queue keeps messages 14 days): a notification redelivered or redriven after its \
+                 object's `txn` expired would be ingested again",
+                self.access_logs.txn_retention_days
+            ));
+        }
+        for (key, v) in [
+            ("max_object_mib", self.access_logs.max_object_mib),
+            ("max_inflated_mib", self.access_logs.max_inflated_mib),
+            ("max_line_kib", self.access_logs.max_line_kib),
+            ("max_bad_lines", self.access_logs.max_bad_lines),
+            ("max_round_mib", self.access_logs.max_round_mib),
+        ] {
+            if v == 0 {
+                return bad(format!("`access_logs.{key}` must be >= 1"));
+            }
         }
         let mut jobs = HashSet::new();
         for (i, j) in self.refine.iter().enumerate() {

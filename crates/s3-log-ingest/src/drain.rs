@@ -1,7 +1,8 @@
 //! Scheduled drain mode (how the seed pipeline ran: hourly): pull notifications from the queue
 //! with long polling, ingest them in few large commits, delete only the messages whose objects
-//! are committed. Stops when the queue is empty or the invocation's time runs low; failures
-//! stay in the queue and come back after the visibility timeout.
+//! are committed. Stops when the queue is empty or the invocation's time runs low (the reserve
+//! kept for the last round is a fifth of the invocation's time, at most 60 s, so a 30 s or 60 s
+//! function drains too); failures stay in the queue and come back after the visibility timeout.
 
 use crate::{QueueMessage, process_messages};
 use lakestream_core::access_log::{AccessLogIngestor, ObjectSource};
@@ -21,7 +22,8 @@ pub trait Queue {
 pub struct DrainSettings {
     /// Messages gathered before one ingest round (one commit per table per round).
     pub messages_per_round: usize,
-    /// Stop receiving when less than this is left of the invocation.
+    /// Stop receiving when less than the reserve is left of the invocation: a fifth of the
+    /// time left when the drain starts, at most this ([`DrainSettings::reserve_for`]).
     pub reserve: Duration,
     /// Long-poll wait for each receive.
     pub wait: Duration,
@@ -34,6 +36,16 @@ impl Default for DrainSettings {
             reserve: Duration::from_secs(60),
             wait: Duration::from_secs(2),
         }
+    }
+}
+
+impl DrainSettings {
+    /// The time kept back for the last round of an invocation that has `total` left when the
+    /// drain starts: `total / 5`, at most [`DrainSettings::reserve`]. A fixed reserve as long
+    /// as the timeout (60 s with `LogIngestTimeout=60`) never received a message, and the
+    /// queue's messages expired unread.
+    pub fn reserve_for(&self, total: Duration) -> Duration {
+        (total / 5).min(self.reserve)
     }
 }
 
@@ -64,8 +76,9 @@ pub async fn drain(
 ) -> anyhow::Result<DrainReport> {
     let mut report = DrainReport::default();
     let mut pending: Vec<QueueMessage> = Vec::new();
+    let reserve = settings.reserve_for(remaining());
     loop {
-        if remaining() < settings.reserve {
+        if remaining() < reserve + settings.wait {
             break;
         }
         let got = queue.receive(10, settings.wait).await?;

@@ -2,7 +2,8 @@
 //! are exactly the ones the idempotency key names. A missing object is [`Fetched::Missing`], an
 //! ETag mismatch (412) [`Fetched::Superseded`] (both recorded in dead letters by the core); every
 //! other error is retryable (the message goes back to the queue, and after `maxReceiveCount` to
-//! the queue's dead-letter queue).
+//! the queue's dead-letter queue). An object over the size limit is answered from its
+//! `Content-Length` before the body is read ([`Fetched::TooLarge`]).
 
 use aws_sdk_s3::Client;
 use aws_sdk_s3::operation::get_object::GetObjectError;
@@ -23,7 +24,7 @@ impl S3Objects {
 }
 
 impl ObjectSource for S3Objects {
-    async fn fetch(&self, object: &LogObject) -> Result<Fetched> {
+    async fn fetch(&self, object: &LogObject, max_bytes: u64) -> Result<Fetched> {
         for key in std::iter::once(&object.key).chain(object.alt_key.as_ref()) {
             let res = self
                 .client
@@ -41,13 +42,28 @@ impl ObjectSource for S3Objects {
                 .await;
             match res {
                 Ok(out) => {
-                    let body = out.body.collect().await.map_err(|e| Error::Fetch {
+                    // The size is known from Content-Length before the body is read; the body
+                    // is then read in chunks and given up past the limit (a server that sends
+                    // more than it announced).
+                    let announced = out.content_length.unwrap_or(0).max(0) as u64;
+                    if announced > max_bytes {
+                        return Ok(Fetched::TooLarge { size: announced });
+                    }
+                    let mut body = out.body;
+                    let mut bytes = Vec::with_capacity(announced as usize);
+                    while let Some(chunk) = body.try_next().await.map_err(|e| Error::Fetch {
                         object: object.uri(),
                         message: format!("reading the body failed: {e}"),
                         retryable: true,
-                    })?;
-                    // `Vec::from(Bytes)` reuses the buffer when it is unique: no second copy.
-                    return Ok(Fetched::Object(Vec::from(body.into_bytes())));
+                    })? {
+                        if (bytes.len() + chunk.len()) as u64 > max_bytes {
+                            return Ok(Fetched::TooLarge {
+                                size: (bytes.len() + chunk.len()) as u64,
+                            });
+                        }
+                        bytes.extend_from_slice(&chunk);
+                    }
+                    return Ok(Fetched::Object(bytes));
                 }
                 Err(e) => {
                     if matches!(e.as_service_error(), Some(GetObjectError::NoSuchKey(_))) {

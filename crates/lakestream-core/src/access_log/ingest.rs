@@ -6,7 +6,7 @@
 //! notification (or two notifications for the same object) finds the appId committed and adds
 //! nothing. See ARCHITECTURE.md "Access logs" for the choice and its limits.
 
-use super::object::{Parsed, object_letter, parse_object, refused_letter};
+use super::object::{Limits, Parsed, object_letter, parse_object, refused_letter};
 use super::planner::ObjectPlanner;
 use super::source::{Fetched, ObjectSource};
 use crate::clock::Clock;
@@ -40,6 +40,12 @@ pub enum ObjectOutcome {
     /// The object was overwritten after this notification (its ETag no longer matches);
     /// recorded in dead letters, acknowledged: the overwrite's own notification ingests it.
     Superseded,
+    /// Refused as a whole by a limit of `[access_logs]` (too large, inflates too far, too many
+    /// malformed lines); recorded in dead letters with the reason, acknowledged.
+    Refused {
+        /// Which limit, and what to do.
+        reason: String,
+    },
     /// Could not be processed now; retry later (the message must not be acknowledged).
     Failed {
         /// Why.
@@ -203,18 +209,59 @@ impl AccessLogIngestor {
         let mut parsed: Vec<Option<Parsed>> = Vec::with_capacity(objects.len());
         let mut letters: Vec<DeadLetter> = Vec::new();
         let mut seen = std::collections::HashSet::new();
+        let cfg = &self.config.access_logs;
+        let limits = Limits::of(cfg);
+        let max_object = cfg.max_object_mib.saturating_mul(1 << 20);
+        let max_round = cfg.max_round_mib.saturating_mul(1 << 20);
+        // Bytes parsed (inflated) by this call: past `max_round_mib` the remaining objects
+        // wait for their next delivery, so one batch or drain round holds a bounded amount.
+        let mut round_bytes = 0u64;
         for (i, obj) in objects.iter().enumerate() {
             if !seen.insert(obj.clone()) {
                 outcomes[i] = Some(ObjectOutcome::AlreadyCommitted);
                 parsed.push(None);
                 continue;
             }
-            match source.fetch(obj).await {
+            if round_bytes >= max_round {
+                outcomes[i] = Some(ObjectOutcome::Failed {
+                    reason: format!(
+                        "deferred: this batch already parsed {} MiB (`access_logs.max_round_mib`); \
+                         the object is read on its next delivery",
+                        round_bytes >> 20
+                    ),
+                });
+                parsed.push(None);
+                continue;
+            }
+            match source.fetch(obj, max_object).await {
                 Ok(Fetched::Object(bytes)) => {
                     report.bytes_read += bytes.len();
-                    let p = parse_object(obj, &bytes, pipeline, |b| self.table_for(b))?;
-                    letters.extend(p.letters.iter().cloned());
-                    parsed.push(Some(p));
+                    match parse_object(obj, &bytes, pipeline, limits, |b| self.table_for(b))? {
+                        Ok(p) => {
+                            round_bytes += p.inflated;
+                            letters.extend(p.letters.iter().cloned());
+                            parsed.push(Some(p));
+                        }
+                        Err(reason) => {
+                            round_bytes += limits.max_inflated;
+                            tracing::warn!(object = %obj.uri(), "log object refused by a limit; recorded in dead letters");
+                            letters.push(object_letter(obj, pipeline, reason.clone()));
+                            outcomes[i] = Some(ObjectOutcome::Refused { reason });
+                            parsed.push(None);
+                        }
+                    }
+                }
+                Ok(Fetched::TooLarge { size }) => {
+                    let reason = format!(
+                        "object is {size} bytes, over the {} MiB limit \
+                         (`access_logs.max_object_mib`): refused before reading, nothing of it \
+                         written; raise the limit (and the function's memory) to ingest it",
+                        cfg.max_object_mib
+                    );
+                    tracing::warn!(object = %obj.uri(), size, "log object over the size limit; recorded in dead letters");
+                    letters.push(object_letter(obj, pipeline, reason.clone()));
+                    outcomes[i] = Some(ObjectOutcome::Refused { reason });
+                    parsed.push(None);
                 }
                 Ok(Fetched::Superseded) => {
                     tracing::warn!(object = %obj.uri(), etag = ?obj.etag, "log object was overwritten after this notification; recorded, the newer notification ingests it");
@@ -242,7 +289,7 @@ impl AccessLogIngestor {
                 }
                 Err(e) if e.is_retryable() => {
                     outcomes[i] = Some(ObjectOutcome::Failed {
-                        reason: e.to_string(),
+                        reason: e.redacted(),
                     });
                     parsed.push(None);
                 }
@@ -295,14 +342,14 @@ impl AccessLogIngestor {
                 Err(e) if e.is_retryable() => {
                     for (i, _) in &parts {
                         outcomes[*i] = Some(ObjectOutcome::Failed {
-                            reason: e.to_string(),
+                            reason: e.redacted(),
                         });
                     }
                 }
                 Err(e) => {
                     // Retrying cannot help: record each object's rows for this table in dead
                     // letters (object, table, line count, reason) and acknowledge.
-                    tracing::error!(table = %table, error = %e, "table refused the write; dead-lettering its objects' rows");
+                    tracing::error!(table = %table, error = %e.redacted(), "table refused the write; dead-lettering its objects' rows");
                     for (i, batch) in &parts {
                         refused.push(refused_letter(
                             &objects[*i],

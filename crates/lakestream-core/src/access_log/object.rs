@@ -8,21 +8,44 @@ use crate::deadletter::DeadLetter;
 use crate::error::Result;
 use deltalake::arrow::record_batch::RecordBatch;
 use std::collections::BTreeMap;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 
 /// Parsed content of one object, split by target table.
 pub(super) struct Parsed {
     pub(super) by_table: BTreeMap<String, RecordBatch>,
     pub(super) letters: Vec<DeadLetter>,
+    /// Bytes of lines read (inflated for gzip).
+    pub(super) inflated: u64,
 }
 
-/// Parse an object's lines (gzip or plain), routing rows to `table_for(bucket)`.
+/// What one object may cost (from `[access_logs]`): inflated bytes of a gzip object, bytes of
+/// one line, malformed lines.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Limits {
+    pub(super) max_inflated: u64,
+    pub(super) max_line: usize,
+    pub(super) max_bad_lines: u64,
+}
+
+impl Limits {
+    pub(super) fn of(c: &crate::config::AccessLogsConfig) -> Self {
+        Self {
+            max_inflated: c.max_inflated_mib.saturating_mul(1 << 20),
+            max_line: usize::try_from(c.max_line_kib.saturating_mul(1 << 10)).unwrap_or(usize::MAX),
+            max_bad_lines: c.max_bad_lines,
+        }
+    }
+}
+
+/// Parse an object's lines (gzip or plain), routing rows to `table_for(bucket)`. `Ok(Err(why))`
+/// refuses the whole object (a limit of `limits` was passed): nothing of it is written.
 pub(super) fn parse_object(
     obj: &LogObject,
     bytes: &[u8],
     pipeline: &str,
+    limits: Limits,
     table_for: impl Fn(&str) -> String,
-) -> Result<Parsed> {
+) -> Result<std::result::Result<Parsed, String>> {
     let uri = obj.uri();
     let app = obj.app_id(pipeline);
     let mut builders: BTreeMap<String, AccessLogBatchBuilder> = BTreeMap::new();
@@ -41,59 +64,140 @@ pub(super) fn parse_object(
             txn: Some((app.clone(), 1)),
         });
     };
-    let mut on_line = |line_no: i64, raw: &[u8]| {
+    // True when the line was dead-lettered.
+    let mut on_line = |line_no: i64, raw: &[u8], too_long: bool| -> bool {
+        if too_long {
+            reject(
+                line_no,
+                raw,
+                format!(
+                    "line is longer than {} bytes (`access_logs.max_line_kib`); its first {} \
+                     bytes are kept here, the rest was not read into memory",
+                    limits.max_line, limits.max_line
+                ),
+            );
+            return true;
+        }
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         if raw.iter().all(u8::is_ascii_whitespace) {
-            return;
+            return false;
         }
         let Ok(text) = std::str::from_utf8(raw) else {
             reject(line_no, raw, "line is not valid UTF-8".into());
-            return;
+            return true;
         };
         match parse_line(text) {
             Ok(rec) => match rec.bucket() {
-                Some(b) => builders
-                    .entry(table_for(b))
-                    .or_default()
-                    .append(&rec, &uri, line_no),
-                None => reject(line_no, raw, "bucket field is `-`".into()),
+                Some(b) => {
+                    builders
+                        .entry(table_for(b))
+                        .or_default()
+                        .append(&rec, &uri, line_no);
+                    false
+                }
+                None => {
+                    reject(line_no, raw, "bucket field is `-`".into());
+                    true
+                }
             },
-            Err(e) => reject(line_no, raw, e.0),
-        }
-    };
-    if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut reader = std::io::BufReader::new(flate2::read::MultiGzDecoder::new(bytes));
-        let mut buf = Vec::new();
-        let mut n = 0i64;
-        loop {
-            buf.clear();
-            match reader.read_until(b'\n', &mut buf) {
-                Ok(0) => break,
-                Ok(_) => {
-                    n += 1;
-                    let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
-                    on_line(n, line);
-                }
-                Err(e) => {
-                    reject(
-                        n + 1,
-                        &[],
-                        format!("gzip stream is corrupt after line {n}: {e}"),
-                    );
-                    break;
-                }
+            Err(e) => {
+                reject(line_no, raw, e.0);
+                true
             }
         }
+    };
+    let gzip = bytes.starts_with(&[0x1f, 0x8b]);
+    let mut reader: Box<dyn BufRead> = if gzip {
+        // Inflated as a stream, one line at a time; at most `max_inflated` + 1 bytes are read.
+        Box::new(std::io::BufReader::new(
+            flate2::read::MultiGzDecoder::new(bytes).take(limits.max_inflated.saturating_add(1)),
+        ))
     } else {
-        for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
-            on_line(i as i64 + 1, line);
+        Box::new(bytes)
+    };
+    let mut buf = Vec::new();
+    let mut n = 0i64;
+    let mut inflated = 0u64;
+    let mut bad = 0u64;
+    loop {
+        match next_line(&mut reader, &mut buf, limits.max_line) {
+            Ok(None) => break,
+            Ok(Some((too_long, used))) => {
+                inflated += used;
+                if gzip && inflated > limits.max_inflated {
+                    return Ok(Err(format!(
+                        "gzip object inflates to more than {} MiB (`access_logs.max_inflated_mib`): \
+                         refused as a whole, nothing of it written (a gzip bomb, or raise the limit \
+                         and the function's memory)",
+                        limits.max_inflated >> 20
+                    )));
+                }
+                n += 1;
+                if on_line(n, &buf, too_long) {
+                    bad += 1;
+                    if bad > limits.max_bad_lines {
+                        return Ok(Err(format!(
+                            "more than {} malformed lines (`access_logs.max_bad_lines`), the last \
+                             at line {n}: not an access log? refused as a whole, nothing of it \
+                             written",
+                            limits.max_bad_lines
+                        )));
+                    }
+                }
+            }
+            Err(e) => {
+                reject(
+                    n + 1,
+                    &[],
+                    format!("gzip stream is corrupt after line {n}: {e}"),
+                );
+                break;
+            }
         }
     }
     let mut by_table = BTreeMap::new();
     for (t, mut b) in builders {
         by_table.insert(t, b.finish()?);
     }
-    Ok(Parsed { by_table, letters })
+    Ok(Ok(Parsed {
+        by_table,
+        letters,
+        inflated,
+    }))
+}
+
+/// Read one line (without its `\n`) into `buf`, keeping at most `max` bytes of it and reading
+/// past the rest without holding it. `None` at the end; else (whether it was cut, bytes
+/// consumed including the newline).
+fn next_line(
+    r: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Option<(bool, u64)>> {
+    buf.clear();
+    let (mut too_long, mut used_total, mut any) = (false, 0u64, false);
+    loop {
+        let avail = r.fill_buf()?;
+        if avail.is_empty() {
+            return Ok(any.then_some((too_long, used_total)));
+        }
+        any = true;
+        let newline = avail.iter().position(|b| *b == b'\n');
+        let chunk = &avail[..newline.unwrap_or(avail.len())];
+        let room = max.saturating_sub(buf.len());
+        if chunk.len() > room {
+            too_long = true;
+            buf.extend_from_slice(&chunk[..room]);
+        } else {
+            buf.extend_from_slice(chunk);
+        }
+        let used = newline.map_or(avail.len(), |i| i + 1);
+        r.consume(used);
+        used_total += used as u64;
+        if newline.is_some() {
+            return Ok(Some((too_long, used_total)));
+        }
+    }
 }
 
 /// The rows of `obj` that `table` refused for good (one letter per object and table; the lines

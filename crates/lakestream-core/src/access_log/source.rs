@@ -14,13 +14,20 @@ pub enum Fetched {
     /// The object exists with another ETag: it was overwritten after this notification was
     /// sent, and the overwrite's own notification will ingest the new content.
     Superseded,
+    /// The object is larger than the limit it was read with (its size, from the metadata or
+    /// `Content-Length`, before the body is read); nothing of it was read.
+    TooLarge {
+        /// The object's size in bytes.
+        size: u64,
+    },
 }
 
 /// Reads log objects.
 #[allow(async_fn_in_trait)]
 pub trait ObjectSource {
-    /// Read `object`, conditional on its notified ETag (`If-Match`) when it has one.
-    async fn fetch(&self, object: &LogObject) -> Result<Fetched>;
+    /// Read `object`, conditional on its notified ETag (`If-Match`) when it has one. An object
+    /// larger than `max_bytes` is [`Fetched::TooLarge`], answered before its body is read.
+    async fn fetch(&self, object: &LogObject, max_bytes: u64) -> Result<Fetched>;
 }
 
 /// A directory standing in for buckets: `<root>/<bucket>/<key>` (no ETags: every read matches).
@@ -28,9 +35,13 @@ pub trait ObjectSource {
 pub struct LocalObjects(pub std::path::PathBuf);
 
 impl ObjectSource for LocalObjects {
-    async fn fetch(&self, object: &LogObject) -> Result<Fetched> {
+    async fn fetch(&self, object: &LogObject, max_bytes: u64) -> Result<Fetched> {
         for key in std::iter::once(&object.key).chain(object.alt_key.as_ref()) {
             let path = self.0.join(&object.bucket).join(key);
+            match tokio::fs::metadata(&path).await {
+                Ok(m) if m.len() > max_bytes => return Ok(Fetched::TooLarge { size: m.len() }),
+                _ => {}
+            }
             match tokio::fs::read(&path).await {
                 Ok(b) => return Ok(Fetched::Object(b)),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,

@@ -92,3 +92,24 @@ async fn the_drain_receives_at_every_timeout_the_template_allows() -> anyhow::Re
     }
     Ok(())
 }
+
+/// The reserve over every whole-second timeout from 30 s to 900 s: shorter than the timeout,
+/// leaving most of it for receiving, never more than the configured cap.
+#[test]
+fn the_reserve_is_proportional_to_the_time_left() {
+    let settings = DrainSettings::default();
+    for t in 30..=900u64 {
+        let total = Duration::from_secs(t);
+        let reserve = settings.reserve_for(total);
+        assert!(reserve <= settings.reserve, "{t}: {reserve:?}");
+        assert!(reserve * 5 <= total, "{t}: {reserve:?}");
+        assert!(
+            total - reserve >= settings.wait * 10,
+            "{t}: {reserve:?} leaves too little time to receive"
+        );
+        assert!(
+            reserve >= Duration::from_secs(6),
+            "{t}: {reserve:?} leaves no time to commit"
+        );
+    }
+}

@@ -57,7 +57,36 @@ RULES = {
     "S3-MULTIPART": "a role that writes objects needs s3:AbortMultipartUpload there",
     "LOG-RETENTION": "every function logs to a log group with a retention",
     "BUCKET-VERSIONING": "VersioningConfiguration Suspended does nothing useful on a new bucket",
+    "S3-DELETE": "only the maintenance function deletes lake files (vacuum, log cleanup, manifests); "
+    "the others may delete only the conditional-put probe's object (_lakestream/probe/*)",
+    "CONFIG-WRITE": "no function may write the shared pipeline config object (it only reads it)",
+    "RAW-LOGS-POLICY": "the raw-logs bucket lets only S3's log delivery write, for this account's "
+    "buckets (aws:SourceArn and aws:SourceAccount), and denies s3:PutObject to everyone else",
+    "TLS-ONLY": "every bucket's policy denies requests without TLS (aws:SecureTransport false)",
+    "SQS-UNUSED": "a role grants an SQS action no code calls",
+    "TXN-RETENTION": "a log notification lives (queue + dead-letter queue retention) shorter than "
+    "the access-log tables keep its object's txn ([access_logs] txn_retention_days)",
+    "QUEUE-AGE-ALARM": "the log notification queue has an alarm on the age of its oldest message",
 }
+
+# Functions whose code deletes lake objects (vacuum, expired logs, stale manifests); every other
+# function deletes only its conditional-put probe object (crates/lakestream-core/src/put_probe.rs).
+DELETE_ROLES = {"MaintenanceFunctionRole"}
+PROBE_OBJECTS = "arn:aws:s3:::*/_lakestream/probe/*"
+# SQS actions the code or Lambda calls with a function's role: the SQS trigger and the drain
+# (ReceiveMessage, DeleteMessage(Batch), GetQueueAttributes), async on-failure destinations
+# (SendMessage). Nothing calls ChangeMessageVisibility.
+SQS_USED = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:SendMessage"}
+SQS_DEFAULT_RETENTION = 345600
+
+
+def txn_retention_days_default() -> int:
+    """`[access_logs] txn_retention_days`'s default, read from the Rust source (one truth)."""
+    src = (Path(__file__).resolve().parents[1] / "crates" / "lakestream-formats" / "src" / "config.rs").read_text()
+    m = re.search(r"fn default_txn_retention_days\(\) -> u32 \{\s*(\d+)", src)
+    if m is None:
+        raise SystemExit("template_contract: default_txn_retention_days not found in config.rs")
+    return int(m.group(1))
 
 # Values for parameters that have no default (the check needs something shaped right).
 PLACEHOLDERS = {
@@ -345,7 +374,140 @@ def function_role(resources: dict[str, Any], fn_ref: str) -> tuple[str, dict[str
     return None
 
 
-def check(template_path: Path, overrides: dict[str, str]) -> list[str]:
+def role_denies(role: dict[str, Any]) -> list[dict[str, Any]]:
+    """Deny statements of a role's inline policies."""
+    out = []
+    for policy in role["Properties"].get("Policies", []):
+        st = policy.get("PolicyDocument", {}).get("Statement", [])
+        out += [x for x in (st if isinstance(st, list) else [st]) if x.get("Effect") == "Deny"]
+    return out
+
+
+def effective(role: dict[str, Any], action: str, resource: str) -> bool:
+    """Allowed by the role and not denied by it (conditions on Deny ignored: none are used)."""
+    if not allows(role_statements(role), action, resource):
+        return False
+    return not allows(role_denies(role), action, resource)
+
+
+def _bucket_policies(resources: dict[str, Any], bucket: str) -> list[dict[str, Any]]:
+    ref = f"{bucket.lower()}-physical-id"
+    return [
+        r["Properties"].get("PolicyDocument", {})
+        for r in resources.values()
+        if r["Type"] == "AWS::S3::BucketPolicy" and r["Properties"].get("Bucket") == ref
+    ]
+
+
+def _statements(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    st = doc.get("Statement", [])
+    return st if isinstance(st, list) else [st]
+
+
+def _tls_denied(docs: list[dict[str, Any]]) -> bool:
+    for doc in docs:
+        for s in _statements(doc):
+            cond = s.get("Condition", {}).get("Bool", {})
+            resources = [str(r) for r in _listify(s.get("Resource", []))]
+            if (
+                s.get("Effect") == "Deny"
+                and s.get("Principal") in ("*", {"AWS": "*"})
+                and "s3:*" in _listify(s.get("Action", []))
+                and str(cond.get("aws:SecureTransport")).lower() == "false"
+                and any(r.endswith("/*") for r in resources)
+                and any("/" not in r.split(":::", 1)[-1] for r in resources)
+            ):
+                return True
+    return False
+
+
+def _check_least_privilege(resources: dict[str, Any], params: dict[str, Any], txn_days: int) -> list[str]:
+    """Issue 24: deletes, config writes, the raw-logs policy, TLS, unused SQS actions, retention, alarms."""
+    findings = []
+    lake, prefix = params.get("LakeBucketName"), params.get("LakePrefix")
+    config_uri = str(params.get("PipelineConfig", ""))
+    if config_uri.startswith("s3://"):
+        config_arn = "arn:aws:s3:::" + config_uri[len("s3://"):]
+    else:
+        config_arn = f"arn:aws:s3:::{lake}/{prefix}/_config/lakestream.toml"
+    for name, res in sorted(resources.items()):
+        if res["Type"] != "AWS::IAM::Role":
+            continue
+        for s in role_statements(res):
+            actions = _listify(s.get("Action", []))
+            if any(fnmatch.fnmatchcase("s3:DeleteObject", a) for a in actions) and name not in DELETE_ROLES:
+                for r in _listify(s.get("Resource", [])):
+                    if str(r).startswith("arn:aws:s3:::") and not fnmatch.fnmatchcase(str(r), PROBE_OBJECTS):
+                        findings.append(f"S3-DELETE {name}: s3:DeleteObject on {r} (only {', '.join(sorted(DELETE_ROLES))} deletes lake files)")
+            for a in actions:
+                if str(a).startswith("sqs:") and a not in SQS_USED:
+                    findings.append(f"SQS-UNUSED {name}: {a} is granted but no code calls it")
+        if effective(res, "s3:PutObject", config_arn) or effective(res, "s3:DeleteObject", config_arn):
+            findings.append(f"CONFIG-WRITE {name}: can write the pipeline config {config_arn}")
+
+    for name, res in sorted(resources.items()):
+        if res["Type"] == "AWS::S3::Bucket" and not _tls_denied(_bucket_policies(resources, name)):
+            findings.append(f"TLS-ONLY {name}: no bucket policy denies requests without TLS (aws:SecureTransport false)")
+        if res["Type"] != "AWS::S3::BucketPolicy":
+            continue
+        statements = _statements(res["Properties"].get("PolicyDocument", {}))
+        delivery = [
+            s for s in statements
+            if s.get("Effect") == "Allow" and "logging.s3.amazonaws.com" in json.dumps(s.get("Principal"))
+        ]
+        if not delivery:
+            continue
+        for s in delivery:
+            keys = {k for op in s.get("Condition", {}).values() for k in op}
+            if "aws:SourceArn" not in keys:
+                findings.append(f"RAW-LOGS-POLICY {name}: the logging service's Allow has no aws:SourceArn condition")
+            if "aws:SourceAccount" not in keys:
+                findings.append(f"RAW-LOGS-POLICY {name}: the logging service's Allow has no aws:SourceAccount condition")
+        denied = any(
+            s.get("Effect") == "Deny"
+            and s.get("Principal") in ("*", {"AWS": "*"})
+            and any(fnmatch.fnmatchcase("s3:PutObject", a) for a in _listify(s.get("Action", [])))
+            and "logging.s3.amazonaws.com" in json.dumps(s.get("Condition", {}))
+            for s in statements
+        )
+        if not denied:
+            findings.append(f"RAW-LOGS-POLICY {name}: no Deny of s3:PutObject for principals other than the logging service")
+
+    # The notification queue: what a bucket notifies, or what an SQS event source reads.
+    queues = set()
+    for res in resources.values():
+        for qc in res["Properties"].get("NotificationConfiguration", {}).get("QueueConfigurations", []) if res["Type"] == "AWS::S3::Bucket" else []:
+            queues.add(str(qc.get("Queue", "")).rsplit(":", 1)[-1])
+        if res["Type"] == "AWS::Lambda::EventSourceMapping" and ":sqs:" in str(res["Properties"].get("EventSourceArn", "")):
+            queues.add(str(res["Properties"]["EventSourceArn"]).rsplit(":", 1)[-1])
+    alarms = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::CloudWatch::Alarm"]
+    for q in sorted(queues):
+        props = resources.get(q, {}).get("Properties", {})
+        total = int(props.get("MessageRetentionPeriod", SQS_DEFAULT_RETENTION))
+        dlq = str(props.get("RedrivePolicy", {}).get("deadLetterTargetArn", "")).rsplit(":", 1)[-1]
+        where = q
+        if dlq:
+            total += int(resources.get(dlq, {}).get("Properties", {}).get("MessageRetentionPeriod", SQS_DEFAULT_RETENTION))
+            where = dlq
+        if total >= txn_days * 86400:
+            findings.append(
+                f"TXN-RETENTION {where}: a notification can live {total / 86400:g} days ({q} + its "
+                f"dead-letter queue; a redrive starts a new retention period), not less than the "
+                f"{txn_days} days the access-log tables keep its object's txn: lower the queues' "
+                f"MessageRetentionPeriod or raise txn_retention_days"
+            )
+        aged = any(
+            a.get("MetricName") == "ApproximateAgeOfOldestMessage"
+            and a.get("Namespace") == "AWS/SQS"
+            and any(str(d.get("Value", "")).endswith(f":{q}") or d.get("Value") == q for d in a.get("Dimensions", []))
+            for a in alarms
+        )
+        if not aged:
+            findings.append(f"QUEUE-AGE-ALARM {q}: no CloudWatch alarm on ApproximateAgeOfOldestMessage")
+    return findings
+
+
+def check(template_path: Path, overrides: dict[str, str], txn_retention_days: int | None = None) -> list[str]:
     raw = yaml_parse(template_path.read_text())
     findings = join_delimiter_findings(raw)
     params = {}
@@ -419,6 +581,10 @@ def check(template_path: Path, overrides: dict[str, str]) -> list[str]:
             role = function_role(resources, f"{fn.lower()}-physical-id")
             if ":sqs:" in dest and role and not allows(role_statements(role[1]), "sqs:SendMessage", dest):
                 findings.append(f"ASYNC-FAILURE {fn}: role cannot sqs:SendMessage to its on-failure queue")
+
+    findings += _check_least_privilege(
+        resources, params, txn_retention_days if txn_retention_days is not None else txn_retention_days_default()
+    )
 
     log_groups = {n: r for n, r in resources.items() if r["Type"] == "AWS::Logs::LogGroup"}
     for name, res in resources.items():

@@ -114,6 +114,28 @@ MUTATIONS = [
     ("S3-MULTIPART", "[s3:GetObject, s3:PutObject, s3:DeleteObject, s3:AbortMultipartUpload]", "[s3:GetObject, s3:PutObject, s3:DeleteObject]"),
     ("LOG-RETENTION", "      RetentionInDays: !Ref LogRetentionDays\n  LogIngestLogGroup:", "  LogIngestLogGroup:"),
     ("JOIN-DELIMITER", '    Value: !Sub "s3://${LakeBucketName}/${LakePrefix}"\n', '    Value: !Join [!Ref LakePrefix, ["a", "b"]]\n'),
+    # Issue 24 defect 10: least privilege.
+    (
+        "S3-DELETE",
+        "              Action: [s3:GetObject, s3:PutObject, s3:AbortMultipartUpload]",
+        "              Action: [s3:GetObject, s3:PutObject, s3:DeleteObject, s3:AbortMultipartUpload]",
+    ),
+    (
+        "S3-DELETE",
+        '/${LakePrefix}/_lakestream/probe/*"',
+        '/${LakePrefix}/*"',
+    ),
+    ("CONFIG-WRITE", "              Action: [s3:PutObject, s3:DeleteObject]\n              Resource: !Sub \"arn:${AWS::Partition}:s3:::${LakeBucketName}/${LakePrefix}/_config/*\"",
+     "              Action: [s3:DeleteObject]\n              Resource: !Sub \"arn:${AWS::Partition}:s3:::${LakeBucketName}/${LakePrefix}/_config/*\""),
+    ("RAW-LOGS-POLICY", '              ArnLike: {"aws:SourceArn": !Sub "arn:${AWS::Partition}:s3:::${AccessLoggedBuckets}"}\n', ""),
+    ("RAW-LOGS-POLICY", "              StringEquals: {\"aws:SourceAccount\": !Ref AWS::AccountId}\n          - Sid: DenyWritesByAnyoneElse",
+     "          - Sid: DenyWritesByAnyoneElse"),
+    ("RAW-LOGS-POLICY", "          - Sid: DenyWritesByAnyoneElse\n            Effect: Deny", "          - Sid: DenyWritesByAnyoneElse\n            Effect: Allow"),
+    ("TLS-ONLY", '              Bool: {"aws:SecureTransport": "false"}', '              Bool: {"aws:SecureTransport": "true"}'),
+    ("TLS-ONLY", '              - !Sub "${FailedBatchesBucket.Arn}/*"\n', ""),
+    ("SQS-UNUSED", "                - sqs:DeleteMessage\n", "                - sqs:DeleteMessage\n                - sqs:ChangeMessageVisibility\n"),
+    ("TXN-RETENTION", "      MessageRetentionPeriod: 864000", "      MessageRetentionPeriod: 1209600"),
+    ("QUEUE-AGE-ALARM", "      MetricName: ApproximateAgeOfOldestMessage", "      MetricName: NumberOfMessagesSent"),
     (
         "BUCKET-VERSIONING",
         "      BucketName: !Ref LakeBucketName\n",
@@ -170,3 +192,36 @@ def test_template_before_issue_24_is_rejected_for_excess_privilege() -> None:
     assert any(f.startswith("TXN-RETENTION LogNotificationsDeadLetterQueue:") for f in findings), text
     # No alarm on the age of the oldest notification (the drain could stop and messages expire).
     assert "QUEUE-AGE-ALARM LogNotificationsQueue: no CloudWatch alarm on ApproximateAgeOfOldestMessage" in text
+
+
+def test_txn_retention_default_is_one_truth() -> None:
+    """The contract's txn retention is the Rust default, and the example config says the same."""
+    days = contract.txn_retention_days_default()
+    assert days == 21
+    assert f"txn_retention_days = {days} " in (ROOT / "lakestream.toml").read_text()
+
+
+@pytest.mark.parametrize("params", [{}, {"LogIngestMode": "drain"}, {"AlarmTopicArn": "arn:aws:sns:us-east-1:123456789012:ops"}])
+def test_every_function_keeps_what_its_code_needs(params: dict[str, str]) -> None:
+    """The least-privilege rules take nothing the code uses: every function reads and writes the
+    lake and deletes its probe object; maintenance deletes anywhere in the lake but the config."""
+    raw = contract.yaml_parse(TEMPLATE.read_text())
+    assert contract.check(TEMPLATE, params) == []
+    cfn_params = {k: params.get(k, v.get("Default", contract.PLACEHOLDERS.get(k, "placeholder")))
+                  for k, v in raw["Parameters"].items()}
+    import copy
+    sam = copy.deepcopy(raw)
+    sam.get("Globals", {}).get("Function", {}).pop("CodeUri", None)
+    for res in sam["Resources"].values():
+        if res.get("Type") == "AWS::Serverless::Function":
+            res["Properties"]["CodeUri"] = "s3://placeholder/code.zip"
+    resources = contract.Resolver(contract.transform(sam, {**contract.PSEUDO, **cfn_params}, contract._NoIam()), cfn_params).resources()
+    lake = "arn:aws:s3:::lakestream-lake/lake"
+    for role in ("MskIngestFunctionRole", "LogIngestFunctionRole", "RefineFunctionRole", "MaintenanceFunctionRole"):
+        r = resources[role]
+        assert contract.effective(r, "s3:GetObject", f"{lake}/_config/lakestream.toml"), role
+        assert contract.effective(r, "s3:PutObject", f"{lake}/raw/order/_delta_log/00000000000000000001.json"), role
+        assert contract.effective(r, "s3:DeleteObject", f"{lake}/_lakestream/probe/0f0e"), role
+        assert not contract.effective(r, "s3:PutObject", f"{lake}/_config/lakestream.toml"), role
+        deletes = contract.effective(r, "s3:DeleteObject", f"{lake}/raw/order/part-0.parquet")
+        assert deletes == (role == "MaintenanceFunctionRole"), role

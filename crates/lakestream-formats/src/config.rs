@@ -477,6 +477,9 @@ fn validate_table_name(key: &str, name: &str) -> Result<()> {
 }
 
 #[cfg(test)]
+mod collision_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -6,6 +6,8 @@ use lakestream_core::{FixedClock, Ingestor, Lake, PipelineConfig, SourceRecord};
 use maintenance::{Job, Request, run};
 use std::sync::Arc;
 
+mod every_table;
+
 const CONFIG: &str = include_str!("../../../../lakestream.toml");
 const LOGS: &[u8] =
     include_bytes!("../../../../tests/fixtures/access-logs/2026-11-29-08-00-00-A1B2C3D4E5F6.log");

@@ -30,7 +30,7 @@ HOSTILE = {
         ["access_logs.table_prefix", "topics[0].table"],
     ),
     "two refine jobs write one output": (
-        lambda t: t.replace('output = "processed/order"', 'output = "curated/order"'),
+        lambda t: t.replace('output = "curated/order"', 'output = "processed/order"'),
         ["refine[0].output", "refine[1].output"],
     ),
     "refine output inside the access-log directory": (
@@ -42,8 +42,10 @@ HOSTILE = {
         ["refine[1].output"],
     ),
     "two topics on one table with other columns": (
-        lambda t: t.replace('table = "raw/member"', 'table = "raw/order"'),
-        ["topics[0].columns", "topics[1].columns"],
+        lambda t: t + '\n[[topics]]\ntopic = "orders-eu"\ntable = "raw/order"\npartition_by = "processing_time"\n'
+                      'kafka_metadata = ["partition", "offset"]\n'
+                      'columns = [{ name = "order_id", type = "string" }]\n',
+        ["topics[0].columns", "topics[2].columns"],
     ),
 }
 

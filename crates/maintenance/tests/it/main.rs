@@ -64,12 +64,14 @@ async fn every_table_when_none_is_named() -> anyhow::Result<()> {
         .await?;
 
     let lake = Lake::new(&cfg.lake)?;
-    let tables = maintenance::all_tables(&cfg, &lake).await;
+    let tables = maintenance::all_tables(&cfg, &lake).await?;
     assert_eq!(
         tables,
         [
             "access_logs/datalake-prod",
+            "curated/order",
             "dead_letters",
+            "processed/order",
             "raw/member",
             "raw/order"
         ]

@@ -4,6 +4,7 @@
 mod crash;
 mod demo;
 mod inspect;
+mod maintain;
 mod redrive;
 mod refine;
 mod report;
@@ -66,10 +67,18 @@ enum Command {
         #[command(subcommand)]
         command: AccessLogsCommand,
     },
+    /// Check the config and list every table the pipeline writes (what maintenance runs on).
+    Validate {
+        #[command(flatten)]
+        lake: LakeArgs,
+    },
     /// Compact small files (bin-packing, dataChange=false).
     Optimize {
         /// Table, e.g. raw/order.
-        table: String,
+        table: Option<String>,
+        /// Every table the pipeline writes (the maintenance function's list).
+        #[arg(long, conflicts_with = "table")]
+        all: bool,
         /// Show the plan, change nothing.
         #[arg(long)]
         dry_run: bool,
@@ -91,7 +100,10 @@ enum Command {
     /// Delete files no version inside the retention window references (and old orphans).
     Vacuum {
         /// Table.
-        table: String,
+        table: Option<String>,
+        /// Every table the pipeline writes (the maintenance function's list).
+        #[arg(long, conflicts_with = "table")]
+        all: bool,
         /// List what would be deleted.
         #[arg(long)]
         dry_run: bool,
@@ -107,7 +119,10 @@ enum Command {
     /// Write a checkpoint now and clean expired log files.
     Checkpoint {
         /// Table.
-        table: String,
+        table: Option<String>,
+        /// Every table the pipeline writes (the maintenance function's list).
+        #[arg(long, conflicts_with = "table")]
+        all: bool,
         /// Report only.
         #[arg(long)]
         dry_run: bool,
@@ -117,7 +132,10 @@ enum Command {
     /// Generate the symlink manifests (incremental) for Athena/Presto/Hive.
     Manifest {
         /// Table.
-        table: String,
+        table: Option<String>,
+        /// Every table the pipeline writes (the maintenance function's list).
+        #[arg(long, conflicts_with = "table")]
+        all: bool,
         /// Report only.
         #[arg(long)]
         dry_run: bool,
@@ -319,6 +337,14 @@ enum InvokeCommand {
         #[command(flatten)]
         lake: LakeArgs,
     },
+    /// The maintenance handler with a schedule input (e.g. events/maintenance-optimize.json).
+    Maintenance {
+        /// Schedule input JSON file.
+        #[arg(long)]
+        event: PathBuf,
+        #[command(flatten)]
+        lake: LakeArgs,
+    },
 }
 
 fn load_config(args: &LakeArgs) -> Result<PipelineConfig> {
@@ -426,8 +452,20 @@ async fn main() -> Result<()> {
         Command::AccessLogs {
             command: AccessLogsCommand::Parse { file },
         } => access_logs_parse(&file),
+        Command::Validate { lake } => {
+            maintain::validate(&load_config(&lake)?);
+            Ok(())
+        }
+        Command::Invoke {
+            function: InvokeCommand::Maintenance { event, lake },
+        } => {
+            let cfg = load_config(&lake)?;
+            let l = open_lake(&cfg, &lake)?;
+            maintain::invoke(&cfg, &l, &event).await
+        }
         Command::Optimize {
             table,
+            all,
             dry_run,
             target_mib,
             min_files,
@@ -447,125 +485,55 @@ async fn main() -> Result<()> {
                 commit: (&config.commit).into(),
                 ..Default::default()
             };
-            let bar = indicatif::ProgressBar::new(0);
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            bar.set_message(format!("optimize {table}"));
-            let progress = |done: u64, total: u64| {
-                bar.set_length(total);
-                bar.set_position(done);
-            };
-            let started = std::time::Instant::now();
-            let r = lakestream_core::maintenance::compact(
-                &l,
-                &table,
-                &opts,
-                chrono::Utc::now(),
-                &progress,
-            )
-            .await?;
-            bar.finish_and_clear();
-            println!(
-                "{table}: {}{} -> {} files, {} partitions compacted, {} files rewritten ({:.1} MiB) in {:.2}s{}{}",
-                if r.dry_run {
-                    "(dry run, nothing written) "
-                } else {
-                    ""
-                },
-                r.files_before,
-                r.files_after,
-                r.partitions_compacted,
-                r.files_removed,
-                r.bytes_rewritten as f64 / 1048576.0,
-                started.elapsed().as_secs_f64(),
-                if r.partitions_conflicted.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        ", skipped (concurrent change): {:?}",
-                        r.partitions_conflicted
-                    )
-                },
-                if r.bins_deferred > 0 {
-                    format!(", {} bins left for the next run", r.bins_deferred)
-                } else {
-                    String::new()
-                }
-            );
+            for table in maintain::targets(&config, &l, table, all).await? {
+                maintain::optimize_one(&l, &table, &opts, all).await?;
+            }
             Ok(())
         }
         Command::Vacuum {
             table,
+            all,
             dry_run,
             retention_hours,
             force,
             lake,
         } => {
-            let l = open_lake(&load_config(&lake)?, &lake)?;
+            let cfg = load_config(&lake)?;
+            let l = open_lake(&cfg, &lake)?;
             let opts = lakestream_core::maintenance::VacuumOptions {
                 retention: retention_hours.map(chrono::Duration::hours),
                 force,
                 dry_run,
             };
-            let r = lakestream_core::maintenance::vacuum(&l, &table, &opts, Arc::new(SystemClock))
-                .await?;
-            for f in &r.files {
-                println!("{} {f}", if dry_run { "would delete" } else { "deleted" });
+            for table in maintain::targets(&cfg, &l, table, all).await? {
+                maintain::vacuum_one(&l, &table, &opts, all).await?;
             }
-            println!(
-                "{table}: {} files, {:.1} MiB {}",
-                r.files.len(),
-                r.bytes as f64 / 1048576.0,
-                if dry_run {
-                    "would be removed (dry run)"
-                } else {
-                    "removed"
-                }
-            );
             Ok(())
         }
         Command::Checkpoint {
             table,
+            all,
             dry_run,
             lake,
         } => {
-            let l = open_lake(&load_config(&lake)?, &lake)?;
-            if dry_run {
-                let s = existing(&l, &table).await?;
-                println!("{table}: would checkpoint version {}", s.version);
-                return Ok(());
+            let cfg = load_config(&lake)?;
+            let l = open_lake(&cfg, &lake)?;
+            for table in maintain::targets(&cfg, &l, table, all).await? {
+                maintain::checkpoint_one(&l, &table, dry_run, all).await?;
             }
-            let r =
-                lakestream_core::maintenance::checkpoint(&l, &table, true, &SystemClock).await?;
-            println!(
-                "{table}: checkpoint {:?}, {} expired log files removed",
-                r.checkpoint_version, r.logs_removed
-            );
             Ok(())
         }
         Command::Manifest {
             table,
+            all,
             dry_run,
             lake,
         } => {
-            let l = open_lake(&load_config(&lake)?, &lake)?;
-            if dry_run {
-                let s = existing(&l, &table).await?;
-                println!(
-                    "{table}: would describe version {} ({} live files)",
-                    s.version, s.files
-                );
-                return Ok(());
+            let cfg = load_config(&lake)?;
+            let l = open_lake(&cfg, &lake)?;
+            for table in maintain::targets(&cfg, &l, table, all).await? {
+                maintain::manifest_one(&l, &table, dry_run, all).await?;
             }
-            let r = lakestream_core::maintenance::manifest(&l, &table).await?;
-            println!(
-                "{table}: manifests for version {}: {} written, {} removed, {} unchanged",
-                r.version, r.written, r.removed, r.unchanged
-            );
             Ok(())
         }
         Command::Refine {
@@ -589,7 +557,7 @@ async fn main() -> Result<()> {
         Command::Tables { lake } => {
             let cfg = load_config(&lake)?;
             let l = Lake::new(&cfg.lake)?;
-            for name in table_names(&cfg, &l) {
+            for name in table_names(&cfg, &l).await? {
                 if let Some(s) = read::summarize(&l, &name).await? {
                     println!(
                         "{:<24} version {:>4}  files {:>5}  rows {:>8}  bytes {:>10}  partitioned by [{}]",
@@ -746,10 +714,14 @@ async fn existing(lake: &Lake, table: &str) -> Result<read::TableSummary> {
         .with_context(|| format!("no table `{table}` under {}", lake.root()))
 }
 
-/// Tables of a lake: found on disk for a filesystem lake, else those the config names.
-fn table_names(cfg: &PipelineConfig, lake: &Lake) -> Vec<String> {
-    let mut names: Vec<String> = cfg.topics.iter().map(|t| t.table.clone()).collect();
-    names.push(cfg.dead_letter_table.clone());
+/// Tables of a lake: every table the pipeline writes (the maintenance function's list), plus,
+/// on a filesystem lake, any other Delta table found on disk.
+async fn table_names(cfg: &PipelineConfig, lake: &Lake) -> Result<Vec<String>> {
+    let mut names: Vec<String> = lakestream_core::maintenance::maintained_tables(cfg, lake)
+        .await?
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
     if let Ok(root) = lake.root().to_file_path() {
         let mut stack = vec![root.clone()];
         while let Some(dir) = stack.pop() {
@@ -766,7 +738,7 @@ fn table_names(cfg: &PipelineConfig, lake: &Lake) -> Vec<String> {
     }
     names.sort();
     names.dedup();
-    names
+    Ok(names)
 }
 
 /// `lakestream sql` (DataFusion; only with the `sql` feature).

@@ -14,7 +14,7 @@ use datafusion::prelude::SessionContext;
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::util::display::{ArrayFormatter, FormatOptions};
 use lakestream_core::inspect::{AsOf, ddl::athena_name, read_as_of};
-use lakestream_core::{Lake, PipelineConfig, read};
+use lakestream_core::{Lake, PipelineConfig};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
@@ -35,19 +35,11 @@ pub async fn catalog(
     config: &PipelineConfig,
     at: &[(String, u64)],
 ) -> Result<BTreeMap<String, (String, Option<u64>)>> {
-    let mut tables: Vec<String> = config.topics.iter().map(|t| t.table.clone()).collect();
-    tables.push(config.dead_letter_table.clone());
-    tables.extend(config.refine.iter().map(|r| r.output.clone()));
-    let prefix = &config.access_logs.table_prefix;
-    match config.access_logs.layout {
-        lakestream_core::config::AccessLogLayout::PerBucket => {
-            tables.extend(read::child_tables(lake, prefix).await?)
-        }
-        lakestream_core::config::AccessLogLayout::Single => tables.push(prefix.clone()),
-    }
+    // The pipeline's one table list (the maintenance schedule's too).
+    let tables = lakestream_core::maintenance::maintained_tables(config, lake).await?;
     let mut out = BTreeMap::new();
     for t in tables {
-        out.insert(athena_name(&t), (t, None));
+        out.insert(athena_name(&t.name), (t.name, None));
     }
     for (table, v) in at {
         out.insert(

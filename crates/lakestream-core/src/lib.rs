@@ -24,7 +24,7 @@ pub mod seed;
 pub mod storage;
 pub mod timestamp;
 
-pub use lakestream_formats::{config, record};
+pub use lakestream_formats::{config, record, tables};
 
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use config::PipelineConfig;

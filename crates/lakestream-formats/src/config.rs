@@ -219,7 +219,7 @@ pub struct TopicConfig {
 }
 
 /// One declared column.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ColumnConfig {
     /// Column name, equal to the JSON field name.
@@ -513,7 +513,7 @@ impl PipelineConfig {
                 }
             }
         }
-        Ok(())
+        crate::tables::check(self)
     }
 }
 
@@ -523,8 +523,7 @@ fn validate_table_name(key: &str, name: &str) -> Result<()> {
         && !name.ends_with('/')
         && name.split('/').all(|seg| {
             !seg.is_empty()
-                && seg != "."
-                && seg != ".."
+                && !seg.starts_with(['_', '.'])
                 && seg
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '='))
@@ -533,10 +532,15 @@ fn validate_table_name(key: &str, name: &str) -> Result<()> {
         Ok(())
     } else {
         Err(Error::Config(format!(
-            "`{key}` = \"{name}\": use a relative path of [A-Za-z0-9_.=-] segments, e.g. raw/order"
+            "`{key}` = \"{name}\": use a relative path of [A-Za-z0-9_.=-] segments that do not \
+             start with `_` or `.` (reserved for `_delta_log`, `_lakestream/` and hidden files), \
+             e.g. raw/order"
         )))
     }
 }
+
+#[cfg(test)]
+mod collision_tests;
 
 #[cfg(test)]
 mod tests {

@@ -13,5 +13,6 @@ pub mod kafka;
 pub mod notification;
 pub mod record;
 pub mod refine;
+pub mod tables;
 
 pub use error::{Error, Result};

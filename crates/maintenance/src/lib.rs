@@ -1,7 +1,9 @@
 //! The scheduled maintenance function: an EventBridge Scheduler (ScheduleV2) `Input` such as
 //! `{"job":"optimize","tables":["raw/order"]}` names the job; with no table named it runs on
-//! every configured table (topic tables, the dead-letter table, and every access-log table found
-//! under the access-log prefix). Each job is safe to overlap with ingestion and with itself.
+//! every table the pipeline writes (topic tables, the dead-letter table, the access-log tables —
+//! the `single` one, or every per-bucket one found under the prefix —, refine outputs and CDC
+//! tombstone tables; the same list as the CLI's `--all`). Each job is safe to overlap with
+//! ingestion and with itself.
 
 use lakestream_core::maintenance::{
     CompactOptions, VacuumOptions, checkpoint, compact, manifest, vacuum,
@@ -72,18 +74,20 @@ pub struct JobResult {
     pub duration_ms: u64,
 }
 
-/// Tables a job without `tables` runs on.
-pub async fn all_tables(config: &PipelineConfig, lake: &Lake) -> Vec<String> {
-    let mut tables: Vec<String> = config.topics.iter().map(|t| t.table.clone()).collect();
-    tables.push(config.dead_letter_table.clone());
-    if let Ok(found) =
-        lakestream_core::read::child_tables(lake, &config.access_logs.table_prefix).await
-    {
-        tables.extend(found);
-    }
-    tables.sort();
-    tables.dedup();
-    tables
+/// Tables a job without `tables` runs on: every table the pipeline writes
+/// ([`lakestream_core::maintenance::maintained_tables`], the list `lakestream optimize --all`
+/// and the other CLI maintenance commands use too), sorted.
+pub async fn all_tables(
+    config: &PipelineConfig,
+    lake: &Lake,
+) -> lakestream_core::Result<Vec<String>> {
+    Ok(
+        lakestream_core::maintenance::maintained_tables(config, lake)
+            .await?
+            .into_iter()
+            .map(|t| t.name)
+            .collect(),
+    )
 }
 
 /// Run a request; one result per table (a failing table does not stop the others).
@@ -95,7 +99,20 @@ pub async fn run(
 ) -> Vec<JobResult> {
     let tables = match &req.tables {
         Some(t) => t.clone(),
-        None => all_tables(config, lake).await,
+        None => match all_tables(config, lake).await {
+            Ok(t) => t,
+            // Listing the access-log tables failed: fail the invocation (Lambda retries it)
+            // rather than report success for a schedule that skipped tables.
+            Err(e) => {
+                tracing::error!(job = ?req.job, error = %e, "listing the tables failed");
+                return vec![JobResult {
+                    table: config.access_logs.table_prefix.clone(),
+                    job: req.job,
+                    outcome: Err(format!("listing the pipeline's tables: {e}")),
+                    duration_ms: 0,
+                }];
+            }
+        },
     };
     let mut out = Vec::with_capacity(tables.len());
     for table in tables {

@@ -4,10 +4,12 @@
 pub mod checkpoint;
 pub mod compact;
 pub mod manifest;
+pub mod tables;
 pub mod vacuum;
 mod zorder;
 
 pub use checkpoint::{CheckpointReport, checkpoint};
 pub use compact::{CompactOptions, CompactReport, compact};
 pub use manifest::{ManifestReport, manifest};
+pub use tables::{MaintainedTable, maintained_tables};
 pub use vacuum::{VacuumOptions, VacuumReport, vacuum};

@@ -6,6 +6,8 @@ use lakestream_core::{FixedClock, Ingestor, Lake, PipelineConfig, SourceRecord};
 use maintenance::{Job, Request, run};
 use std::sync::Arc;
 
+mod every_table;
+
 const CONFIG: &str = include_str!("../../../../lakestream.toml");
 const LOGS: &[u8] =
     include_bytes!("../../../../tests/fixtures/access-logs/2026-11-29-08-00-00-A1B2C3D4E5F6.log");
@@ -62,12 +64,14 @@ async fn every_table_when_none_is_named() -> anyhow::Result<()> {
         .await?;
 
     let lake = Lake::new(&cfg.lake)?;
-    let tables = maintenance::all_tables(&cfg, &lake).await;
+    let tables = maintenance::all_tables(&cfg, &lake).await?;
     assert_eq!(
         tables,
         [
             "access_logs/datalake-prod",
+            "curated/order",
             "dead_letters",
+            "processed/order",
             "raw/member",
             "raw/order"
         ]

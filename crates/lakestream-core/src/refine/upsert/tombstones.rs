@@ -22,9 +22,10 @@ use deltalake::protocol::DeltaOperation;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// The tombstone table of a job.
+/// The tombstone table of a job (named in one place, with every other table of the pipeline:
+/// [`lakestream_formats::tables`]).
 pub fn table_name(job: &str) -> String {
-    format!("_lakestream/{job}/tombstones")
+    lakestream_formats::tables::tombstone_table(job)
 }
 
 /// Key -> (ordering bytes, tie text) of the newest tombstone per key.

@@ -1,0 +1,223 @@
+//! `lakestream optimize|vacuum|checkpoint|manifest` on one table or, with `--all`, on every
+//! table the pipeline writes — the list the scheduled maintenance function uses
+//! ([`lakestream_core::maintenance::maintained_tables`]) —, `lakestream invoke maintenance`
+//! (the function's handler on a schedule input) and `lakestream validate` (the config and that
+//! list).
+
+use anyhow::{Context, Result, bail};
+use lakestream_core::maintenance::{
+    CompactOptions, VacuumOptions, checkpoint, compact, maintained_tables, manifest, vacuum,
+};
+use lakestream_core::{Error, Lake, PipelineConfig, SystemClock};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The tables a maintenance command runs on: `table`, or with `all` every table the pipeline
+/// writes (the maintenance function's list).
+pub async fn targets(
+    cfg: &PipelineConfig,
+    lake: &Lake,
+    table: Option<String>,
+    all: bool,
+) -> Result<Vec<String>> {
+    match (table, all) {
+        (Some(t), false) => Ok(vec![t]),
+        (None, true) => Ok(maintained_tables(cfg, lake)
+            .await
+            .context("listing the pipeline's tables")?
+            .into_iter()
+            .map(|t| t.name)
+            .collect()),
+        _ => bail!("name one table, or pass --all for every table of the pipeline"),
+    }
+}
+
+/// With `--all`, a table nothing has written yet is reported and skipped, not an error.
+pub fn skipped<T>(r: lakestream_core::Result<T>, all: bool) -> Result<Option<T>> {
+    match r {
+        Err(Error::TableNotFound(t)) if all => {
+            println!("{t}: skipped (table does not exist yet)");
+            Ok(None)
+        }
+        r => Ok(Some(r?)),
+    }
+}
+
+/// One table's compaction, printed as one line.
+pub async fn optimize_one(
+    lake: &Lake,
+    table: &str,
+    opts: &CompactOptions,
+    all: bool,
+) -> Result<()> {
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.set_message(format!("optimize {table}"));
+    let progress = |done: u64, total: u64| {
+        bar.set_length(total);
+        bar.set_position(done);
+    };
+    let started = std::time::Instant::now();
+    let r = compact(lake, table, opts, chrono::Utc::now(), &progress).await;
+    bar.finish_and_clear();
+    let Some(r) = skipped(r, all)? else {
+        return Ok(());
+    };
+    println!(
+        "{table}: {}{} -> {} files, {} partitions compacted, {} files rewritten ({:.1} MiB) in {:.2}s{}{}",
+        if r.dry_run {
+            "(dry run, nothing written) "
+        } else {
+            ""
+        },
+        r.files_before,
+        r.files_after,
+        r.partitions_compacted,
+        r.files_removed,
+        r.bytes_rewritten as f64 / 1048576.0,
+        started.elapsed().as_secs_f64(),
+        if r.partitions_conflicted.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", skipped (concurrent change): {:?}",
+                r.partitions_conflicted
+            )
+        },
+        if r.bins_deferred > 0 {
+            format!(", {} bins left for the next run", r.bins_deferred)
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}
+
+/// One table's vacuum: the files, then a summary line.
+pub async fn vacuum_one(lake: &Lake, table: &str, opts: &VacuumOptions, all: bool) -> Result<()> {
+    let r = vacuum(lake, table, opts, Arc::new(SystemClock)).await;
+    let Some(r) = skipped(r, all)? else {
+        return Ok(());
+    };
+    for f in &r.files {
+        println!(
+            "{} {f}",
+            if opts.dry_run {
+                "would delete"
+            } else {
+                "deleted"
+            }
+        );
+    }
+    println!(
+        "{table}: {} files, {:.1} MiB {}",
+        r.files.len(),
+        r.bytes as f64 / 1048576.0,
+        if opts.dry_run {
+            "would be removed (dry run)"
+        } else {
+            "removed"
+        }
+    );
+    Ok(())
+}
+
+/// One table's checkpoint (always written, unlike the schedule's "when due").
+pub async fn checkpoint_one(lake: &Lake, table: &str, dry_run: bool, all: bool) -> Result<()> {
+    if dry_run {
+        let Some(s) = skipped(summary(lake, table).await, all)? else {
+            return Ok(());
+        };
+        println!("{table}: would checkpoint version {}", s.version);
+        return Ok(());
+    }
+    let Some(r) = skipped(checkpoint(lake, table, true, &SystemClock).await, all)? else {
+        return Ok(());
+    };
+    println!(
+        "{table}: checkpoint {:?}, {} expired log files removed",
+        r.checkpoint_version, r.logs_removed
+    );
+    Ok(())
+}
+
+/// One table's symlink manifests.
+pub async fn manifest_one(lake: &Lake, table: &str, dry_run: bool, all: bool) -> Result<()> {
+    if dry_run {
+        let Some(s) = skipped(summary(lake, table).await, all)? else {
+            return Ok(());
+        };
+        println!(
+            "{table}: would describe version {} ({} live files)",
+            s.version, s.files
+        );
+        return Ok(());
+    }
+    let Some(r) = skipped(manifest(lake, table).await, all)? else {
+        return Ok(());
+    };
+    println!(
+        "{table}: manifests for version {}: {} written, {} removed, {} unchanged",
+        r.version, r.written, r.removed, r.unchanged
+    );
+    Ok(())
+}
+
+async fn summary(
+    lake: &Lake,
+    table: &str,
+) -> lakestream_core::Result<lakestream_core::read::TableSummary> {
+    lakestream_core::read::summarize(lake, table)
+        .await?
+        .ok_or_else(|| Error::TableNotFound(table.to_string()))
+}
+
+/// `lakestream invoke maintenance`: the function's handler on a schedule input (e.g.
+/// `events/maintenance-optimize.json`); prints its results as JSON (one line, last), fails if a
+/// table failed.
+pub async fn invoke(cfg: &PipelineConfig, lake: &Lake, event: &Path) -> Result<()> {
+    let text =
+        std::fs::read_to_string(event).with_context(|| format!("reading {}", event.display()))?;
+    let payload: serde_json::Value = serde_json::from_str(&text)?;
+    let req = maintenance::Request::from_event(&payload).map_err(anyhow::Error::msg)?;
+    let results = maintenance::run(cfg, lake, &req, Arc::new(SystemClock)).await;
+    // After the handler's EMF lines (stdout, as in Lambda): the results, on the last line.
+    println!("{}", serde_json::to_string(&results)?);
+    let failed: Vec<String> = results
+        .iter()
+        .filter_map(|r| {
+            r.outcome
+                .as_ref()
+                .err()
+                .map(|e| format!("{}: {e}", r.table))
+        })
+        .collect();
+    if !failed.is_empty() {
+        bail!("maintenance failed: {}", failed.join("; "));
+    }
+    Ok(())
+}
+
+/// `lakestream validate`: the config is valid (loading it checked everything); print every
+/// table the pipeline writes, with its kind and the key that names it.
+pub fn validate(cfg: &PipelineConfig) {
+    println!(
+        "config is valid: pipeline `{}`, lake {}",
+        cfg.pipeline, cfg.lake.root
+    );
+    println!("tables the pipeline writes (what maintenance and `--all` run on):");
+    for t in cfg.tables() {
+        let name = match t.kind {
+            lakestream_core::tables::TableKind::AccessLogDirectory => {
+                format!("{}/<bucket>", t.name)
+            }
+            _ => t.name,
+        };
+        println!("  {name:<32} {:<34} {}", t.kind.describe(), t.key);
+    }
+}

@@ -1,0 +1,48 @@
+//! The tables maintenance runs on: every table the pipeline writes
+//! ([`PipelineConfig::tables`]: topic tables, dead letters, access logs, refine outputs, CDC
+//! tombstones), with the per-bucket access-log directory expanded into the tables found under
+//! it. The maintenance function and the CLI's `--all` both use [`maintained_tables`], so the
+//! schedule and a manual run cover the same set.
+
+use crate::config::PipelineConfig;
+use crate::error::Result;
+use crate::read::child_tables;
+use crate::storage::Lake;
+use crate::tables::TableKind;
+
+/// One table to maintain.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MaintainedTable {
+    /// Path relative to the lake root.
+    pub name: String,
+    /// What it holds (never [`TableKind::AccessLogDirectory`]: its tables are listed instead,
+    /// as [`TableKind::AccessLogs`]).
+    pub kind: TableKind,
+}
+
+/// Every table of the pipeline, sorted by name; per-bucket access-log tables are found by
+/// listing the prefix (one LIST plus one log probe per bucket directory). Tables that do not
+/// exist yet are listed too (jobs skip them). A listing that fails is an error: the schedule
+/// must not report success while skipping tables.
+pub async fn maintained_tables(
+    config: &PipelineConfig,
+    lake: &Lake,
+) -> Result<Vec<MaintainedTable>> {
+    let mut out = Vec::new();
+    for t in config.tables() {
+        match t.kind {
+            TableKind::AccessLogDirectory => {
+                for name in child_tables(lake, &t.name).await? {
+                    out.push(MaintainedTable {
+                        name,
+                        kind: TableKind::AccessLogs,
+                    });
+                }
+            }
+            kind => out.push(MaintainedTable { name: t.name, kind }),
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out.dedup_by(|a, b| a.name == b.name);
+    Ok(out)
+}

@@ -5,6 +5,7 @@
 
 mod access_log_limits;
 mod access_logs;
+mod athena_manifest;
 mod ambiguous;
 mod checked_commit;
 mod commit_loop;

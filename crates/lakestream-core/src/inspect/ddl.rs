@@ -54,18 +54,14 @@ pub fn render(
             );
         }
         DdlForm::Manifest => {
-            let column = |f: &Field| -> Result<String> {
-                Ok(format!(
-                    "  `{}` {}",
-                    f.name(),
-                    hive_type(f.data_type(), table)?
-                ))
+            let column = |name: &str, f: &Field| -> Result<String> {
+                Ok(format!("  `{name}` {}", hive_type(f.data_type(), table)?))
             };
             let data: Vec<String> = schema
                 .fields()
                 .iter()
                 .filter(|f| !partitions.contains(f.name()))
-                .map(|f| column(f))
+                .map(|f| column(f.name(), f))
                 .collect::<Result<_>>()?;
             let parts: Vec<String> = partitions
                 .iter()
@@ -74,7 +70,8 @@ pub fn render(
                         table: table.to_string(),
                         reason: format!("partition column `{p}` is not in the schema"),
                     })?;
-                    column(f).map(|c| c.trim_start().to_string())
+                    // Lower case, as the manifest directories name them (Hive's `makePartName`).
+                    column(&p.to_lowercase(), f).map(|c| c.trim_start().to_string())
                 })
                 .collect::<Result<_>>()?;
             out += &format!(
@@ -90,7 +87,9 @@ pub fn render(
             out += &format!("LOCATION '{location}_symlink_format_manifest/';\n");
             if !parts.is_empty() {
                 out += &format!(
-                    "-- after new partitions appear (the manifests are rewritten by `lakestream manifest`):\n\
+                    "-- partition directories are Hive-escaped (`tag=a%2Fb`; null and empty values are \
+                     `__HIVE_DEFAULT_PARTITION__`, read as NULL)\n\
+                     -- after new partitions appear (the manifests are rewritten by `lakestream manifest`):\n\
                      MSCK REPAIR TABLE `{name}_manifest`;\n"
                 );
             }
@@ -199,6 +198,8 @@ mod tests {
              STORED AS INPUTFORMAT 'org.apache.hadoop.hive.ql.io.SymlinkTextInputFormat'\n\
              OUTPUTFORMAT 'org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat'\n\
              LOCATION 's3://lake/l/raw/order/_symlink_format_manifest/';\n\
+             -- partition directories are Hive-escaped (`tag=a%2Fb`; null and empty values are \
+             `__HIVE_DEFAULT_PARTITION__`, read as NULL)\n\
              -- after new partitions appear (the manifests are rewritten by `lakestream manifest`):\n\
              MSCK REPAIR TABLE `raw_order_manifest`;\n"
         );

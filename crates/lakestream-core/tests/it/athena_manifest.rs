@@ -38,10 +38,7 @@ const ROWS: &[(i64, &str)] = &[
     (2, r#""ts":"2026-01-02T03:04:05Z","Tag":"Straße ü 東京""#),
     (3, r#""ts":"2026-01-02T03:04:05Z","Tag":"""#),
     (4, r#""ts":"2026-01-02T03:04:05Z""#),
-    (
-        5,
-        r#""Tag":"50% #1?*\"'[]^{}\\ x\ty\u007f..""#,
-    ),
+    (5, r#""Tag":"50% #1?*\"'[]^{}\\ x\ty\u007f..""#),
     (6, r#""ts":"2026-01-02T03:04:05Z","Tag":"a/b=c""#),
 ];
 
@@ -99,8 +96,8 @@ async fn manifests(lake: &TestLake, l: &Lake) -> Result<BTreeMap<String, Vec<Str
             out.insert(dir.to_string(), lines(&body));
         }
     } else {
-        let root = std::path::Path::new(&lake.config.lake.root)
-            .join("raw/event/_symlink_format_manifest");
+        let root =
+            std::path::Path::new(&lake.config.lake.root).join("raw/event/_symlink_format_manifest");
         for entry in walkdir(&root)? {
             let rel = entry.strip_prefix(&root)?.to_string_lossy().into_owned();
             if let Some(dir) = rel.strip_suffix("/manifest") {
@@ -176,7 +173,28 @@ async fn manifest_partitions_are_hive_escaped_and_list_their_files() -> Result<(
         let r2 = ing.ingest(&records[5..]).await?;
         assert_eq!((r1.written, r2.written), (5, 1), "{b:?}: {r1:?} {r2:?}");
         let l = Lake::new(&lake.config.lake)?;
+        // A manifest the previous (unescaped) layout wrote, and its state: replaced, not kept.
+        let h = TableHandle::open_existing(&l, "raw/event").await?;
+        let store = h.table().object_store();
+        let legacy = "ts=2026-01-02 03:04:05.000000/Tag=a/b=c";
+        store
+            .put(
+                &deltalake::Path::from(format!("_symlink_format_manifest/{legacy}/manifest")),
+                b"old\n".to_vec().into(),
+            )
+            .await?;
+        let state = format!(r#"{{"version":0,"partitions":{{"{legacy}":1}}}}"#);
+        store
+            .put(
+                &deltalake::Path::from("_symlink_format_manifest/_lakestream_state.json"),
+                state.into_bytes().into(),
+            )
+            .await?;
         let report = manifest(&l, "raw/event").await?;
+        assert_eq!(
+            report.removed, 1,
+            "{b:?}: the old layout's manifest: {report:?}"
+        );
 
         let found = manifests(&lake, &l).await?;
         let want = expected();
@@ -188,7 +206,11 @@ async fn manifest_partitions_are_hive_escaped_and_list_their_files() -> Result<(
         for (dir, ids) in &want {
             let mut got = BTreeSet::new();
             for line in &found[*dir] {
-                let scheme = if b == Backend::S3 { "s3://" } else { "file:///" };
+                let scheme = if b == Backend::S3 {
+                    "s3://"
+                } else {
+                    "file:///"
+                };
                 assert!(line.starts_with(scheme), "{b:?}: {line}");
                 for id in ids_of(&lake, &l, line).await? {
                     assert!(got.insert(id), "{b:?}: id {id} listed twice in {dir}");
@@ -202,6 +224,22 @@ async fn manifest_partitions_are_hive_escaped_and_list_their_files() -> Result<(
             "{b:?}: two commits, two files"
         );
         assert_eq!(report.written, 4, "{b:?}: {report:?}");
+
+        // `ddl --manifest` declares the partitions in the directories' order, with their names.
+        let ddl = lakestream_core::inspect::ddl(
+            &l,
+            "raw/event",
+            lakestream_core::inspect::DdlForm::Manifest,
+        )
+        .await?;
+        assert!(
+            ddl.contains("PARTITIONED BY (`ts` timestamp, `tag` string)"),
+            "{b:?}: {ddl}"
+        );
+        for dir in found.keys() {
+            let keys: Vec<&str> = dir.split('/').filter_map(|s| s.split('=').next()).collect();
+            assert_eq!(keys, ["ts", "tag"], "{b:?}: {dir}");
+        }
 
         // Unchanged table: nothing rewritten; the state remembers the escaped names.
         let again = manifest(&l, "raw/event").await?;

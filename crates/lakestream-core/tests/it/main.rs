@@ -5,8 +5,8 @@
 
 mod access_log_limits;
 mod access_logs;
-mod athena_manifest;
 mod ambiguous;
+mod athena_manifest;
 mod checked_commit;
 mod commit_loop;
 mod dead_letter_growth;

@@ -121,3 +121,20 @@ def test_lag_matches_what_the_tables_hold(tmp_path):
     assert a["objects_last_24h"] == len({r["log_object"] for r in logs})
     newest = max(r["time"] for r in logs)
     assert a["newest_log_time"].replace("Z", "+00:00").startswith(newest.isoformat()[:19])
+
+
+def test_every_time_history_prints_is_that_version_for_show_as_of(tmp_path):
+    """Issue 24, 11b: the time `history` prints for a version, given to `show --as-of`, reads
+    that version (one notion of commit time for both, even for commits within one second)."""
+    lake = str(tmp_path / "lake")
+    run("demo", "--lake", lake, "--records", "400", cwd=tmp_path)
+    text = run("history", "raw/order", "--lake", lake, cwd=tmp_path).splitlines()[1:]
+    assert len(text) >= 3, text
+    times = []
+    for line in text:
+        version, day, clock = line.split()[:3]
+        printed = f"{day}T{clock}"
+        times.append(printed)
+        out = run("show", "raw/order", "--as-of", printed, "--limit", "1", "--lake", lake, cwd=tmp_path)
+        assert out.startswith(f"raw/order as of version {version[1:]}:"), (line, out.splitlines()[0])
+    assert len(set(times)) == len(times), f"one time per version: {times}"

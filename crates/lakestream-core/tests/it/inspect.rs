@@ -2,7 +2,7 @@
 //! or a time, and clear errors for versions that are not there.
 
 use crate::support::{Backend, TestLake, backends, offsets};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use chrono::{Duration, Utc};
 use lakestream_core::inspect::{AsOf, history, read_as_of, resolve_version};
 use lakestream_core::maintenance::{CompactOptions, checkpoint, compact};
@@ -119,6 +119,48 @@ async fn a_time_resolves_to_the_last_version_committed_by_then() -> Result<()> {
                 && err.to_string().contains("the oldest readable version is 0"),
             "{err}"
         );
+    }
+    Ok(())
+}
+
+/// Issue 24, 11b: `history` and `show --as-of` use one notion of a commit's time. Every time
+/// `history` gives (and its millisecond text, what the CLI prints) resolves to that version,
+/// even for commits landing within one second (S3's whole-second Last-Modified).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_time_history_gives_resolves_to_its_version() -> Result<()> {
+    for b in backends() {
+        let lake = TestLake::new(b, "history-as-of")?;
+        let ing = lake.ingestor()?;
+        for c in 0..6 {
+            ing.ingest(&batch(0, c * 2, 2)).await?; // v0..v5, several in one second
+        }
+        let l = Lake::new(&lake.config.lake)?;
+        let h = history(&l, "raw/order", None).await?;
+        assert_eq!(h.entries.len(), 6, "{b:?}");
+        let mut previous = None;
+        for e in h.entries.iter().rev() {
+            let t = e.timestamp.context("every commit has a time")?;
+            assert!(
+                previous.is_none_or(|p| p < t),
+                "{b:?}: commit times strictly increase: v{} at {t} after {previous:?}",
+                e.version
+            );
+            previous = Some(t);
+            assert_eq!(
+                resolve_version(&l, "raw/order", AsOf::Time(t)).await?,
+                e.version,
+                "{b:?}: history's time of v{} ({t})",
+                e.version
+            );
+            let printed = t.format("%Y-%m-%d %H:%M:%S%.3fZ").to_string();
+            let parsed = chrono::DateTime::parse_from_rfc3339(&printed)?.with_timezone(&Utc);
+            let (v, rows) = read_as_of(&l, "raw/order", AsOf::Time(parsed)).await?;
+            assert_eq!(
+                (v, rows.num_rows() as u64),
+                (e.version, 2 * (e.version + 1)),
+                "{b:?}: as of `{printed}`"
+            );
+        }
     }
     Ok(())
 }

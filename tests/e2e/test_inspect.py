@@ -133,7 +133,7 @@ def test_every_time_history_prints_is_that_version_for_show_as_of(tmp_path):
     times = []
     for line in text:
         version, day, clock = line.split()[:3]
-        printed = f"{day}T{clock}"
+        printed = f"{day} {clock}"  # exactly as printed
         times.append(printed)
         out = run("show", "raw/order", "--as-of", printed, "--limit", "1", "--lake", lake, cwd=tmp_path)
         assert out.startswith(f"raw/order as of version {version[1:]}:"), (line, out.splitlines()[0])

@@ -1,6 +1,7 @@
 //! `DESCRIBE HISTORY` for a table: one entry per commit, newest first, read from the commit
 //! files themselves (one GET each, 16 at a time), so it shows what any writer committed —
-//! ours, delta-rs's, Spark's — and stops at the oldest commit the log still holds.
+//! ours, delta-rs's, Spark's — and stops at the oldest commit the log still holds. Each
+//! entry's time is the one `show --as-of` resolves by ([`super::commit_times`]).
 
 use super::LogListing;
 use crate::error::{Error, Result};
@@ -16,8 +17,14 @@ use serde_json::{Map, Value};
 pub struct HistoryEntry {
     /// Table version.
     pub version: u64,
-    /// `commitInfo.inCommitTimestamp` when the writer recorded one, else `commitInfo.timestamp`.
+    /// The commit's time, the one `show --as-of` resolves by ([`super::commit_times`]): the
+    /// in-commit timestamp on tables that have them, else the commit file's modification time
+    /// (milliseconds, strictly increasing). `None` only from [`parse_commit`] alone.
     pub timestamp: Option<DateTime<Utc>>,
+    /// `commitInfo.timestamp`: the writer's clock when it committed (not used for time travel).
+    pub commit_info_timestamp: Option<DateTime<Utc>>,
+    /// `commitInfo.inCommitTimestamp`, when the writer recorded one.
+    pub in_commit_timestamp: Option<DateTime<Utc>>,
     /// `commitInfo.operation` (e.g. `WRITE`, `OPTIMIZE`, `VACUUM END`).
     pub operation: Option<String>,
     /// `commitInfo.operationParameters`.
@@ -42,6 +49,13 @@ pub struct HistoryEntry {
     pub commit_id: Option<String>,
     /// The commit changed the schema or table properties.
     pub metadata: bool,
+}
+
+impl HistoryEntry {
+    /// When the writer says it committed: `inCommitTimestamp`, else `commitInfo.timestamp`.
+    pub fn written_at(&self) -> Option<DateTime<Utc>> {
+        self.in_commit_timestamp.or(self.commit_info_timestamp)
+    }
 }
 
 /// A table's history.
@@ -72,8 +86,9 @@ pub async fn history(lake: &Lake, table: &str, limit: Option<usize>) -> Result<H
             .max(oldest),
         None => oldest,
     };
+    let times = super::commit_times(&handle, &listing).await?;
     let log_store = handle.table().log_store();
-    let entries: Vec<HistoryEntry> = futures::stream::iter((first..=latest).rev())
+    let mut entries: Vec<HistoryEntry> = futures::stream::iter((first..=latest).rev())
         .map(|v| {
             let log_store = log_store.clone();
             async move {
@@ -95,6 +110,9 @@ pub async fn history(lake: &Lake, table: &str, limit: Option<usize>) -> Result<H
         .buffered(CONCURRENCY)
         .try_collect()
         .await?;
+    for e in &mut entries {
+        e.timestamp = times.get(&e.version).copied();
+    }
     Ok(History {
         table: table.to_string(),
         latest,
@@ -115,11 +133,13 @@ pub fn parse_commit(version: u64, bytes: &[u8]) -> HistoryEntry {
             continue;
         };
         if let Some(Value::Object(info)) = action.get("commitInfo") {
-            let ms = info
-                .get("inCommitTimestamp")
-                .and_then(Value::as_i64)
-                .or_else(|| info.get("timestamp").and_then(Value::as_i64));
-            e.timestamp = ms.and_then(DateTime::from_timestamp_millis);
+            let ms = |key: &str| {
+                info.get(key)
+                    .and_then(Value::as_i64)
+                    .and_then(DateTime::from_timestamp_millis)
+            };
+            e.in_commit_timestamp = ms("inCommitTimestamp");
+            e.commit_info_timestamp = ms("timestamp");
             e.operation = info
                 .get("operation")
                 .and_then(Value::as_str)
@@ -199,19 +219,24 @@ not json
         );
         assert_eq!(e.parameters["targetSize"], "134217728");
         assert_eq!(
-            e.timestamp.map(|t| t.timestamp_millis()),
+            e.commit_info_timestamp.map(|t| t.timestamp_millis()),
             Some(1764537184835)
         );
+        assert_eq!(e.in_commit_timestamp, None);
     }
 
     #[test]
-    fn in_commit_timestamps_win_and_unknown_row_counts_stay_unknown() {
+    fn in_commit_timestamps_are_read_and_unknown_row_counts_stay_unknown() {
         let log = br#"{"commitInfo":{"timestamp":5,"inCommitTimestamp":9,"operation":"WRITE"}}
 {"txn":{"appId":"p/orders/0","version":41}}
 {"remove":{"path":"b.parquet","dataChange":true}}
 "#;
         let e = parse_commit(1, log);
-        assert_eq!(e.timestamp.map(|t| t.timestamp_millis()), Some(9));
+        assert_eq!(e.in_commit_timestamp.map(|t| t.timestamp_millis()), Some(9));
+        assert_eq!(
+            e.commit_info_timestamp.map(|t| t.timestamp_millis()),
+            Some(5)
+        );
         assert_eq!(e.txns, [("p/orders/0".to_string(), 41)]);
         assert_eq!(e.rows_removed, None);
         assert!(e.data_change);

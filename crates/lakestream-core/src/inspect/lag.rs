@@ -166,8 +166,9 @@ pub async fn lag(lake: &Lake, config: &PipelineConfig, now: DateTime<Utc>) -> Re
                 break; // cleaned up: older than the log retention, so older than 24 h too
             };
             let e = parse_commit(v, &bytes);
-            last_commit = last_commit.or(e.timestamp);
-            if e.timestamp.is_some_and(|t| t < cutoff) {
+            let at = e.written_at();
+            last_commit = last_commit.or(at);
+            if at.is_some_and(|t| t < cutoff) {
                 break;
             }
             objects += e
@@ -186,7 +187,8 @@ pub async fn lag(lake: &Lake, config: &PipelineConfig, now: DateTime<Utc>) -> Re
     Ok(out)
 }
 
-/// The commit time of `version` (from its commit file).
+/// The commit time of `version` as its writer recorded it (from its commit file; one GET, no
+/// listing of the log: `history` and `show --as-of` use the file time instead).
 async fn commit_time(h: &TableHandle, version: u64) -> Result<Option<DateTime<Utc>>> {
     let bytes = h
         .table()
@@ -194,7 +196,7 @@ async fn commit_time(h: &TableHandle, version: u64) -> Result<Option<DateTime<Ut
         .read_commit_entry(version)
         .await
         .map_err(|e| Error::storage(h.name(), e))?;
-    Ok(bytes.and_then(|b| parse_commit(version, &b).timestamp))
+    Ok(bytes.and_then(|b| parse_commit(version, &b).written_at()))
 }
 
 /// The largest `time` in the table's file statistics.

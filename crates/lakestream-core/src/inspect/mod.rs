@@ -20,6 +20,69 @@ use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 use std::collections::BTreeMap;
 
+/// The time of every commit in `listing`, the one notion of commit time `history` prints and
+/// `show --as-of` resolves by (Spark's and the Delta protocol's):
+///
+/// - the commit's `inCommitTimestamp` when the table has in-commit timestamps
+///   (`delta.enableInCommitTimestamps`, from `delta.inCommitTimestampEnablementVersion` on);
+/// - else the commit file's modification time as the store reports it (on S3 its Last-Modified,
+///   whole seconds). Lakestream's writer (delta-rs) writes no in-commit timestamps, so for our
+///   tables it is the file time. `commitInfo.timestamp` is the writer's own clock (Lambdas,
+///   laptops and Spark clusters disagree) and is not used; `history --json` shows it as
+///   `commit_info_timestamp`.
+///
+/// Times are cut to milliseconds (what is printed) and made strictly increasing the way Spark's
+/// `DeltaHistoryManager` does: a commit not later than the one before it counts as 1 ms after
+/// it, so commits within one S3 second get distinct times, each resolving to its own version.
+pub(crate) async fn commit_times(
+    handle: &TableHandle,
+    listing: &LogListing,
+) -> Result<BTreeMap<u64, DateTime<Utc>>> {
+    let mut times = listing.commits.clone();
+    let config = handle
+        .table()
+        .snapshot()
+        .map_err(|e| Error::storage(handle.name(), e))?
+        .metadata()
+        .configuration()
+        .clone();
+    if config
+        .get("delta.enableInCommitTimestamps")
+        .is_some_and(|v| v == "true")
+    {
+        let from: u64 = config
+            .get("delta.inCommitTimestampEnablementVersion")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let log_store = handle.table().log_store();
+        for (v, at) in times.iter_mut().filter(|(v, _)| **v >= from) {
+            if let Some(bytes) = log_store
+                .read_commit_entry(*v)
+                .await
+                .map_err(|e| Error::storage(handle.name(), e))?
+                && let Some(ict) = history::parse_commit(*v, &bytes).in_commit_timestamp
+            {
+                *at = ict;
+            }
+        }
+    }
+    Ok(monotonic(times))
+}
+
+/// Cut to milliseconds and make strictly increasing in version order (see [`commit_times`]).
+fn monotonic(mut times: BTreeMap<u64, DateTime<Utc>>) -> BTreeMap<u64, DateTime<Utc>> {
+    let mut previous: Option<DateTime<Utc>> = None;
+    for at in times.values_mut() {
+        let ms = DateTime::from_timestamp_millis(at.timestamp_millis()).unwrap_or(*at);
+        *at = match previous {
+            Some(p) if ms <= p => p + chrono::Duration::milliseconds(1),
+            _ => ms,
+        };
+        previous = Some(*at);
+    }
+    times
+}
+
 /// What `_delta_log/` holds (one LIST): commit files with their modification times, and the
 /// versions that have a checkpoint.
 #[derive(Debug, Clone, Default)]
@@ -79,5 +142,31 @@ impl LogListing {
             .iter()
             .copied()
             .find(|c| self.oldest_commit().is_none_or(|o| *c + 1 >= o))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::monotonic;
+    use chrono::{DateTime, Utc};
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn commit_times_are_milliseconds_and_strictly_increasing() {
+        let at = |ms: i64| DateTime::<Utc>::from_timestamp_millis(ms).unwrap_or_default();
+        let micros = DateTime::<Utc>::from_timestamp_micros(5_000_700).unwrap_or_default();
+        // S3: three commits in one second, one with a clock step back, then a later one.
+        let times = BTreeMap::from([
+            (0, at(1_000)),
+            (1, at(1_000)),
+            (2, at(1_000)),
+            (3, at(900)),
+            (4, micros),
+        ]);
+        let got: Vec<i64> = monotonic(times)
+            .values()
+            .map(|t| t.timestamp_millis())
+            .collect();
+        assert_eq!(got, [1_000, 1_001, 1_002, 1_003, 5_000]);
     }
 }

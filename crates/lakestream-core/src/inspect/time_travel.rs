@@ -1,19 +1,16 @@
 //! Reading a table as it was: by version, or by time (`VERSION AS OF` / `TIMESTAMP AS OF`).
 //!
 //! A time resolves the way the Delta protocol says: to the latest version whose commit time is at
-//! or before it. A commit's time is its `inCommitTimestamp` when the table has in-commit
-//! timestamps (`delta.enableInCommitTimestamps`, from `delta.inCommitTimestampEnablementVersion`
-//! on), else the commit file's modification time as the store reports it (S3's Last-Modified).
-//! Lakestream's writer (delta-rs) does not write in-commit timestamps, so for our tables it is
-//! the file time; a table written by Spark or Databricks with them enabled resolves by them.
+//! or before it. Commit times are [`super::commit_times`], the same `history` prints: the
+//! `inCommitTimestamp` when the table has them, else the commit file's modification time, in
+//! milliseconds, made strictly increasing — so every time `history` shows names its version.
 //!
 //! A version is readable while its log can be replayed (version 0's commit file, or a
 //! checkpoint at or before it, is still in `_delta_log`) and its data files exist (vacuum
 //! deletes the files only older versions reference). Either missing gives an error that names
 //! the oldest readable version.
 
-use super::LogListing;
-use super::history::parse_commit;
+use super::{LogListing, commit_times};
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
 use crate::read::read_table;
@@ -76,42 +73,6 @@ pub async fn resolve_version(lake: &Lake, table: &str, as_of: AsOf) -> Result<u6
             })
         }
     }
-}
-
-/// Commit time of every commit in the log (see the module docs for which time).
-async fn commit_times(
-    handle: &TableHandle,
-    listing: &LogListing,
-) -> Result<std::collections::BTreeMap<u64, DateTime<Utc>>> {
-    let mut times = listing.commits.clone();
-    let config = handle
-        .table()
-        .snapshot()
-        .map_err(|e| Error::storage(handle.name(), e))?
-        .metadata()
-        .configuration()
-        .clone();
-    if config
-        .get("delta.enableInCommitTimestamps")
-        .is_some_and(|v| v == "true")
-    {
-        let from: u64 = config
-            .get("delta.inCommitTimestampEnablementVersion")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let log_store = handle.table().log_store();
-        for (v, at) in times.iter_mut().filter(|(v, _)| **v >= from) {
-            if let Some(bytes) = log_store
-                .read_commit_entry(*v)
-                .await
-                .map_err(|e| Error::storage(handle.name(), e))?
-                && let Some(ict) = parse_commit(*v, &bytes).timestamp
-            {
-                *at = ict;
-            }
-        }
-    }
-    Ok(times)
 }
 
 /// All rows of `table` as of `as_of` (partition values restored as columns), with the version

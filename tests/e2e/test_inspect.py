@@ -138,3 +138,49 @@ def test_every_time_history_prints_is_that_version_for_show_as_of(tmp_path):
         out = run("show", "raw/order", "--as-of", printed, "--limit", "1", "--lake", lake, cwd=tmp_path)
         assert out.startswith(f"raw/order as of version {version[1:]}:"), (line, out.splitlines()[0])
     assert len(set(times)) == len(times), f"one time per version: {times}"
+
+
+COLLIDING_TOPICS = """
+[[topics]]
+topic = "orders-underscore"
+table = "raw_order"
+columns = [{ name = "id", type = "int64" }]
+
+[[topics]]
+topic = "orders-dash"
+table = "raw-order"
+columns = [{ name = "id", type = "int64" }]
+"""
+
+
+def test_ddl_refuses_two_tables_with_one_athena_name(lake):
+    """Issue 24, 11c: `raw/order`, `raw_order` and `raw-order` (and the access-log tables of
+    buckets `logs.prod` and `logs-prod`) would all get one Athena name; `ddl` refuses, naming
+    the other table, and `--name` chooses a name instead."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    lake.config.write_text(lake.config.read_text() + COLLIDING_TOPICS)
+    opts = lake.storage_options or None
+    for t in ["raw/order", "raw_order", "raw-order", "access_logs/logs.prod", "access_logs/logs-prod"]:
+        write_deltalake(lake.table_uri(t), pa.table({"id": [1]}), storage_options=opts)
+
+    def ddl(*args):
+        return subprocess.run([BIN, "ddl", *args, "--manifest", "--config", str(lake.config)],
+                              capture_output=True, text=True, check=False)
+
+    for table, others in [("raw/order", {"raw_order", "raw-order"}), ("raw_order", {"raw/order", "raw-order"}),
+                          ("raw-order", {"raw/order", "raw_order"}),
+                          ("access_logs/logs.prod", {"access_logs/logs-prod"})]:
+        out = ddl(table)
+        assert out.returncode != 0, f"{table}: {out.stdout}"
+        assert f"`{table}`" in out.stderr and any(f"`{o}`" in out.stderr for o in others), out.stderr
+        assert "--name" in out.stderr, out.stderr
+    out = ddl("raw-order", "--name", "raw_order_dash")
+    assert out.returncode == 0, out.stderr
+    assert "CREATE EXTERNAL TABLE `raw_order_dash_manifest`" in out.stdout
+    assert ddl("raw/order", "--name", "Raw Order").returncode != 0, "an Athena name is [a-z0-9_]"
+    # A name no other table takes is printed as before.
+    write_deltalake(lake.table_uri("raw/member"), pa.table({"id": [1]}), storage_options=opts)
+    ok = ddl("raw/member")
+    assert ok.returncode == 0 and "CREATE EXTERNAL TABLE `raw_member_manifest`" in ok.stdout, ok.stderr

@@ -227,6 +227,10 @@ enum Command {
         /// The Hive form over the symlink manifests, with exact columns and partitions.
         #[arg(long)]
         manifest: bool,
+        /// Athena table name (default: the path with every other character as `_`, refused when
+        /// another table of the pipeline maps to the same name).
+        #[arg(long)]
+        name: Option<String>,
         #[command(flatten)]
         lake: LakeArgs,
     },
@@ -604,18 +608,22 @@ async fn main() -> Result<()> {
         Command::Ddl {
             table,
             manifest,
+            name,
             lake,
         } => {
+            use lakestream_core::inspect::ddl;
             let cfg = load_config(&lake)?;
             let form = if manifest {
-                lakestream_core::inspect::DdlForm::Manifest
+                ddl::DdlForm::Manifest
             } else {
-                lakestream_core::inspect::DdlForm::Native
+                ddl::DdlForm::Native
             };
-            print!(
-                "{}",
-                lakestream_core::inspect::ddl(&Lake::new(&cfg.lake)?, &table, form).await?
-            );
+            let l = Lake::new(&cfg.lake)?;
+            let name = match name {
+                Some(n) => ddl::valid_athena_name(&n)?,
+                None => ddl::unique_athena_name(&ddl::pipeline_tables(&l, &cfg).await?, &table)?,
+            };
+            print!("{}", ddl::ddl_named(&l, &table, &name, form).await?);
             Ok(())
         }
         Command::Lag { json, lake } => {

@@ -1,9 +1,13 @@
 //! Athena DDL for a table, from its Delta schema: the native Delta form (Athena engine v3 reads
 //! the log itself), or the Hive form over the symlink manifests the maintenance job writes
-//! (`_symlink_format_manifest/`), with exact columns, types and partitions.
+//! (`_symlink_format_manifest/`), with exact columns, types and partitions. Table names map to
+//! Athena names (`raw/order` -> `raw_order`); two pipeline tables with one name are refused
+//! ([`unique_athena_name`]).
 
+use crate::config::{AccessLogLayout, PipelineConfig};
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
+use crate::read::child_tables;
 use crate::storage::Lake;
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 
@@ -16,8 +20,14 @@ pub enum DdlForm {
     Manifest,
 }
 
-/// The DDL for `table` of `lake`.
+/// The DDL for `table` of `lake`, named [`athena_name`] (see [`ddl_named`]).
 pub async fn ddl(lake: &Lake, table: &str, form: DdlForm) -> Result<String> {
+    ddl_named(lake, table, &athena_name(table), form).await
+}
+
+/// The DDL for `table` of `lake` as Athena table `name` (`<name>_manifest` for the manifest
+/// form).
+pub async fn ddl_named(lake: &Lake, table: &str, name: &str, form: DdlForm) -> Result<String> {
     let handle = TableHandle::open_existing(lake, table).await?;
     let schema = handle.arrow_schema()?;
     let partitions = handle
@@ -28,10 +38,10 @@ pub async fn ddl(lake: &Lake, table: &str, form: DdlForm) -> Result<String> {
         .partition_columns()
         .to_vec();
     let location = lake.table_url(table)?.to_string();
-    render(table, &location, &schema, &partitions, form)
+    render_named(table, name, &location, &schema, &partitions, form)
 }
 
-/// Render the DDL (pure: tested without a table).
+/// Render the DDL (pure: tested without a table), named [`athena_name`].
 pub fn render(
     table: &str,
     location: &str,
@@ -39,7 +49,25 @@ pub fn render(
     partitions: &[String],
     form: DdlForm,
 ) -> Result<String> {
-    let name = athena_name(table);
+    render_named(
+        table,
+        &athena_name(table),
+        location,
+        schema,
+        partitions,
+        form,
+    )
+}
+
+/// Render the DDL as Athena table `name`.
+pub fn render_named(
+    table: &str,
+    name: &str,
+    location: &str,
+    schema: &Schema,
+    partitions: &[String],
+    form: DdlForm,
+) -> Result<String> {
     let mut out = String::new();
     if !location.starts_with("s3://") {
         out += &format!(
@@ -98,7 +126,9 @@ pub fn render(
     Ok(out)
 }
 
-/// Athena table names: lower case letters, digits and `_` (`raw/order` -> `raw_order`).
+/// Athena table names: lower case letters, digits and `_` (`raw/order` -> `raw_order`). Not
+/// injective (`raw/order`, `raw_order`, `raw-order` and `Raw/Order` are all `raw_order`): use
+/// [`unique_athena_name`] to name a table among others.
 pub fn athena_name(table: &str) -> String {
     table
         .chars()
@@ -110,6 +140,69 @@ pub fn athena_name(table: &str) -> String {
             }
         })
         .collect()
+}
+
+/// `table`'s Athena name among `tables` (the pipeline's, see [`pipeline_tables`]): its
+/// [`athena_name`], unless another table has the same one — then an error naming both, and the
+/// caller picks a name (`lakestream ddl --name`). Refusing keeps the familiar names
+/// (`raw_order`) for the tables that do not collide; an escaping that never collides would
+/// rename every table.
+pub fn unique_athena_name(tables: &[String], table: &str) -> Result<String> {
+    let name = athena_name(table);
+    let mut others: Vec<&String> = tables
+        .iter()
+        .filter(|t| t.trim_matches('/') != table.trim_matches('/') && athena_name(t) == name)
+        .collect();
+    others.sort();
+    others.dedup();
+    match others.first() {
+        None => Ok(name),
+        Some(other) => Err(Error::Config(format!(
+            "tables `{table}` and `{other}` both have the Athena name `{name}`{}; give `{table}` \
+             another one with `--name` (lower-case letters, digits, `_`)",
+            if others.len() > 1 {
+                format!(" (and {} more)", others.len() - 1)
+            } else {
+                String::new()
+            }
+        ))),
+    }
+}
+
+/// Check a name chosen for Athena: lower-case ASCII letters, digits and `_`, not empty.
+pub fn valid_athena_name(name: &str) -> Result<String> {
+    if !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        Ok(name.to_string())
+    } else {
+        Err(Error::Config(format!(
+            "Athena name `{name}`: use lower-case letters, digits and `_`"
+        )))
+    }
+}
+
+/// Every table of the pipeline: topic tables, the dead-letter table, refine outputs and their
+/// tombstone tables, and the access-log tables (per bucket: those found under the prefix).
+pub async fn pipeline_tables(lake: &Lake, config: &PipelineConfig) -> Result<Vec<String>> {
+    let mut tables: Vec<String> = config.topics.iter().map(|t| t.table.clone()).collect();
+    tables.push(config.dead_letter_table.clone());
+    for job in &config.refine {
+        tables.push(job.output.clone());
+        if job.upsert.is_some() {
+            tables.push(crate::refine::upsert::tombstones::table_name(&job.job));
+        }
+    }
+    let prefix = &config.access_logs.table_prefix;
+    match config.access_logs.layout {
+        AccessLogLayout::PerBucket => tables.extend(child_tables(lake, prefix).await?),
+        AccessLogLayout::Single => tables.push(prefix.clone()),
+    }
+    tables.sort();
+    tables.dedup();
+    Ok(tables)
 }
 
 /// The Hive (Athena) type of an Arrow type as Delta stores it.
@@ -159,6 +252,35 @@ mod tests {
     use super::*;
     use deltalake::arrow::datatypes::TimeUnit;
     use std::sync::Arc;
+
+    #[test]
+    fn colliding_athena_names_are_refused_naming_both() {
+        let tables: Vec<String> = ["raw/order", "raw_order", "raw-order", "raw/member"]
+            .iter()
+            .map(|t| t.to_string())
+            .collect();
+        assert_eq!(
+            unique_athena_name(&tables, "raw/member").expect("unique"),
+            "raw_member"
+        );
+        let err = unique_athena_name(&tables, "raw-order")
+            .expect_err("collides")
+            .to_string();
+        assert!(
+            err.contains("tables `raw-order` and `raw/order` both have the Athena name `raw_order` (and 1 more)")
+                && err.contains("--name"),
+            "{err}"
+        );
+        // Not among the tables at all, or only itself: its name.
+        assert_eq!(
+            unique_athena_name(&tables[..1], "raw/order").expect("alone"),
+            "raw_order"
+        );
+        assert!(valid_athena_name("raw_order_2").is_ok());
+        for bad in ["", "Raw", "raw-order", "raw order", "ü"] {
+            assert!(valid_athena_name(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn manifest_ddl_has_exact_columns_types_and_partitions() {

@@ -5,6 +5,7 @@
 
 mod access_log_limits;
 mod access_logs;
+mod access_report;
 mod ambiguous;
 mod athena_manifest;
 mod checked_commit;

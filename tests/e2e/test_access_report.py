@@ -75,7 +75,7 @@ def test_the_most_read_dataset_ranks_first_and_the_unread_one_is_flagged(lake, t
     assert len(svgs) == 2
     reads = ET.fromstring(svgs[0])
     assert len([e for e in reads.iter() if e.tag.endswith("rect")]) == 2  # hot, warm (cold has no reads)
-    assert "<td>lake-hot</td><td>cold</td><td>never in the logs</td>" in page.split("candidates for cheaper storage")[1]
+    assert "<td>lake-hot</td><td>cold</td><td>no read in the window</td>" in page.split("candidates for cheaper storage")[1]
     if shutil.which("chromium"):
         dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", html.as_uri()],
                              capture_output=True, text=True, timeout=120, check=False)

@@ -293,7 +293,8 @@ enum ReportCommand {
     /// Which datasets are read most, how old the data read is, what nobody read lately
     /// (over the access-log tables).
     Access {
-        /// Window in days for the counts; datasets without a read in it are cold candidates.
+        /// Window in days: only its requests are read (files pruned by date and time
+        /// statistics) and counted; datasets with requests but no read in it are cold candidates.
         #[arg(long, default_value_t = 30)]
         since: i64,
         /// Key segments that name a dataset (`sales/2026/...` at 1: `sales`).

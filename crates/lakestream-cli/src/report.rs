@@ -35,7 +35,7 @@ fn mib(bytes: u64) -> String {
 
 fn print_text(r: &AccessReport) {
     println!(
-        "access report: {} requests in the logs; last {} days, datasets at depth {}",
+        "access report: {} requests in the last {} days (only they are read), datasets at depth {}",
         r.rows, r.since_days, r.depth
     );
     println!("\nbuckets:");
@@ -74,7 +74,7 @@ fn print_text(r: &AccessReport) {
         r.since_days
     );
     for (bucket, dataset, last) in &r.cold {
-        let last = last.map_or("never read in the logs".into(), |t| {
+        let last = last.map_or("requests, no read in the window".into(), |t| {
             format!("last read {}", t.format("%Y-%m-%d"))
         });
         println!("  {bucket}/{dataset} ({last})");
@@ -199,7 +199,7 @@ pub fn render_html(r: &AccessReport) -> String {
     }
     let mut cold_rows = String::new();
     for (bucket, dataset, last) in &r.cold {
-        let last = last.map_or("never in the logs".into(), |t| {
+        let last = last.map_or("no read in the window".into(), |t| {
             t.format("%Y-%m-%d").to_string()
         });
         let _ = write!(
@@ -226,11 +226,11 @@ td:not(:first-child),th:not(:first-child){{text-align:right}}
 .cold td{{background:#fff4e6}}
 </style></head><body>
 <h1>Who reads the lake</h1>
-<p class="meta">{rows} requests in the access logs; counts cover the last {days} days up to {now}; a dataset is the bucket and the first {depth} key segment(s).</p>
+<p class="meta">{rows} requests in the last {days} days up to {now} (only they are read); a dataset is the bucket and the first {depth} key segment(s).</p>
 <h2>Most read datasets</h2>
 {reads}
 <h2>How old is the data that is read</h2>
-<p class="meta">From a date in the key (2026/04/01, date=2026-04-01) or, without one, the first time the logs show the key written.</p>
+<p class="meta">From a date in the key (2026/04/01, date=2026-04-01) or, without one, the first time the window shows the key written.</p>
 {age}
 <h2>Buckets</h2>
 <table><tr><th>bucket</th><th>requests</th><th>reads</th><th>writes</th><th>sent</th><th>requesters</th><th>errors</th></tr>{bucket_rows}</table>

@@ -9,6 +9,7 @@ pub use lakestream_formats::access_log as parse;
 mod planner;
 pub mod report;
 pub mod source;
+pub mod window;
 
 pub use arrow::{AccessLogBatchBuilder, access_log_schema};
 pub use ingest::{AccessLogIngestor, LogObject, ObjectIngestReport, ObjectOutcome};

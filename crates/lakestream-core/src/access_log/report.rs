@@ -3,15 +3,23 @@
 //!
 //! A dataset is a bucket plus the first `depth` directory segments of the key
 //! (`sales/2026/11/part-1.parquet` at depth 1 is `sales`). Requests are reads
-//! (`*.GET.*`, `*.HEAD.*` on objects), writes (`PUT`, `POST`, `COPY`, `DELETE`) or other (listing,
-//! ACLs, ...). The age of data read is the request time minus a date found in the key
-//! (`2026/04/01`, `2026/04`, `date=2026-04-01` or `2026-04-01` segments), else minus the first
-//! time the logs show the key written; it is bucketed as new (< 7 days), recent (< 90 days),
-//! old, or unknown.
+//! (`*.GET.*`, `*.HEAD.*` on objects, and a copy's read of its source: `REST.COPY.OBJECT_GET`,
+//! `REST.COPY.PART_GET`), writes (`PUT`, `POST`, `DELETE`, and a copy's destination:
+//! `REST.COPY.OBJECT`, `REST.COPY.PART`) or other (listing, ACLs, ...). The age of data read is
+//! the request time minus a date found in the key (`2026/04/01`, `2026/04`, `date=2026-04-01`
+//! or `2026-04-01` segments), else minus the first time the window shows the key written; it
+//! is bucketed as new (< 7 days), recent (< 90 days), old, or unknown.
+//!
+//! Only the window is read (the last `since_days` days before `now`): data files whose `date`
+//! partition and `time` statistics cannot hold a request of it are skipped, and of the others
+//! only the seven columns used ([`super::window`]). So everything here is about the window: a
+//! dataset is known when it had a request in it, and a cold candidate is one with requests
+//! (writes, listings, failed reads) but no read in it.
 
+use crate::access_log::window::read_window;
 use crate::config::{AccessLogLayout, PipelineConfig};
 use crate::error::Result;
-use crate::read::{child_tables, read_table};
+use crate::read::child_tables;
 use crate::storage::Lake;
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use deltalake::arrow::array::{Array, AsArray, RecordBatch};
@@ -22,8 +30,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 /// What to report on.
 #[derive(Debug, Clone, Copy)]
 pub struct ReportOptions {
-    /// Requests of the last `since_days` days are counted; a dataset without a read in that
-    /// window is a cold candidate.
+    /// Only requests of the last `since_days` days are read and counted; a dataset with
+    /// requests but no read in that window is a cold candidate.
     pub since_days: i64,
     /// Directory segments of the key that name a dataset.
     pub depth: usize,
@@ -67,7 +75,7 @@ pub struct UsageStats {
     pub error_rate: f64,
     /// Age of the data read.
     pub age: AgeBuckets,
-    /// Last read in the logs (any time).
+    /// Last read in the window.
     pub last_read: Option<DateTime<Utc>>,
 }
 
@@ -80,17 +88,29 @@ pub struct AccessReport {
     pub since_days: i64,
     /// Dataset depth.
     pub depth: usize,
-    /// Requests read from the tables (all time).
+    /// Requests in the window.
     pub rows: u64,
     /// Per bucket, most requests first.
     pub buckets: Vec<UsageStats>,
     /// Per dataset, most reads first.
     pub datasets: Vec<UsageStats>,
-    /// Datasets seen in the logs with no read in the window (bucket, dataset, last read).
+    /// Datasets with requests but no read in the window (bucket, dataset, last read: `None`
+    /// since the window is all that is read; kept for the JSON shape).
     pub cold: Vec<(String, String, Option<DateTime<Utc>>)>,
 }
 
-/// Read every access-log table of `config` and build the report.
+/// The columns the report uses.
+const COLUMNS: &[&str] = &[
+    "bucket",
+    "time",
+    "operation",
+    "key",
+    "http_status",
+    "bytes_sent",
+    "requester",
+];
+
+/// Read the window of every access-log table of `config` and build the report.
 pub async fn access_report(
     lake: &Lake,
     config: &PipelineConfig,
@@ -101,9 +121,10 @@ pub async fn access_report(
         AccessLogLayout::PerBucket => child_tables(lake, prefix).await?,
         AccessLogLayout::Single => vec![prefix.clone()],
     };
+    let from = opts.now - Duration::days(opts.since_days);
     let mut batches = Vec::new();
     for t in tables {
-        batches.push(read_table(lake, &t, None).await?);
+        batches.extend(read_window(lake, &t, from, opts.now, COLUMNS).await?);
     }
     build(&batches, opts)
 }
@@ -115,12 +136,9 @@ struct Acc {
 }
 
 impl Acc {
-    fn add(&mut self, r: &Row<'_>, in_window: bool, age: Option<i64>) {
+    fn add(&mut self, r: &Row<'_>, age: Option<i64>) {
         if r.kind == Kind::Read {
             self.stats.last_read = self.stats.last_read.max(Some(r.time));
-        }
-        if !in_window {
-            return;
         }
         let s = &mut self.stats;
         s.requests += 1;
@@ -168,7 +186,8 @@ struct Row<'a> {
     requester: &'a str,
 }
 
-/// Build the report from access-log rows (the access-log table schema).
+/// Build the report from access-log rows (the access-log table schema); rows outside the
+/// window are left out.
 pub fn build(batches: &[RecordBatch], opts: ReportOptions) -> Result<AccessReport> {
     let window_start = opts.now - Duration::days(opts.since_days);
     // Casts own their arrays; rows borrow from them.
@@ -214,6 +233,9 @@ pub fn build(batches: &[RecordBatch], opts: ReportOptions) -> Result<AccessRepor
             let Some(t) = DateTime::from_timestamp_micros(time.value(i)) else {
                 continue;
             };
+            if t < window_start || t > opts.now {
+                continue;
+            }
             let operation = if op.is_null(i) { "" } else { op.value(i) };
             rows.push(Row {
                 bucket: bucket.value(i),
@@ -244,19 +266,18 @@ pub fn build(batches: &[RecordBatch], opts: ReportOptions) -> Result<AccessRepor
     let mut buckets: BTreeMap<&str, Acc> = BTreeMap::new();
     let mut datasets: BTreeMap<(&str, String), Acc> = BTreeMap::new();
     for r in &rows {
-        let in_window = r.time >= window_start && r.time <= opts.now;
         let age = r.key.and_then(|k| {
             let born = date_in_key(k)
                 .map(|d| d.and_time(chrono::NaiveTime::MIN).and_utc())
                 .or_else(|| first_write.get(&(r.bucket, k)).copied())?;
             Some((r.time - born).num_days().max(0))
         });
-        buckets.entry(r.bucket).or_default().add(r, in_window, age);
+        buckets.entry(r.bucket).or_default().add(r, age);
         if let Some(k) = r.key {
             datasets
                 .entry((r.bucket, dataset_of(k, opts.depth)))
                 .or_default()
-                .add(r, in_window, age);
+                .add(r, age);
         }
     }
     let finish = |((bucket, dataset), acc): ((&str, String), Acc)| {
@@ -293,7 +314,11 @@ pub fn build(batches: &[RecordBatch], opts: ReportOptions) -> Result<AccessRepor
 
 fn kind(operation: &str) -> Kind {
     let is = |verb: &str| operation.contains(verb);
-    if operation.ends_with(".OBJECT") && (is(".GET.") || is(".HEAD.")) {
+    if (operation.ends_with(".OBJECT") && (is(".GET.") || is(".HEAD.")))
+        // A copy logs a read of its source (`REST.COPY.OBJECT_GET`, `REST.COPY.PART_GET`) in the
+        // source bucket's log and a write of its destination (`REST.COPY.OBJECT`) in its own.
+        || (is(".COPY.") && operation.ends_with("_GET"))
+    {
         Kind::Read
     } else if is(".PUT.") || is(".POST.") || is(".COPY.") || is(".DELETE.") {
         Kind::Write
@@ -360,5 +385,9 @@ mod tests {
         assert_eq!(kind("REST.PUT.OBJECT"), Kind::Write);
         assert_eq!(kind("BATCH.DELETE.OBJECT"), Kind::Write);
         assert_eq!(kind("REST.GET.BUCKET"), Kind::Other);
+        assert_eq!(kind("REST.COPY.OBJECT_GET"), Kind::Read);
+        assert_eq!(kind("REST.COPY.PART_GET"), Kind::Read);
+        assert_eq!(kind("REST.COPY.OBJECT"), Kind::Write);
+        assert_eq!(kind("REST.COPY.PART"), Kind::Write);
     }
 }

@@ -106,10 +106,12 @@ async fn since_reads_only_the_files_of_the_window() -> Result<()> {
             let l = Lake::new(&lake.config.lake)?.with_store_wrapper(observe_calls(Arc::new(
                 move |op, path| {
                     let path = path.map(|p| p.to_string()).unwrap_or_default();
-                    if op == "get" && path.ends_with(".parquet") && !path.contains("_delta_log") {
-                        if let Ok(mut v) = seen.lock() {
-                            v.push(path);
-                        }
+                    if op == "get"
+                        && path.ends_with(".parquet")
+                        && !path.contains("_delta_log")
+                        && let Ok(mut v) = seen.lock()
+                    {
+                        v.push(path);
                     }
                 },
             )));

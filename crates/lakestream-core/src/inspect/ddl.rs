@@ -4,10 +4,9 @@
 //! Athena names (`raw/order` -> `raw_order`); two pipeline tables with one name are refused
 //! ([`unique_athena_name`]).
 
-use crate::config::{AccessLogLayout, PipelineConfig};
+use crate::config::PipelineConfig;
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
-use crate::read::child_tables;
 use crate::storage::Lake;
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 
@@ -184,25 +183,15 @@ pub fn valid_athena_name(name: &str) -> Result<String> {
     }
 }
 
-/// Every table of the pipeline: topic tables, the dead-letter table, refine outputs and their
-/// tombstone tables, and the access-log tables (per bucket: those found under the prefix).
+/// Every table of the pipeline, by name: the one list maintenance runs on
+/// ([`crate::maintenance::maintained_tables`]: topic tables, dead letters, refine outputs and
+/// tombstones, access-log tables found under the prefix).
 pub async fn pipeline_tables(lake: &Lake, config: &PipelineConfig) -> Result<Vec<String>> {
-    let mut tables: Vec<String> = config.topics.iter().map(|t| t.table.clone()).collect();
-    tables.push(config.dead_letter_table.clone());
-    for job in &config.refine {
-        tables.push(job.output.clone());
-        if job.upsert.is_some() {
-            tables.push(crate::refine::upsert::tombstones::table_name(&job.job));
-        }
-    }
-    let prefix = &config.access_logs.table_prefix;
-    match config.access_logs.layout {
-        AccessLogLayout::PerBucket => tables.extend(child_tables(lake, prefix).await?),
-        AccessLogLayout::Single => tables.push(prefix.clone()),
-    }
-    tables.sort();
-    tables.dedup();
-    Ok(tables)
+    Ok(crate::maintenance::maintained_tables(config, lake)
+        .await?
+        .into_iter()
+        .map(|t| t.name)
+        .collect())
 }
 
 /// The Hive (Athena) type of an Arrow type as Delta stores it.

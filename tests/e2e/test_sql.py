@@ -38,3 +38,32 @@ def test_sql_counts_match_the_tables_and_time_travel_works(lake):
     assert "order_owner" in out.stdout and "+--" in out.stdout  # the table format
     err = sql(lake, "SELECT * FROM no_such_table", ok=False)
     assert "raw_order" in err.stderr and "dead_letters" in err.stderr, err.stderr
+
+
+def test_sql_refuses_a_name_two_tables_share(lake):
+    """Issue 24 (11c, found in `sql` too): `raw_order` and `raw-order` both map to the SQL name
+    `raw_order`; a query on it must not silently read whichever table came last, but fail naming
+    both. A table whose name is unique is still queryable."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    lake.config.write_text(lake.config.read_text() + """
+[[topics]]
+topic = "orders-underscore"
+table = "raw_order"
+columns = [{ name = "id", type = "int64" }]
+
+[[topics]]
+topic = "orders-dash"
+table = "raw-order"
+columns = [{ name = "id", type = "int64" }]
+""")
+    opts = lake.storage_options or None
+    write_deltalake(lake.table_uri("raw_order"), pa.table({"id": [1]}), storage_options=opts)
+    write_deltalake(lake.table_uri("raw-order"), pa.table({"id": [2, 3]}), storage_options=opts)
+    write_deltalake(lake.table_uri("raw/member"), pa.table({"id": [7, 8, 9]}), storage_options=opts)
+    out = sql(lake, "SELECT count(*) AS n FROM raw_order", "--format", "csv", ok=False)
+    assert out.returncode != 0, out.stdout
+    assert "`raw_order`" in out.stderr and "`raw-order`" in out.stderr and "`raw/order`" in out.stderr, out.stderr
+    ok = sql(lake, "SELECT count(*) AS n FROM raw_member", "--format", "csv")
+    assert ok.stdout.split() == ["n", "3"], ok.stdout

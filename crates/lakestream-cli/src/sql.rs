@@ -4,7 +4,8 @@
 //! Every table the config knows (the topics' tables, the dead-letter table, the refine outputs,
 //! the access-log tables) is queryable under its path with `/` and `-` as `_` (`raw/order` ->
 //! `raw_order`, `access_logs/datalake-prod` -> `access_logs_datalake_prod`); `--at TABLE=V` adds
-//! version V as `<name>_v<V>`. A table is read (our reader, the live files of its snapshot) only
+//! version V as `<name>_v<V>`. A name two tables share (`raw_order`, `raw-order`) is refused
+//! when a query uses it, naming both tables. A table is read (our reader, the live files of its snapshot) only
 //! when the query names it, into memory: fine for a laptop-sized look at the lake; for large
 //! tables use Athena, Trino or DuckDB (`lakestream ddl`, README).
 
@@ -29,23 +30,49 @@ pub enum Format {
     Json,
 }
 
-/// The lake's tables: SQL name -> (table path, version).
+/// The lake's tables: SQL name -> (table path, version), and the SQL names several tables share
+/// (`raw_order` and `raw-order` are both `raw_order`) with those tables.
+pub struct Catalog {
+    /// Names that belong to exactly one table (or one `--at` version of it).
+    pub tables: BTreeMap<String, (String, Option<u64>)>,
+    /// Names more than one table maps to: never registered, a query naming one fails.
+    pub ambiguous: BTreeMap<String, Vec<String>>,
+}
+
+/// Build the [`Catalog`] from the pipeline's one table list plus the `--at` versions.
 pub async fn catalog(
     lake: &Lake,
     config: &PipelineConfig,
     at: &[(String, u64)],
-) -> Result<BTreeMap<String, (String, Option<u64>)>> {
+) -> Result<Catalog> {
     // The pipeline's one table list (the maintenance schedule's too).
     let tables = lakestream_core::maintenance::maintained_tables(config, lake).await?;
-    let mut out = BTreeMap::new();
+    let mut by_name: BTreeMap<String, Vec<(String, Option<u64>)>> = BTreeMap::new();
     for t in tables {
-        out.insert(athena_name(&t.name), (t.name, None));
+        by_name
+            .entry(athena_name(&t.name))
+            .or_default()
+            .push((t.name, None));
     }
     for (table, v) in at {
-        out.insert(
-            format!("{}_v{v}", athena_name(table)),
-            (table.clone(), Some(*v)),
-        );
+        by_name
+            .entry(format!("{}_v{v}", athena_name(table)))
+            .or_default()
+            .push((table.clone(), Some(*v)));
+    }
+    let mut out = Catalog {
+        tables: BTreeMap::new(),
+        ambiguous: BTreeMap::new(),
+    };
+    for (name, mut entries) in by_name {
+        entries.sort();
+        entries.dedup();
+        if entries.len() == 1 {
+            out.tables.insert(name, entries.remove(0));
+        } else {
+            let paths = entries.into_iter().map(|(t, _)| t).collect();
+            out.ambiguous.insert(name, paths);
+        }
     }
     Ok(out)
 }
@@ -69,11 +96,23 @@ pub async fn query_lake(
     query: &str,
     at: &[(String, u64)],
 ) -> Result<Vec<RecordBatch>> {
-    let catalog = catalog(lake, config, at).await?;
+    let Catalog {
+        tables: catalog,
+        ambiguous,
+    } = catalog(lake, config, at).await?;
     let named: HashSet<String> = query
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .map(str::to_ascii_lowercase)
         .collect();
+    if let Some((name, tables)) = ambiguous.iter().find(|(n, _)| named.contains(*n)) {
+        let tables: Vec<String> = tables.iter().map(|t| format!("`{t}`")).collect();
+        bail!(
+            "`{name}` is the SQL name of {} tables: {}; rename one in the config, or query it \
+             by path with DuckDB or Athena (`lakestream ddl TABLE --name NAME`)",
+            tables.len(),
+            tables.join(", ")
+        );
+    }
     let ctx = SessionContext::new();
     let mut loaded = 0;
     for (name, (table, version)) in &catalog {

@@ -24,3 +24,4 @@ mod schema_case;
 mod support;
 mod table_reset;
 mod upsert;
+mod vacuum_guards;

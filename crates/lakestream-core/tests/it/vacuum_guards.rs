@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use chrono::{Duration, Utc};
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use deltalake::protocol::{DeltaOperation, SaveMode};
+use deltalake::writer::DeltaWriter;
 use futures::TryStreamExt;
 use lakestream_core::commit::{Change, CommitSettings, Fixed, NewTable, Proposal, run};
 use lakestream_core::handle::TableHandle;
@@ -119,6 +120,65 @@ async fn vacuum_refuses_a_table_with_another_table_below_its_root() -> Result<()
         .await?;
         assert_eq!(files_under(&l, "raw/order").await?, nested_before, "{b:?}");
         assert_eq!(offsets(&lake.read("raw/order").await?)?, rows, "{b:?}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_window_0_vacuum_keeps_a_writers_staged_file() -> Result<()> {
+    for b in backends() {
+        let lake = TestLake::new(b, "vacuum-staged")?;
+        let ing = lake.ingestor()?;
+        for off in 0..3 {
+            ing.ingest(&[order(off)]).await?;
+        }
+        let l = Lake::new(&lake.config.lake)?;
+        let before = lake.read("raw/order").await?;
+        // A writer stages its Parquet file (a copy of the three rows) and has not committed yet.
+        let mut writer_handle = TableHandle::open_existing(&l, "raw/order").await?;
+        let mut writer = deltalake::writer::RecordBatchWriter::for_table(writer_handle.table())?;
+        writer.write(before.clone()).await?;
+        let adds = writer.flush().await?;
+        assert_eq!(adds.len(), 1, "{b:?}: one staged file");
+        let staged = adds[0].path.clone();
+        assert!(
+            files_under(&l, "raw/order").await?.contains(&staged),
+            "{b:?}"
+        );
+
+        // Meanwhile: `lakestream vacuum raw/order --force --retention-hours 0`.
+        let now = Arc::new(FixedClock::new(Utc::now()));
+        let forced = VacuumOptions {
+            retention: Some(Duration::zero()),
+            force: true,
+            ..Default::default()
+        };
+        let r = vacuum(&l, "raw/order", &forced, now).await?;
+        assert!(
+            !r.files.contains(&staged),
+            "{b:?}: the staged file is younger than the floor: {r:?}"
+        );
+        assert!(
+            files_under(&l, "raw/order").await?.contains(&staged),
+            "{b:?}: the staged file is still there"
+        );
+
+        // The writer commits; every row (the three, and their staged copy) is readable.
+        let schema = writer_handle.arrow_schema()?;
+        let mut planner = Fixed(Some(Proposal {
+            change: Change::append(writer_handle.version(), write_op(), adds, vec![]),
+            schema,
+            create: None,
+        }));
+        run(&mut writer_handle, &settings(), &mut planner).await?;
+        let mut expected = offsets(&before)?;
+        expected.extend(offsets(&before)?);
+        expected.sort();
+        assert_eq!(
+            offsets(&lake.read("raw/order").await?)?,
+            expected,
+            "{b:?}: every row readable after the commit"
+        );
     }
     Ok(())
 }

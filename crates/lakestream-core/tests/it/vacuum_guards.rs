@@ -109,7 +109,7 @@ async fn vacuum_refuses_a_table_with_another_table_below_its_root() -> Result<()
         }
         // Checkpoint + log cleanup and compaction of `raw` only touch `raw`'s own log.
         let clock = FixedClock::new(Utc::now() + Duration::days(40));
-        checkpoint(&l, "raw", true, &clock).await?;
+        checkpoint(&l, "raw", true, &clock, &[]).await?;
         compact(
             &l,
             "raw",

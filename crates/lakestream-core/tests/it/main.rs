@@ -19,6 +19,7 @@ mod inspect;
 mod maintenance;
 mod redrive;
 mod refine;
+mod refine_readers;
 mod requests;
 mod schema_case;
 mod support;

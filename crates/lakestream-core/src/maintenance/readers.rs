@@ -11,6 +11,8 @@
 //! cleanup) and fails with what to do when it runs (`lakestream refine JOB --skip-to`, then
 //! rebuild the output). `lakestream lag` shows, per job, when that limit is reached.
 //!
+//! A job that has consumed nothing yet (its output does not exist) is not waited for.
+//!
 //! The library takes the readers as values ([`Reader`]); callers read them once per run with
 //! [`refine_readers`] (the maintenance function, the CLI's maintenance commands).
 
@@ -34,7 +36,8 @@ const READ_CONCURRENCY: usize = 16;
 pub struct Reader {
     /// The refine job.
     pub job: String,
-    /// Last version consumed (`None`: nothing yet; the job will read from version 0).
+    /// Last version consumed (`None`: nothing yet; the job will read from version 0 and is not
+    /// waited for).
     pub consumed: Option<u64>,
 }
 
@@ -164,6 +167,11 @@ pub async fn resolve(
     }
     let limit = max_lag(h)?;
     for r in readers {
+        // A job that has consumed nothing yet is not waited for: it starts from what the table
+        // still holds (a new job on an old table is told to skip ahead).
+        if r.consumed.is_none() {
+            continue;
+        }
         let Some(unread) = first_unread(h, r.consumed).await? else {
             continue;
         };

@@ -205,3 +205,40 @@ async fn log_cleanup_keeps_the_log_to_load_the_consumed_version() -> Result<()> 
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vacuumed_join_state_fails_the_job_with_what_to_do() -> Result<()> {
+    let lake = TestLake::new(Backend::Fs, "refine-readers-state")?;
+    let l = Lake::new(&lake.config.lake)?;
+    let ing = lake.ingestor()?;
+    ing.ingest(&[member()]).await?;
+    for id in 0..3 {
+        ing.ingest(&[order(id)]).await?;
+    }
+    assert_eq!(curated(&lake.config, &l).await?, 3, "consumed raw/order v2");
+    // The job's state (the files live at v2) is compacted away and vacuumed by maintenance that
+    // does not know the job; the version it reads next is intact.
+    let opts = CompactOptions {
+        min_small_files: 2,
+        ..Default::default()
+    };
+    compact(&l, "raw/order", &opts, Utc::now(), &|_, _| {}).await?;
+    ing.ingest(&[order(3)]).await?;
+    let month = Arc::new(FixedClock::new(Utc::now() + Duration::days(8)));
+    let r = vacuum(&l, "raw/order", &VacuumOptions::default(), month).await?;
+    assert_eq!(r.files.len(), 3, "{r:?}");
+    let err = curated(&lake.config, &l)
+        .await
+        .err()
+        .context("the join state is gone: the job must fail")?;
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("version 2") && text.contains("is gone") && text.contains("--skip-to"),
+        "a gone version with what to do, not a storage error retried forever: {text}"
+    );
+    let core = err
+        .downcast_ref::<lakestream_core::Error>()
+        .context("a core error")?;
+    assert!(!core.is_retryable(), "{core:?}");
+    Ok(())
+}

@@ -512,7 +512,10 @@ async fn main() -> Result<()> {
                     retention: retention_hours.map(chrono::Duration::hours),
                     force,
                     dry_run,
-                    readers: readers.get(&table).cloned().unwrap_or_default(),
+                    readers: readers
+                        .get(table.trim_matches('/'))
+                        .cloned()
+                        .unwrap_or_default(),
                 };
                 maintain::vacuum_one(&l, &table, &opts, all).await?;
             }
@@ -528,7 +531,10 @@ async fn main() -> Result<()> {
             let l = open_lake(&cfg, &lake)?;
             let readers = lakestream_core::maintenance::refine_readers(&l, &cfg).await?;
             for table in maintain::targets(&cfg, &l, table, all).await? {
-                let r = readers.get(&table).map(Vec::as_slice).unwrap_or_default();
+                let r = readers
+                    .get(table.trim_matches('/'))
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
                 maintain::checkpoint_one(&l, &table, dry_run, all, r).await?;
             }
             Ok(())

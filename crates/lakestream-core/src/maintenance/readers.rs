@@ -100,7 +100,7 @@ pub async fn first_unread(h: &TableHandle, consumed: Option<u64>) -> Result<Opti
         version,
         committed_at: bytes
             .as_ref()
-            .and_then(|b| parse_commit(version, b).timestamp),
+            .and_then(|b| parse_commit(version, b).written_at()),
         gone: bytes.is_none(),
     }))
 }

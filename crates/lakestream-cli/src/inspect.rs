@@ -171,8 +171,22 @@ pub async fn lag(config: &lakestream_core::PipelineConfig, json: bool) -> Result
     for r in &lag.refine {
         let consumed = r.consumed.map_or("-".into(), |c| c.to_string());
         let latest = r.latest.map_or("-".into(), |c| c.to_string());
+        let keep = match (r.unread_since, r.must_read_by) {
+            _ if r.too_far_behind => format!(
+                "; TOO FAR BEHIND: versions it needs are no longer kept, skip ahead with \
+                 `lakestream refine {} --skip-to {}=V` and rebuild the output",
+                r.job, r.source
+            ),
+            (Some(since), Some(by)) => format!(
+                "; unread since {}, kept until {} (max lag {} h), then it must re-read",
+                time(Some(since)),
+                time(Some(by)),
+                r.max_lag_hours.unwrap_or_default()
+            ),
+            _ => String::new(),
+        };
         println!(
-            "  {} -> {}: {} {consumed}/{latest} ({} behind)",
+            "  {} -> {}: {} {consumed}/{latest} ({} behind{keep})",
             r.job, r.output, r.source, r.behind
         );
     }

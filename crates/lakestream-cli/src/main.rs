@@ -110,7 +110,8 @@ enum Command {
         /// Retention in hours (default: the table's, 168 h).
         #[arg(long)]
         retention_hours: Option<i64>,
-        /// Allow a window shorter than the table's.
+        /// Allow a window shorter than the table's (untracked files younger than 1 h, which a
+        /// writer may be about to commit, are kept whatever the window).
         #[arg(long)]
         force: bool,
         #[command(flatten)]
@@ -505,12 +506,17 @@ async fn main() -> Result<()> {
         } => {
             let cfg = load_config(&lake)?;
             let l = open_lake(&cfg, &lake)?;
-            let opts = lakestream_core::maintenance::VacuumOptions {
-                retention: retention_hours.map(chrono::Duration::hours),
-                force,
-                dry_run,
-            };
+            let readers = lakestream_core::maintenance::refine_readers(&l, &cfg).await?;
             for table in maintain::targets(&cfg, &l, table, all).await? {
+                let opts = lakestream_core::maintenance::VacuumOptions {
+                    retention: retention_hours.map(chrono::Duration::hours),
+                    force,
+                    dry_run,
+                    readers: readers
+                        .get(table.trim_matches('/'))
+                        .cloned()
+                        .unwrap_or_default(),
+                };
                 maintain::vacuum_one(&l, &table, &opts, all).await?;
             }
             Ok(())
@@ -523,8 +529,13 @@ async fn main() -> Result<()> {
         } => {
             let cfg = load_config(&lake)?;
             let l = open_lake(&cfg, &lake)?;
+            let readers = lakestream_core::maintenance::refine_readers(&l, &cfg).await?;
             for table in maintain::targets(&cfg, &l, table, all).await? {
-                maintain::checkpoint_one(&l, &table, dry_run, all).await?;
+                let r = readers
+                    .get(table.trim_matches('/'))
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                maintain::checkpoint_one(&l, &table, dry_run, all, r).await?;
             }
             Ok(())
         }

@@ -6,7 +6,7 @@
 
 use anyhow::{Context, Result, bail};
 use lakestream_core::maintenance::{
-    CompactOptions, VacuumOptions, checkpoint, compact, maintained_tables, manifest, vacuum,
+    CompactOptions, Reader, VacuumOptions, checkpoint, compact, maintained_tables, manifest, vacuum,
 };
 use lakestream_core::{Error, Lake, PipelineConfig, SystemClock};
 use std::path::Path;
@@ -114,6 +114,23 @@ pub async fn vacuum_one(lake: &Lake, table: &str, opts: &VacuumOptions, all: boo
             }
         );
     }
+    if r.kept_untracked > 0 {
+        println!(
+            "{table}: kept {} untracked file(s) younger than {} h (a writer may be about to commit them)",
+            r.kept_untracked,
+            lakestream_core::maintenance::vacuum::UNTRACKED_FLOOR.num_hours()
+        );
+    }
+    if let Some(v) = r.readers.from_version {
+        println!(
+            "{table}: kept {} removed file(s) that refine jobs ({}) still need (versions from {v})",
+            r.kept_for_readers,
+            r.readers.jobs.join(", ")
+        );
+    }
+    for j in &r.readers.too_far_behind {
+        println!("{table}: not kept for refine job {j}: further behind than the log retention");
+    }
     println!(
         "{table}: {} files, {:.1} MiB {}",
         r.files.len(),
@@ -127,8 +144,15 @@ pub async fn vacuum_one(lake: &Lake, table: &str, opts: &VacuumOptions, all: boo
     Ok(())
 }
 
-/// One table's checkpoint (always written, unlike the schedule's "when due").
-pub async fn checkpoint_one(lake: &Lake, table: &str, dry_run: bool, all: bool) -> Result<()> {
+/// One table's checkpoint (always written, unlike the schedule's "when due"); log cleanup keeps
+/// what `readers` (the refine jobs reading the table) still need.
+pub async fn checkpoint_one(
+    lake: &Lake,
+    table: &str,
+    dry_run: bool,
+    all: bool,
+    readers: &[Reader],
+) -> Result<()> {
     if dry_run {
         let Some(s) = skipped(summary(lake, table).await, all)? else {
             return Ok(());
@@ -136,13 +160,20 @@ pub async fn checkpoint_one(lake: &Lake, table: &str, dry_run: bool, all: bool) 
         println!("{table}: would checkpoint version {}", s.version);
         return Ok(());
     }
-    let Some(r) = skipped(checkpoint(lake, table, true, &SystemClock).await, all)? else {
+    let r = checkpoint(lake, table, true, &SystemClock, readers).await;
+    let Some(r) = skipped(r, all)? else {
         return Ok(());
     };
     println!(
         "{table}: checkpoint {:?}, {} expired log files removed",
         r.checkpoint_version, r.logs_removed
     );
+    if let Some(v) = r.kept_for_readers_from {
+        println!("{table}: logs from version {v} kept for refine jobs");
+    }
+    for j in &r.readers_too_far_behind {
+        println!("{table}: not kept for refine job {j}: further behind than the log retention");
+    }
     Ok(())
 }
 

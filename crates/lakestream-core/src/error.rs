@@ -126,6 +126,25 @@ pub enum Error {
         found: String,
     },
 
+    /// A table has other Delta tables below its root (`raw` next to `raw/order`). Vacuum lists
+    /// every object under a table's root and deletes what its log does not reference: it would
+    /// delete the nested tables' logs and data, so it refuses. Permanent; nothing was deleted.
+    #[error(
+        "vacuum of table `{table}` refused, nothing was deleted: other Delta tables are stored \
+         below its root ({}), and vacuum deletes every file under the root that `{table}`'s log \
+         does not reference, their `_delta_log` and data included. Move them out from under \
+         `{table}` (a Delta table's log holds relative paths: copy its prefix, e.g. `aws s3 sync \
+         <lake>/<nested table>/ <lake>/<new name>/`, point the config at the new name, delete the old \
+         prefix) or move `{table}` itself; table names must not be path prefixes of each other",
+        nested.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+    )]
+    NestedTable {
+        /// The table vacuum was asked to clean.
+        table: String,
+        /// The tables found below its root.
+        nested: Vec<String>,
+    },
+
     /// The lake's S3 endpoint does not refuse a second create-only PUT (`If-None-Match: *`), or
     /// the probe that checks it was not allowed to write: nothing is written to that lake (see
     /// [`put_probe`](crate::put_probe)). Not retryable; the message names the endpoint and the fix.

@@ -6,7 +6,8 @@
 //! ingestion and with itself.
 
 use lakestream_core::maintenance::{
-    CompactOptions, VacuumOptions, checkpoint, compact, manifest, vacuum,
+    CompactOptions, Reader, Readers, VacuumOptions, checkpoint, compact, manifest, refine_readers,
+    vacuum,
 };
 use lakestream_core::{Clock, Lake, PipelineConfig};
 use lakestream_lambda::telemetry::{Metric, emf_line};
@@ -114,10 +115,24 @@ pub async fn run(
             }
         },
     };
+    // What the refine jobs consumed, read once per run: vacuum and log cleanup keep what they
+    // still need. If it cannot be read, neither deletes anything.
+    let readers: Result<Readers, String> = match req.job {
+        Job::Vacuum | Job::Checkpoint => refine_readers(lake, config).await.map_err(|e| {
+            format!("cannot read what the refine jobs consumed ({e}); nothing was deleted")
+        }),
+        Job::Optimize | Job::Manifest => Ok(Readers::new()),
+    };
     let mut out = Vec::with_capacity(tables.len());
     for table in tables {
         let started = std::time::Instant::now();
-        let outcome = run_one(lake, &table, req, clock.clone()).await;
+        let outcome = match &readers {
+            Ok(r) => {
+                let r = r.get(&table).map(Vec::as_slice).unwrap_or_default();
+                run_one(lake, &table, req, clock.clone(), r).await
+            }
+            Err(e) => Err(e.clone()),
+        };
         let duration_ms = started.elapsed().as_millis() as u64;
         match &outcome {
             Ok(v) => {
@@ -152,6 +167,7 @@ async fn run_one(
     table: &str,
     req: &Request,
     clock: Arc<dyn Clock>,
+    readers: &[Reader],
 ) -> Result<serde_json::Value, String> {
     match req.job {
         Job::Optimize => {
@@ -169,6 +185,7 @@ async fn run_one(
         Job::Vacuum => {
             let opts = VacuumOptions {
                 dry_run: req.dry_run,
+                readers: readers.to_vec(),
                 ..Default::default()
             };
             json(vacuum(lake, table, &opts, clock).await)
@@ -183,7 +200,7 @@ async fn run_one(
                 Err(e) => Err(e.to_string()),
             }
         }
-        Job::Checkpoint => json(checkpoint(lake, table, false, clock.as_ref()).await),
+        Job::Checkpoint => json(checkpoint(lake, table, false, clock.as_ref(), readers).await),
         Job::Manifest => json(manifest(lake, table).await),
     }
 }

@@ -3,7 +3,10 @@
 //!   `<pipeline>/<topic>/<partition>`; compare with the topic's end offsets in Kafka), and when
 //!   the table last committed;
 //! - **refine**: per job and source, the source version the output consumed (its `txn`) against
-//!   the source's latest version;
+//!   the source's latest version, since when the job has versions to read, and until when
+//!   maintenance keeps them for it (the source's log retention; see
+//!   [`readers`](crate::maintenance::readers)): a job still behind then must skip ahead and
+//!   re-read;
 //! - **access logs**: per table, the log objects committed in the last 24 hours (one `txn` per
 //!   object), and the newest request time in the table (file statistics of `time`).
 
@@ -11,6 +14,7 @@ use super::history::parse_commit;
 use crate::config::{AccessLogLayout, PipelineConfig};
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
+use crate::maintenance::readers;
 use crate::read::child_tables;
 use crate::refine::source_app_id;
 use crate::storage::Lake;
@@ -45,6 +49,16 @@ pub struct RefineLag {
     pub latest: Option<u64>,
     /// Versions still to read.
     pub behind: u64,
+    /// Commit time of the first version not read yet (`None`: caught up, or not recorded).
+    pub unread_since: Option<DateTime<Utc>>,
+    /// How far behind the job may fall: the source's `delta.logRetentionDuration`, in hours.
+    /// Vacuum and log cleanup keep what the job needs until then.
+    pub max_lag_hours: Option<i64>,
+    /// When the first unread version stops being kept (`unread_since + max_lag_hours`): a job
+    /// still behind then loses those versions and must skip ahead and re-read.
+    pub must_read_by: Option<DateTime<Utc>>,
+    /// The job is already further behind than that (or its next commit is gone).
+    pub too_far_behind: bool,
 }
 
 /// One access-log table.
@@ -121,7 +135,19 @@ pub async fn lag(lake: &Lake, config: &PipelineConfig, now: DateTime<Utc>) -> Re
             }
             .and_then(|v| u64::try_from(v).ok());
             let mut src = TableHandle::open(lake, source)?;
+            let (mut unread_since, mut max_lag_hours, mut must_read_by) = (None, None, None);
+            let mut too_far_behind = false;
             let latest = if src.refresh().await? {
+                let limit = readers::max_lag(&src)?;
+                max_lag_hours = Some(limit.num_hours());
+                // A job that consumed nothing is not waited for (readers.rs): nothing to show.
+                if consumed.is_some()
+                    && let Some(u) = readers::first_unread(&src, consumed).await?
+                {
+                    unread_since = u.committed_at;
+                    must_read_by = u.committed_at.map(|t| t + limit);
+                    too_far_behind = u.gone || must_read_by.is_some_and(|t| t < now);
+                }
                 src.version()
             } else {
                 None
@@ -138,6 +164,10 @@ pub async fn lag(lake: &Lake, config: &PipelineConfig, now: DateTime<Utc>) -> Re
                 consumed,
                 latest,
                 behind,
+                unread_since,
+                max_lag_hours,
+                must_read_by,
+                too_far_behind,
             });
         }
     }

@@ -1,11 +1,15 @@
 //! Checkpoints and log cleanup. A checkpoint is written on demand (or when due: the versions
 //! since the last one reach `delta.checkpointInterval`); log files older than
 //! `delta.logRetentionDuration` (30 days default) and older than that checkpoint are removed, so
-//! time travel inside the window keeps working. Time comes from the injected [`Clock`].
+//! time travel inside the window keeps working. Logs refine jobs still need are kept too: a
+//! checkpoint at or below the version the job furthest behind consumed, and every commit after it
+//! ([`readers`](super::readers)). Time comes from the injected [`Clock`]. Only `_delta_log/` of
+//! the table is listed and cleaned, so a table stored below another's root is not touched.
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
+use crate::maintenance::readers::{self, Reader};
 use crate::storage::Lake;
 use deltalake::checkpoints::{cleanup_expired_logs_for, create_checkpoint};
 use deltalake::logstore::object_store::{ObjectStoreExt, path::Path};
@@ -20,6 +24,11 @@ pub struct CheckpointReport {
     pub checkpoint_version: Option<u64>,
     /// Expired log files removed.
     pub logs_removed: usize,
+    /// Logs were kept for refine jobs up to this version (the one the job furthest behind
+    /// consumed).
+    pub kept_for_readers_from: Option<u64>,
+    /// Refine jobs further behind than the log retention: their logs were not kept.
+    pub readers_too_far_behind: Vec<String>,
 }
 
 /// Version of the last checkpoint (from `_last_checkpoint`), if any.
@@ -45,12 +54,14 @@ pub async fn last_checkpoint(h: &TableHandle) -> Result<Option<u64>> {
     }
 }
 
-/// Checkpoint `table` (always when `force`, else only when due) and clean expired logs.
+/// Checkpoint `table` (always when `force`, else only when due) and clean expired logs, keeping
+/// those `readers` (the refine jobs reading the table) still need.
 pub async fn checkpoint(
     lake: &Lake,
     table: &str,
     force: bool,
     clock: &dyn Clock,
+    readers: &[Reader],
 ) -> Result<CheckpointReport> {
     let h = TableHandle::open_existing(lake, table).await?;
     let version = h.version().unwrap_or(0);
@@ -69,7 +80,13 @@ pub async fn checkpoint(
             .map_err(|e| Error::storage(table, e))?;
         report.checkpoint_version = Some(version);
     }
-    let keep = report.checkpoint_version.or(last);
+    let kept = readers::resolve(&h, readers, clock.now(), false).await?;
+    report.readers_too_far_behind = kept.too_far_behind.clone();
+    let mut keep = report.checkpoint_version.or(last);
+    if let (Some(k), Some(limit)) = (keep, kept.cleanup_limit()) {
+        keep = Some(k.min(limit));
+        report.kept_for_readers_from = Some(limit);
+    }
     if let Some(keep) = keep {
         let cutoff = clock.now().timestamp_millis() - log_retention.as_millis() as i64;
         report.logs_removed =

@@ -2,18 +2,35 @@
 //! orphans (written but never committed, e.g. by a crashed writer) once they are older than the
 //! window. Retention defaults to the table's `delta.deletedFileRetentionDuration` (168 h when
 //! unset); a shorter window is refused unless forced. Time comes from the injected [`Clock`].
+//!
+//! What it never deletes, whatever the window or `force`:
+//! - **another table below the root**: delta-rs lists every object under the table's root and
+//!   deletes what the table's log does not reference, including a nested table's `_delta_log`
+//!   and data (`raw` next to `raw/order`); a table with another `_delta_log` below its root is
+//!   refused ([`Error::NestedTable`]), nothing deleted;
+//! - **a young untracked file**: one no log entry references (not live, not a tombstone) and
+//!   younger than [`UNTRACKED_FLOOR`] (1 h) may be a writer's staged file about to be
+//!   committed; removed (tracked) files follow the forced window;
+//! - **what refine jobs still need**: files removed by versions a job reading the table has not
+//!   read yet ([`readers`](super::readers)), while it is within the table's log retention.
 
 use crate::clock::Clock;
 use crate::commit::{Change, CommitSettings, Fixed, Proposal, ReadScope, run};
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
+use crate::maintenance::readers::{self, Kept, Reader, decoded};
 use crate::storage::Lake;
 use deltalake::logstore::object_store::path::Path;
 use deltalake::operations::vacuum::VacuumMode;
 use deltalake::protocol::DeltaOperation;
 use futures::{StreamExt, TryStreamExt};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
+
+/// Untracked files (referenced by no log entry) younger than this are never deleted, even with
+/// `force` and a 0 h window: a writer may have staged them and not committed yet. Longer than
+/// any writer's invocation (Lambda stops at 15 minutes).
+pub const UNTRACKED_FLOOR: chrono::Duration = chrono::Duration::hours(1);
 
 /// Vacuum settings.
 #[derive(Debug, Clone, Default)]
@@ -24,6 +41,9 @@ pub struct VacuumOptions {
     pub force: bool,
     /// List what would be deleted, delete nothing.
     pub dry_run: bool,
+    /// The refine jobs reading this table and the versions they consumed
+    /// ([`refine_readers`](super::readers::refine_readers)): files they still need are kept.
+    pub readers: Vec<Reader>,
 }
 
 /// What a vacuum did (or would do).
@@ -37,6 +57,12 @@ pub struct VacuumReport {
     pub files: Vec<String>,
     /// Bytes of those files.
     pub bytes: u64,
+    /// Untracked files kept because they are younger than [`UNTRACKED_FLOOR`].
+    pub kept_untracked: usize,
+    /// Removed files kept because a refine job has not read the versions around them yet.
+    pub kept_for_readers: usize,
+    /// What was kept for refine jobs, and the jobs too far behind to be kept for.
+    pub readers: Kept,
 }
 
 struct ClockAdapter(Arc<dyn Clock>);
@@ -61,14 +87,25 @@ pub async fn vacuum(
     clock: Arc<dyn Clock>,
 ) -> Result<VacuumReport> {
     let h = TableHandle::open_existing(lake, table).await?;
-    // One listing for sizes (the vacuum lists the table too; S3 LIST returns sizes for free).
+    let now = clock.now();
+    // One listing for sizes and ages (the vacuum lists the table too; S3 LIST returns them for
+    // free), and to find other tables below the root before anything is planned.
     let store = h.table().object_store();
-    let sizes: HashMap<Path, u64> = store
+    let listed: HashMap<Path, (u64, chrono::DateTime<chrono::Utc>)> = store
         .list(None)
-        .map_ok(|m| (m.location, m.size))
+        .map_ok(|m| (m.location, (m.size, m.last_modified)))
         .try_collect()
         .await
         .map_err(|e| Error::storage(table, e))?;
+    let nested = nested_tables(table, listed.keys());
+    if !nested.is_empty() {
+        return Err(Error::NestedTable {
+            table: table.to_string(),
+            nested,
+        });
+    }
+    let kept = readers::resolve(&h, &opts.readers, now, true).await?;
+    let tombstones = tombstones(&h).await?;
     let mut builder = h
         .table()
         .clone()
@@ -95,8 +132,11 @@ pub async fn vacuum(
         .to_file_path()
         .ok()
         .map(|p| p.to_string_lossy().into_owned());
-    let mut bytes = 0;
-    let mut files = Vec::new();
+    let mut report = VacuumReport {
+        table: table.to_string(),
+        dry_run: opts.dry_run,
+        ..Default::default()
+    };
     for f in metrics.files_deleted {
         let rel = root_path
             .as_deref()
@@ -104,20 +144,57 @@ pub async fn vacuum(
             .unwrap_or(&f)
             .trim_start_matches('/')
             .to_string();
-        if let Some(size) = sizes.get(&Path::from(rel.as_str())) {
-            bytes += size;
-            files.push(rel);
+        let Some((size, modified)) = listed.get(&Path::from(rel.as_str())) else {
+            continue;
+        };
+        if kept.needs(&rel) {
+            report.kept_for_readers += 1;
+            continue;
+        }
+        if !tombstones.contains(&decoded(&rel)) && now - *modified < UNTRACKED_FLOOR {
+            report.kept_untracked += 1;
+            continue;
+        }
+        report.bytes += size;
+        report.files.push(rel);
+    }
+    report.readers = kept;
+    let (files, bytes) = (&report.files, report.bytes);
+    if !opts.dry_run && !files.is_empty() {
+        delete_logged(h, files, bytes, opts).await?;
+    }
+    Ok(report)
+}
+
+/// Other Delta tables below `table`'s root: every listed path with a `_delta_log` segment
+/// below the first, as a table name (`raw` + `order/_delta_log/0.json` -> `raw/order`).
+fn nested_tables<'a>(table: &str, listed: impl Iterator<Item = &'a Path>) -> Vec<String> {
+    let mut nested = BTreeSet::new();
+    for p in listed {
+        let parts: Vec<&str> = p.as_ref().split('/').collect();
+        if let Some(i) = parts.iter().skip(1).position(|s| *s == "_delta_log") {
+            nested.insert(format!(
+                "{}/{}",
+                table.trim_end_matches('/'),
+                parts[..=i].join("/")
+            ));
         }
     }
-    if !opts.dry_run && !files.is_empty() {
-        delete_logged(h, &files, bytes, opts).await?;
-    }
-    Ok(VacuumReport {
-        table: table.to_string(),
-        dry_run: opts.dry_run,
-        files,
-        bytes,
-    })
+    nested.into_iter().collect()
+}
+
+/// The table's tombstones (removed files the log still references), percent-decoded.
+async fn tombstones(h: &TableHandle) -> Result<HashSet<String>> {
+    let snapshot = h
+        .table()
+        .snapshot()
+        .map_err(|e| Error::storage(h.name(), e))?;
+    snapshot
+        .all_tombstones(h.table().log_store().as_ref())
+        .map_ok(|t| decoded(t.path().as_ref()))
+        .try_collect()
+        .await
+        .map_err(|e| Error::storage(h.name(), e))
 }
 
 /// Delete `files` between a `VACUUM START` and a `VACUUM END` commit (as Spark and delta-rs

@@ -5,7 +5,7 @@
 //! first makes this one re-plan from the newer `txn`s, so no pair is written twice.
 
 use super::join::{Rows, Verdict, interval_pairs, late_flags};
-use super::source::{Chunk, ChunkLimits, gone, next_chunk, read_version};
+use super::source::{Chunk, ChunkLimits, file_error, gone, next_chunk, read_version};
 use super::state::{Snapshot, identity, late_set, late_uri, row_json};
 use super::{RunReport, SideReport};
 use crate::commit::{Planned, Planner, TableState};
@@ -144,10 +144,20 @@ impl JoinPlanner<'_> {
         };
         let cap = self.future_cap();
         let before = match &snapshot {
-            Some(s) => {
-                s.max_time(&schema, &cfg.table, &cfg.key, &cfg.time, cap)
-                    .await?
-            }
+            // A file of the consumed version that is gone (vacuumed) fails like a new one.
+            Some(s) => s
+                .max_time(&schema, &cfg.table, &cfg.key, &cfg.time, cap)
+                .await
+                .map_err(|e| {
+                    file_error(
+                        &self.cfg.job,
+                        &cfg.table,
+                        after.unwrap_or(0),
+                        after,
+                        chunk.latest,
+                        e,
+                    )
+                })?,
             None => None,
         };
         // Lateness, version by version.
@@ -303,7 +313,18 @@ impl JoinPlanner<'_> {
                 &keys,
                 range,
             )
-            .await?;
+            .await
+            .map_err(|e| {
+                let at = side.after.unwrap_or(0);
+                file_error(
+                    &self.cfg.job,
+                    &side.cfg.table,
+                    at,
+                    side.after,
+                    side.chunk.latest,
+                    e,
+                )
+            })?;
         // A consumed row beyond the future cap was beyond it when it was consumed too (the cap
         // only grows with processing time): out. One at or above the watermark of the consumed
         // version is certainly on time (watermarks only grow); below it, ask the late set.

@@ -215,7 +215,7 @@ pub(crate) fn gone(
 }
 
 /// Map a data-file read error: a missing file is a vacuumed version, anything else storage.
-fn file_error(
+pub(crate) fn file_error(
     job: &str,
     table: &str,
     version: u64,

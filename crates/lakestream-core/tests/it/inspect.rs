@@ -174,9 +174,9 @@ async fn versions_removed_by_log_cleanup_name_the_oldest_readable() -> Result<()
     }
     let l = Lake::new(&lake.config.lake)?;
     let now = FixedClock::new(Utc::now());
-    checkpoint(&l, "raw/order", true, &now).await?; // checkpoint at v4
+    checkpoint(&l, "raw/order", true, &now, &[]).await?; // checkpoint at v4
     now.set(Utc::now() + Duration::days(31));
-    let r = checkpoint(&l, "raw/order", false, &now).await?;
+    let r = checkpoint(&l, "raw/order", false, &now, &[]).await?;
     assert_eq!(r.logs_removed, 4, "commits 0..3 cleaned up");
     let err = read_as_of(&l, "raw/order", AsOf::Version(2))
         .await

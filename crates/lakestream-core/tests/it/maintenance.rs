@@ -280,12 +280,12 @@ async fn checkpoint_on_demand_and_log_cleanup_after_retention() -> Result<()> {
     small_files(&lake, 5).await?;
     let l = Lake::new(&lake.config.lake)?;
     let now = FixedClock::new(Utc::now());
-    let r = checkpoint(&l, "raw/order", true, &now).await?;
+    let r = checkpoint(&l, "raw/order", true, &now, &[]).await?;
     assert_eq!((r.checkpoint_version, r.logs_removed), (Some(4), 0));
     let log = std::path::Path::new(&lake.config.lake.root).join("raw/order/_delta_log");
     assert!(log.join("00000000000000000004.checkpoint.parquet").exists());
     now.set(Utc::now() + Duration::days(31));
-    let r = checkpoint(&l, "raw/order", false, &now).await?;
+    let r = checkpoint(&l, "raw/order", false, &now, &[]).await?;
     assert_eq!(r.checkpoint_version, None, "not due: no new versions");
     assert_eq!(
         r.logs_removed, 4,

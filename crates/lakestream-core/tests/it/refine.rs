@@ -478,7 +478,7 @@ async fn re_created_source_and_lost_versions_fail_with_what_to_do() -> Result<()
         ingestor.ingest(v).await?;
     }
     let clock = lakestream_core::FixedClock::new(chrono::Utc::now());
-    lakestream_core::maintenance::checkpoint(&l, "raw/order", true, &clock).await?;
+    lakestream_core::maintenance::checkpoint(&l, "raw/order", true, &clock, &[]).await?;
     let root = std::path::PathBuf::from(&lake.config.lake.root);
     for v in 1..3 {
         std::fs::remove_file(root.join(format!("raw/order/_delta_log/{v:020}.json")))?;

@@ -1,6 +1,8 @@
 //! The maintenance handler: schedule inputs, every table when none is named (access-log tables
 //! discovered by listing), one result per table.
 
+mod refine_readers;
+
 use lakestream_core::access_log::{AccessLogIngestor, LocalObjects, LogObject};
 use lakestream_core::{FixedClock, Ingestor, Lake, PipelineConfig, SourceRecord};
 use maintenance::{Job, Request, run};

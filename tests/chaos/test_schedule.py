@@ -15,8 +15,10 @@ Lambda binary, see `warm.py`):
   partition) of `raw/order`, `raw/cdc` or `refined/cdc`, often two at once or racing a delete;
   a run that fails is not retried (a compaction changes no rows either way);
 - `delete`: a Python `deltalake` DELETE of named `raw/order` rows (retried until it commits);
-- `vacuum` (retention 0 `--force` when nothing else touches the table in the wave, else the
-  default), `checkpoint`;
+- `vacuum` (retention 0 `--force` or the default, racing writers: its floor keeps their staged
+  files, and on `raw/cdc` it keeps what the lagging upsert has not read), `checkpoint`;
+- `optimize-all`: `optimize --all --min-files 2`, the maintenance function's one table list
+  (every table of the pipeline, the upsert's tombstones and the access-log table included);
 - `refine`: the CDC upsert `raw/cdc` -> `refined/cdc` (`latest`), re-run until it succeeds;
 - `recreate`: `raw/order`'s prefix deleted; ingestion re-creates the table (the model resets).
 
@@ -28,7 +30,7 @@ Schedules only contain waves whose outcome the model can tell: one batch per Kaf
 per wave (Lambda never runs two batches of a partition at once, except the same batch
 redelivered), no `raw/cdc` ingest in a wave with the upsert (the upsert then consumes exactly
 what was there), deletes name rows that exist (a concurrent ingest cannot write them again),
-retention-0 vacuum and re-creation alone on their table.
+re-creation alone on its table.
 
 Checks: after every wave each table (`raw/order`, `dead_letters`, `raw/cdc`, `refined/cdc`) is
 read with Python `deltalake` (directly, not through the proxy) and compared, full rows as a
@@ -254,7 +256,7 @@ class Generator:
             optimize("raw/order")
             delete()
         menu = [("orders", 5), ("optimize", 3), ("delete", 2), ("vacuum", 1.5), ("checkpoint", 1),
-                ("logs", 1.5), ("recreate", 2.5)]
+                ("logs", 1.5), ("recreate", 2.5), ("optimize-all", 0.7)]
         for _ in range(r.randint(1, 3)):
             kind = r.choices([k for k, _ in menu], [w for _, w in menu])[0]
             if kind == "orders":
@@ -267,16 +269,19 @@ class Generator:
                 logs()
             elif kind == "vacuum":
                 table = r.choice(["raw/order", "refined/cdc", "raw/cdc"])
-                # Retention 0 deletes the files of a writer that has not committed yet: only
-                # alone on its table. `raw/cdc` keeps the default: the upsert must still read
-                # versions it has not consumed.
-                zero = table != "raw/cdc" and free(table, alone=True) and r.random() < 0.6
+                # Retention 0 with --force runs next to writers: vacuum never deletes an
+                # untracked file younger than its floor (a writer's staged, uncommitted files),
+                # and on `raw/cdc` it keeps what the lagging upsert has not read yet.
+                zero = r.random() < 0.6
                 if free(table):
-                    take({"op": "vacuum", "table": table, "zero": zero}, table, alone=zero)
+                    take({"op": "vacuum", "table": table, "zero": zero}, table)
             elif kind == "checkpoint":
                 table = r.choice(M.TABLES)
                 if free(table):
                     take({"op": "checkpoint", "table": table}, table)
+            elif kind == "optimize-all" and not exclusive and "optimize" not in OFF:
+                # The one table list: every table the pipeline writes, tombstones included.
+                take({"op": "optimize-all"}, *M.TABLES)
             elif kind == "recreate" and model.rows["raw/order"] and free("raw/order", alone=True):
                 take({"op": "recreate", "table": "raw/order"}, "raw/order", alone=True)
         return ops
@@ -297,6 +302,8 @@ def describe(op):
         return f"vacuum {op['table']}{' --retention-hours 0 --force' if op['zero'] else ''}"
     if o in ("optimize", "checkpoint", "recreate"):
         return f"{o} {op['table']}{tail}"
+    if o == "optimize-all":
+        return "optimize --all --min-files 2"
     return f"{o} latest{tail}"
 
 
@@ -492,6 +499,9 @@ def execute(lake, op, r):
                 last = e
                 time.sleep(0.1)
         raise AssertionError(f"the delete never committed: {last}")
+    if o == "optimize-all":
+        out = lake.run(["optimize", "--all", "--min-files", "2"])
+        return "ok" if out.returncode == 0 else f"failed ({error_of(out)})"
     if o == "vacuum":
         args = ["vacuum", op["table"]] + (["--retention-hours", "0", "--force"] if op["zero"] else [])
         out = lake.run(args)

@@ -23,6 +23,7 @@ mod refine_readers;
 mod requests;
 mod schema_case;
 mod support;
+mod table_paths;
 mod table_reset;
 mod upsert;
 mod vacuum_guards;

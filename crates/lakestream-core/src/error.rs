@@ -151,6 +151,21 @@ pub enum Error {
     #[error(transparent)]
     UnsafeStorage(#[from] crate::put_probe::Refusal),
 
+    /// The lake refuses this table name: not a plain relative path under the lake root (`..`,
+    /// `.`, `%`, `?`, `#`, `\`, empty or `_`-leading segments), or a location too long for the
+    /// storage. Nothing was read or written. Not retryable: the name must change.
+    #[error(
+        "table `{table}` refused: {reason}. A table name is a relative path under the lake root of \
+         [A-Za-z0-9_.=-] segments (e.g. raw/order), none `.`, `..` or starting with `_`, short \
+         enough for the storage; nothing was read or written"
+    )]
+    TablePath {
+        /// The name as given (escaped for printing).
+        table: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// Reading a local file (config, event) failed.
     #[error("cannot read {path}: {source}")]
     Io {
@@ -205,9 +220,52 @@ impl Error {
         if let Some(r) = crate::put_probe::refusal_in(&source) {
             return Error::UnsafeStorage(r);
         }
+        if let Some(io) = name_too_long(&source) {
+            // A path under the table is longer than the file system takes: retrying cannot help.
+            return Error::TablePath {
+                table: table.escape_debug().to_string(),
+                reason: format!("a path under it is too long for the file system ({io})"),
+            };
+        }
         Error::Storage {
             table: table.to_string(),
             source: Box::new(source),
         }
+    }
+}
+
+/// The file system's "file name too long" (`ENAMETOOLONG`) anywhere in `e`'s source chain.
+fn name_too_long<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a std::io::Error> {
+    let mut cur: Option<&'a (dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::InvalidFilename
+        {
+            return Some(io);
+        }
+        cur = err.source();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_name_too_long_is_a_permanent_table_path_error() {
+        let too_long = std::io::Error::from_raw_os_error(36); // ENAMETOOLONG on Linux
+        let e = Error::storage("access_logs/b", DeltaTableError::from(too_long));
+        assert!(matches!(e, Error::TablePath { .. }), "{e:?}");
+        assert!(
+            !e.is_retryable() && e.to_string().contains("too long"),
+            "{e}"
+        );
+        let other = std::io::Error::from_raw_os_error(5); // EIO stays a retryable storage error
+        let e = Error::storage("access_logs/b", DeltaTableError::from(other));
+        assert!(
+            matches!(e, Error::Storage { .. }) && e.is_retryable(),
+            "{e:?}"
+        );
     }
 }

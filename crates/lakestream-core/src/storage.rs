@@ -7,6 +7,7 @@ use crate::config::LakeConfig;
 use crate::error::{Error, Result};
 use crate::put_probe::Probe;
 use deltalake::logstore::object_store::ObjectStore;
+use lakestream_formats::names::check_table_path;
 use std::collections::HashMap;
 use std::sync::Arc;
 use url::Url;
@@ -112,22 +113,82 @@ impl Lake {
     }
 
     /// URL of a table (`raw/order` -> `<root>/raw/order/`). Local table directories are created.
+    ///
+    /// Every table open goes through here, so this is where the lake refuses a name that is
+    /// not a plain relative path under the root ([`check_table_path`]: no `..`, `.`, `%`, `?`,
+    /// `#`, `\`, empty or `_`-leading segments but `_lakestream/`), and a location that leaves
+    /// less than [`FILES_RESERVE`] bytes for the files under it within the storage's limit
+    /// ([`MAX_FS_PATH`], [`MAX_S3_KEY`]). The URL is built segment by segment, never by URL
+    /// resolution, and must stay under the root. Refusals are [`Error::TablePath`] (permanent).
     pub fn table_url(&self, table: &str) -> Result<Url> {
-        let url = self
-            .root
-            .join(&format!("{}/", table.trim_matches('/')))
-            .map_err(|e| Error::Config(format!("table `{table}`: {e}")))?;
+        let refuse = |reason: String| Error::TablePath {
+            table: table.escape_debug().to_string(),
+            reason,
+        };
+        check_table_path(table).map_err(refuse)?;
+        let mut url = self.root.clone();
+        url.path_segments_mut()
+            .map_err(|()| refuse(format!("the lake root {} has no path", self.root)))?
+            .pop_if_empty()
+            .extend(table.split('/'))
+            .push("");
+        if !url.as_str().starts_with(self.root.as_str()) || url.query().is_some() {
+            return Err(refuse(format!(
+                "it resolves to {url}, outside the lake root"
+            )));
+        }
+        let (len, limit, what) = if self.is_local() {
+            let path = url
+                .to_file_path()
+                .map_err(|()| refuse(format!("{url} is not a local path")))?;
+            (
+                path.as_os_str().len(),
+                MAX_FS_PATH,
+                "the file system's path limit",
+            )
+        } else {
+            (
+                url.path().trim_matches('/').len(),
+                MAX_S3_KEY,
+                "S3's key limit",
+            )
+        };
+        if len + FILES_RESERVE > limit {
+            return Err(refuse(format!(
+                "its location is {len} bytes: too long, the files under it need {FILES_RESERVE} \
+                 more and {what} is {limit} bytes; use a shorter name (or lake root)"
+            )));
+        }
         if self.is_local()
             && let Ok(path) = url.to_file_path()
         {
-            std::fs::create_dir_all(&path).map_err(|e| Error::Io {
-                path: path.display().to_string(),
-                source: e,
+            std::fs::create_dir_all(&path).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::InvalidFilename {
+                    refuse(format!(
+                        "its location is too long for the file system ({e})"
+                    ))
+                } else {
+                    Error::Io {
+                        path: path.display().to_string(),
+                        source: e,
+                    }
+                }
             })?;
         }
         Ok(url)
     }
 }
+
+/// Bytes a table's location leaves for the files under it: the log (`_delta_log/` and its
+/// commit, checkpoint and temporary files), partition directories (an access-log table's
+/// `bucket=<63 bytes>/date=YYYY-MM-DD/`) and data files (`part-00000-<uuid>-c000.snappy.parquet`).
+pub const FILES_RESERVE: usize = 160;
+
+/// The longest path the file system takes, in bytes (Linux `PATH_MAX` less the terminating NUL).
+pub const MAX_FS_PATH: usize = 4095;
+
+/// The longest S3 object key, in bytes.
+pub const MAX_S3_KEY: usize = 1024;
 
 fn parse_root(root: &str) -> Result<Url> {
     let with_slash = |s: &str| {

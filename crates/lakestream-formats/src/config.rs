@@ -517,25 +517,24 @@ impl PipelineConfig {
     }
 }
 
+/// The lake's own rule for table paths ([`check_table_path`](crate::names::check_table_path)),
+/// with the key named.
 fn validate_table_name(key: &str, name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && !name.starts_with('/')
-        && !name.ends_with('/')
-        && name.split('/').all(|seg| {
-            !seg.is_empty()
-                && !seg.starts_with(['_', '.'])
-                && seg
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '='))
-        });
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::Config(format!(
-            "`{key}` = \"{name}\": use a relative path of [A-Za-z0-9_.=-] segments that do not \
-             start with `_` or `.` (reserved for `_delta_log`, `_lakestream/` and hidden files), \
-             e.g. raw/order"
-        )))
+    // The lake's rule (also checked at every table open), then the config's own: no `_` tree at
+    // all (`_lakestream/` is Lakestream's, never a configured table).
+    let why = crate::names::check_table_path(name).err().or_else(|| {
+        name.split('/')
+            .any(|seg| seg.starts_with('_'))
+            .then(|| "a segment starts with `_`".to_string())
+    });
+    match why {
+        None => Ok(()),
+        Some(why) => Err(Error::Config(format!(
+            "`{key}` = \"{}\": {why}; use a relative path of [A-Za-z0-9_.=-] segments that do \
+             not start with `_` or `.` (reserved for `_delta_log`, `_lakestream/` and hidden \
+             files), e.g. raw/order",
+            name.escape_debug()
+        ))),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod error;
 pub mod failed_batch;
 pub mod fuzzing;
 pub mod kafka;
+pub mod names;
 pub mod notification;
 pub mod record;
 pub mod refine;

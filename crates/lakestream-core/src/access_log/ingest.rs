@@ -196,6 +196,26 @@ impl AccessLogIngestor {
         Ok(())
     }
 
+    /// Append the rows of `parts` (object index, rows) to `h`'s table: the version committed
+    /// (none when every object was in already) and the objects whose rows it wrote.
+    async fn append(
+        &self,
+        h: &mut TableHandle,
+        objects: &[LogObject],
+        parts: &[(usize, RecordBatch)],
+    ) -> Result<(Option<u64>, Vec<usize>)> {
+        let mut planner = ObjectPlanner {
+            pipeline: self.config.pipeline.as_str(),
+            objects,
+            parts,
+            retention_days: self.config.access_logs.txn_retention_days,
+            layout: self.config.access_logs.layout,
+            written: vec![],
+        };
+        let outcome = commit::append(&self.lake, h, &self.settings, &mut planner).await?;
+        Ok((outcome.version, planner.written))
+    }
+
     /// Read, parse and commit `objects`: one commit per table, dead letters first.
     pub async fn ingest(
         &self,
@@ -317,24 +337,23 @@ impl AccessLogIngestor {
         let mut refused: Vec<DeadLetter> = Vec::new();
         let mut refused_rows: HashMap<usize, usize> = HashMap::new();
         for (table, parts) in tables {
-            let mut h = self.take(&table).await?;
-            let mut planner = ObjectPlanner {
-                pipeline,
-                objects,
-                parts: &parts,
-                retention_days: self.config.access_logs.txn_retention_days,
-                layout: self.config.access_logs.layout,
-                written: vec![],
+            // A table that cannot be opened (a name the lake refuses, a location too long for
+            // the storage) fails its objects only, like a commit that fails.
+            let res = match self.take(&table).await {
+                Ok(mut h) => {
+                    let res = self.append(&mut h, objects, &parts).await;
+                    self.put(h);
+                    res
+                }
+                Err(e) => Err(e),
             };
-            let res = commit::append(&self.lake, &mut h, &self.settings, &mut planner).await;
-            self.put(h);
             match res {
-                Ok(outcome) => {
-                    if let Some(v) = outcome.version {
+                Ok((version, written)) => {
+                    if let Some(v) = version {
                         report.versions.insert(table.clone(), v);
                     }
                     for (i, _) in &parts {
-                        let wrote = outcome.version.is_some() && planner.written.contains(i);
+                        let wrote = version.is_some() && written.contains(i);
                         let e = committed_objects.entry(*i).or_insert(false);
                         *e |= wrote;
                     }

@@ -1,5 +1,6 @@
 //! One log object's content: its lines parsed into per-table batches and dead letters, and the
-//! dead letters that stand for a whole object (missing, superseded, refused by a table).
+//! dead letters that stand for a whole object (missing, superseded, refused by a table). A line
+//! whose `bucket` field is not a valid S3 bucket name is a dead letter: the field names a table.
 
 use super::arrow::AccessLogBatchBuilder;
 use super::ingest::LogObject;
@@ -7,6 +8,7 @@ use super::parse::parse_line;
 use crate::deadletter::DeadLetter;
 use crate::error::Result;
 use deltalake::arrow::record_batch::RecordBatch;
+use lakestream_formats::names::check_bucket_name;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
 
@@ -88,13 +90,28 @@ pub(super) fn parse_object(
         };
         match parse_line(text) {
             Ok(rec) => match rec.bucket() {
-                Some(b) => {
-                    builders
-                        .entry(table_for(b))
-                        .or_default()
-                        .append(&rec, &uri, line_no);
-                    false
-                }
+                // The bucket names a table: only a real bucket name may (no path, no URL syntax).
+                Some(b) => match check_bucket_name(b) {
+                    Ok(()) => {
+                        builders
+                            .entry(table_for(b))
+                            .or_default()
+                            .append(&rec, &uri, line_no);
+                        false
+                    }
+                    Err(why) => {
+                        reject(
+                            line_no,
+                            raw,
+                            format!(
+                                "bucket name `{}` is not a valid S3 bucket name ({why}); the line \
+                                 is not written to any table",
+                                b.escape_debug()
+                            ),
+                        );
+                        true
+                    }
+                },
                 None => {
                     reject(line_no, raw, "bucket field is `-`".into());
                     true

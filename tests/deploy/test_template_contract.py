@@ -113,6 +113,11 @@ MUTATIONS = [
     ("S3-LIST", "            - Sid: RawLogsList\n              Effect: Allow\n              Action: s3:ListBucket\n", "            - Sid: RawLogsList\n              Effect: Allow\n              Action: s3:GetBucketLocation\n"),
     ("S3-MULTIPART", "[s3:GetObject, s3:PutObject, s3:DeleteObject, s3:AbortMultipartUpload]", "[s3:GetObject, s3:PutObject, s3:DeleteObject]"),
     ("LOG-RETENTION", "      RetentionInDays: !Ref LogRetentionDays\n  LogIngestLogGroup:", "  LogIngestLogGroup:"),
+    # s3-log-ingest reads only the raw-logs bucket (issue 24 defect 2): the variable is set, to a
+    # bucket its role can read, never the lake's own.
+    ("LOG-SOURCES", "          LAKESTREAM_LOG_BUCKETS: !Ref RawLogsBucketName\n", ""),
+    ("LOG-SOURCES", "LAKESTREAM_LOG_BUCKETS: !Ref RawLogsBucketName", "LAKESTREAM_LOG_BUCKETS: !Ref LakeBucketName"),
+    ("LOG-SOURCES", "LAKESTREAM_LOG_BUCKETS: !Ref RawLogsBucketName", "LAKESTREAM_LOG_BUCKETS: some-other-bucket"),
     ("JOIN-DELIMITER", '    Value: !Sub "s3://${LakeBucketName}/${LakePrefix}"\n', '    Value: !Join [!Ref LakePrefix, ["a", "b"]]\n'),
     # Issue 24 defect 10: least privilege.
     (

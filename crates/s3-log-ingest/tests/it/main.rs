@@ -271,3 +271,164 @@ async fn objects_are_read_with_the_notified_etag() -> anyhow::Result<()> {
     assert_eq!(rows(&cfg, "access_logs/eventbridge-demo").await?, 1);
     Ok(())
 }
+
+/// Counts the objects fetched through it (issue 24 defect 2: a foreign object is never read).
+struct Counting<'a> {
+    inner: &'a S3Objects,
+    fetched: std::sync::Mutex<Vec<String>>,
+}
+
+impl lakestream_core::access_log::ObjectSource for Counting<'_> {
+    async fn fetch(
+        &self,
+        object: &lakestream_core::access_log::LogObject,
+        max_bytes: u64,
+    ) -> lakestream_core::Result<lakestream_core::access_log::Fetched> {
+        if let Ok(mut f) = self.fetched.lock() {
+            f.push(object.uri());
+        }
+        self.inner.fetch(object, max_bytes).await
+    }
+}
+
+/// The dead letters' (object, error) pairs and every raw byte they kept, as text.
+async fn letters(cfg: &PipelineConfig) -> anyhow::Result<(Vec<(String, String)>, String)> {
+    use deltalake::arrow::array::{Array, AsArray};
+    let lake = Lake::new(&cfg.lake)?;
+    let batch = read::read_table(&lake, "dead_letters", None).await?;
+    let col = |n: &str| -> anyhow::Result<Vec<Option<String>>> {
+        let c = batch
+            .column_by_name(n)
+            .ok_or_else(|| anyhow::anyhow!("no column {n}"))?
+            .as_string::<i32>();
+        Ok((0..c.len())
+            .map(|i| c.is_valid(i).then(|| c.value(i).to_string()))
+            .collect())
+    };
+    let (uris, errors, raw) = (col("object_uri")?, col("error")?, col("raw_base64")?);
+    let mut pairs: Vec<(String, String)> = uris
+        .into_iter()
+        .zip(errors)
+        .map(|(u, e)| (u.unwrap_or_default(), e.unwrap_or_default()))
+        .collect();
+    pairs.sort();
+    use base64::Engine;
+    let raw = raw
+        .into_iter()
+        .flatten()
+        .filter_map(|r| base64::engine::general_purpose::STANDARD.decode(r).ok())
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n");
+    Ok((pairs, raw))
+}
+
+/// Issue 24 defect 2: a notification naming the lake's own bucket (its config object, with a
+/// credential in it) or any bucket that is not a configured source is dead-lettered with the
+/// bucket and the setting named, without a GET, through the SQS trigger and the drain alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_buckets_are_dead_lettered_without_a_get() -> anyhow::Result<()> {
+    let Some(env) = env().await? else {
+        return Ok(());
+    };
+    for mode in ["sqs", "drain"] {
+        let (ing, cfg) = ingestor(&env, &format!("foreign-{mode}"))?;
+        let prefix = cfg
+            .lake
+            .root
+            .trim_start_matches("s3://lakestream-test/")
+            .to_string();
+        let secret = format!("SECRET-{}", fastrand_ms());
+        let config_key = format!("{prefix}/_config/lakestream.toml");
+        let body = format!(
+            "{}aws_secret_access_key = \"{secret}\"\n",
+            EB_LINE.replace(" k ", &format!(" {secret} "))
+        );
+        env.s3
+            .put_object()
+            .bucket("lakestream-test")
+            .key(&config_key)
+            .body(body.into_bytes().into())
+            .send()
+            .await?;
+        let lake_config = DIRECT
+            .replace("\"raw-logs\"", "\"lakestream-test\"")
+            .replace("logs/2026-11-29-08-00-00-A1B2C3D4E5F6", &config_key)
+            .replace("2b33f9666134609e014591e09dbd6b5c", "");
+        let never = DIRECT.replace("\"raw-logs\"", "\"never-configured-bucket\"");
+        assert_ne!(lake_config, DIRECT);
+        let inner = S3Objects::new(env.s3.clone());
+        let source = Counting {
+            inner: &inner,
+            fetched: Default::default(),
+        };
+        let bodies = [DIRECT, lake_config.as_str(), never.as_str()];
+        if mode == "sqs" {
+            let event = serde_json::json!({"Records": bodies.iter().enumerate()
+                .map(|(i, b)| message(&format!("m{i}"), b)).collect::<Vec<_>>()});
+            let (response, report) =
+                s3_log_ingest::handle_sqs(&ing, &source, serde_json::from_value(event)?).await;
+            assert!(
+                response.batch_item_failures.is_empty(),
+                "refused for good, not retried: {report:?}"
+            );
+        } else {
+            let url = env
+                .sqs
+                .create_queue()
+                .queue_name(format!("foreign-{}", fastrand_ms()))
+                .send()
+                .await?
+                .queue_url
+                .unwrap_or_default();
+            for b in bodies {
+                env.sqs
+                    .send_message()
+                    .queue_url(&url)
+                    .message_body(b)
+                    .send()
+                    .await?;
+            }
+            let settings = DrainSettings {
+                messages_per_round: 10,
+                reserve: Duration::from_secs(5),
+                wait: Duration::from_secs(1),
+            };
+            let queue = SqsQueue::new(env.sqs.clone(), url);
+            let report = drain(&ing, &source, &queue, &settings, || {
+                Duration::from_secs(600)
+            })
+            .await?;
+            assert_eq!((report.received, report.deleted), (3, 3), "{report:?}");
+        }
+        let fetched = source.fetched.lock().map(|f| f.clone()).unwrap_or_default();
+        assert_eq!(
+            fetched,
+            ["s3://raw-logs/logs/2026-11-29-08-00-00-A1B2C3D4E5F6"],
+            "{mode}: only the configured bucket is read"
+        );
+        assert_eq!(rows(&cfg, "access_logs/datalake-prod").await?, 4);
+        let (pairs, raw) = letters(&cfg).await?;
+        assert!(!raw.contains(&secret), "{mode}: no copy of the config");
+        for (bucket, uri) in [
+            (
+                "lakestream-test",
+                format!("s3://lakestream-test/{config_key}"),
+            ),
+            (
+                "never-configured-bucket",
+                "s3://never-configured-bucket/logs/2026-11-29-08-00-00-A1B2C3D4E5F6".into(),
+            ),
+        ] {
+            let (_, error) = pairs
+                .iter()
+                .find(|(u, _)| *u == uri)
+                .ok_or_else(|| anyhow::anyhow!("{mode}: no letter for {uri}: {pairs:?}"))?;
+            assert!(
+                error.contains(&format!("`{bucket}`")) && error.contains("source_buckets"),
+                "{mode}: the reason names the bucket and the setting: {error}"
+            );
+        }
+    }
+    Ok(())
+}

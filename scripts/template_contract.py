@@ -67,6 +67,8 @@ RULES = {
     "TXN-RETENTION": "a log notification lives (queue + dead-letter queue retention) shorter than "
     "the access-log tables keep its object's txn ([access_logs] txn_retention_days)",
     "QUEUE-AGE-ALARM": "the log notification queue has an alarm on the age of its oldest message",
+    "LOG-SOURCES": "a function fed S3 notifications by SQS must set LAKESTREAM_LOG_BUCKETS to buckets "
+    "its role can read, never the lake's (else it reads whatever bucket a notification names)",
 }
 
 # Functions whose code deletes lake objects (vacuum, expired logs, stale manifests); every other
@@ -563,6 +565,7 @@ def check(template_path: Path, overrides: dict[str, str], txn_retention_days: in
                 findings.append(f"BUCKET-VERSIONING {name}: Status Suspended")
         elif kind == "AWS::IAM::Role":
             findings += _check_role_s3(name, role_statements(res))
+    findings += _check_log_sources(resources)
 
     invoke_configs = {
         function_role(resources, r["Properties"].get("FunctionName", ""))[0]: r["Properties"]
@@ -599,6 +602,31 @@ def check(template_path: Path, overrides: dict[str, str], txn_retention_days: in
                 f"MAINTENANCE-CONCURRENCY {name}: ReservedConcurrentExecutions is "
                 f"{res['Properties'].get('ReservedConcurrentExecutions')!r}"
             )
+    return findings
+
+
+def _check_log_sources(resources: dict[str, Any]) -> list[str]:
+    """LOG-SOURCES: each function an SQS queue triggers (the S3 notifications) names its buckets."""
+    findings = []
+    for esm in resources.values():
+        props = esm["Properties"]
+        if esm["Type"] != "AWS::Lambda::EventSourceMapping" or ":sqs:" not in str(props.get("EventSourceArn", "")):
+            continue
+        owner = function_role(resources, props.get("FunctionName", ""))
+        if owner is None:
+            continue
+        fn, role = owner
+        env = resources[fn]["Properties"].get("Environment", {}).get("Variables", {})
+        buckets = [b.strip() for b in str(env.get("LAKESTREAM_LOG_BUCKETS", "")).split(",") if b.strip()]
+        if not buckets:
+            findings.append(f"LOG-SOURCES {fn}: no LAKESTREAM_LOG_BUCKETS")
+            continue
+        lake = str(env.get("LAKESTREAM_LAKE_ROOT", "")).removeprefix("s3://").split("/", 1)[0]
+        for b in buckets:
+            if b == lake:
+                findings.append(f"LOG-SOURCES {fn}: LAKESTREAM_LOG_BUCKETS names the lake bucket {b}")
+            elif not allows(role_statements(role), "s3:GetObject", f"arn:aws:s3:::{b}/key"):
+                findings.append(f"LOG-SOURCES {fn}: role cannot s3:GetObject in log bucket {b}")
     return findings
 
 

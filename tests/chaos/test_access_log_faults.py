@@ -95,7 +95,7 @@ def test_access_logs_under_faults_commit_every_line_once(tmp_path, faulty):
             "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:chaos", "awsRegion": "us-east-1",
         } for m in msgs]}
         path = lake.write_event(f"sqs-{batches}", event)
-        out = lake.run(["invoke", "s3-logs", "--event", str(path)])
+        out = lake.run(["invoke", "s3-logs", "--event", str(path)], env={"LAKESTREAM_LOG_BUCKETS": src})
         if out.returncode != 0:
             continue  # the whole batch reappears after the visibility timeout
         failed = {f["itemIdentifier"] for f in json.loads(out.stdout)["response"]["batchItemFailures"]}

@@ -343,7 +343,8 @@ class Lake:
     def run(self, args, crash=None, timeout=300):
         cmd = [BIN, *args, "--config", str(self.config)] + (["--crash-at", crash] if crash else [])
         env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-               "AWS_REGION": "us-east-1", "AWS_MAX_ATTEMPTS": "3", "RUST_BACKTRACE": "0"}
+               "AWS_REGION": "us-east-1", "AWS_MAX_ATTEMPTS": "3", "RUST_BACKTRACE": "0",
+               "LAKESTREAM_LOG_BUCKETS": self.log_bucket}  # the only bucket s3-logs reads
         if self.endpoint:
             env["AWS_ENDPOINT_URL"] = self.endpoint
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)

@@ -205,7 +205,12 @@ async fn access_logs(config: &PipelineConfig) -> Result<()> {
         .collect();
     let event: aws_lambda_events::sqs::SqsEvent =
         serde_json::from_value(json!({"Records": records}))?;
-    let ingestor = AccessLogIngestor::new(config.clone(), Arc::new(SystemClock))?;
+    // The demo's own directory stands for the raw-logs bucket: read it whatever the config says.
+    let mut config = config.clone();
+    if !config.access_logs.is_source("raw-logs") {
+        config.access_logs.source_buckets.push("raw-logs".into());
+    }
+    let ingestor = AccessLogIngestor::new(config, Arc::new(SystemClock))?;
     let started = Instant::now();
     let (response, report) =
         s3_log_ingest::handle_sqs(&ingestor, &LocalObjects(dir.clone()), event).await;

@@ -336,8 +336,9 @@ enum InvokeCommand {
         /// SQS event JSON file.
         #[arg(long)]
         event: PathBuf,
-        /// A directory standing in for buckets (`DIR/<bucket>/<key>`); default: read from S3
-        /// (AWS_ENDPOINT_URL and the usual AWS variables apply).
+        /// A directory standing in for buckets (`DIR/<bucket>/<key>`; absolute keys and `..` are
+        /// refused); default: read from S3 (AWS_ENDPOINT_URL and the usual AWS variables apply).
+        /// Either way only `access_logs.source_buckets` (or LAKESTREAM_LOG_BUCKETS) are read.
         #[arg(long)]
         objects: Option<PathBuf>,
         #[command(flatten)]
@@ -424,7 +425,12 @@ async fn main() -> Result<()> {
                     lake,
                 },
         } => {
-            let cfg = load_config(&lake)?;
+            let mut cfg = load_config(&lake)?;
+            // The function's setting: only these buckets are read (the template sets it).
+            let env = lakestream_core::config::LOG_BUCKETS_ENV;
+            if let Some(list) = std::env::var(env).ok().filter(|v| !v.is_empty()) {
+                cfg.access_logs.set_source_buckets(&list)?;
+            }
             let bytes =
                 std::fs::read(&event).with_context(|| format!("reading {}", event.display()))?;
             let ev: aws_lambda_events::sqs::SqsEvent = serde_json::from_slice(&bytes)

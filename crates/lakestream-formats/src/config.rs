@@ -68,6 +68,48 @@ pub struct AccessLogsConfig {
     /// objects after it are left for the next delivery.
     #[serde(default = "default_max_round_mib")]
     pub max_round_mib: u64,
+    /// The buckets log objects may be read from (the raw-logs bucket the logging service writes
+    /// to). A notification naming any other bucket is dead-lettered without a read; empty means
+    /// none is read. `LAKESTREAM_LOG_BUCKETS` replaces it ([`Self::set_source_buckets`]).
+    #[serde(default)]
+    pub source_buckets: Vec<String>,
+}
+
+/// The environment variable that replaces `access_logs.source_buckets` (comma-separated), read by
+/// `s3-log-ingest` and `lakestream invoke s3-logs`; the template sets it to the raw-logs bucket.
+pub const LOG_BUCKETS_ENV: &str = "LAKESTREAM_LOG_BUCKETS";
+
+impl AccessLogsConfig {
+    /// Replace `source_buckets` with the comma-separated `list` (from [`LOG_BUCKETS_ENV`]); every
+    /// name must be a valid S3 bucket name.
+    pub fn set_source_buckets(&mut self, list: &str) -> Result<()> {
+        let buckets: Vec<String> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|b| !b.is_empty())
+            .map(String::from)
+            .collect();
+        check_source_buckets(LOG_BUCKETS_ENV, &buckets)?;
+        self.source_buckets = buckets;
+        Ok(())
+    }
+
+    /// True when objects of `bucket` may be read.
+    pub fn is_source(&self, bucket: &str) -> bool {
+        self.source_buckets.iter().any(|b| b == bucket)
+    }
+}
+
+fn check_source_buckets(key: &str, buckets: &[String]) -> Result<()> {
+    for (i, b) in buckets.iter().enumerate() {
+        crate::names::check_bucket_name(b).map_err(|why| {
+            Error::Config(format!(
+                "`{key}` entry {i} (\"{}\") is not a valid S3 bucket name: {why}",
+                b.escape_debug()
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 fn default_access_log_prefix() -> String {
@@ -106,6 +148,7 @@ impl Default for AccessLogsConfig {
             max_line_kib: default_max_line_kib(),
             max_bad_lines: default_max_bad_lines(),
             max_round_mib: default_max_round_mib(),
+            source_buckets: Vec::new(),
         }
     }
 }
@@ -431,6 +474,10 @@ impl PipelineConfig {
                 return bad(format!("`access_logs.{key}` must be >= 1"));
             }
         }
+        check_source_buckets(
+            "access_logs.source_buckets",
+            &self.access_logs.source_buckets,
+        )?;
         let mut jobs = HashSet::new();
         for (i, j) in self.refine.iter().enumerate() {
             let key = format!("refine[{i}]");
@@ -626,6 +673,36 @@ mod tests {
             "{BASE}[[topics]]\ntopic=\"t\"\ntable=\"a\"\nkafka_metadata=[\"offset\"]\ncolumns=[{{name=\"Kafka_Offset\",type=\"int64\"}}]\n"
         );
         assert!(err_of(&meta).contains("clashes with a generated column"));
+    }
+
+    #[test]
+    fn source_buckets_are_bucket_names_and_table_names_plain_paths() -> anyhow::Result<()> {
+        let with = |sources: &str| format!("{BASE}[access_logs]\nsource_buckets = {sources}\n");
+        let cfg = PipelineConfig::from_toml(&with("[\"raw-logs\", \"other.logs\"]"))?;
+        assert!(cfg.access_logs.is_source("other.logs") && !cfg.access_logs.is_source("x"));
+        let e = err_of(&with("[\"raw-logs\", \"Raw_Logs\"]"));
+        assert!(
+            e.contains("access_logs.source_buckets") && e.contains("Raw_Logs"),
+            "{e}"
+        );
+        assert!(
+            PipelineConfig::from_toml(BASE)?
+                .access_logs
+                .source_buckets
+                .is_empty()
+        );
+        let mut logs = AccessLogsConfig::default();
+        logs.set_source_buckets("a-logs, b-logs")?;
+        assert_eq!(logs.source_buckets, ["a-logs", "b-logs"]);
+        assert!(logs.set_source_buckets("a-logs,lake/x").is_err());
+        for bad in ["_delta_log", "raw/_x", "a/%2e%2e", "a?b"] {
+            let e = err_of(&format!("dead_letter_table = \"{bad}\"\n{BASE}"));
+            assert!(
+                e.contains("`dead_letter_table`") && e.contains("relative path"),
+                "{bad}: {e}"
+            );
+        }
+        Ok(())
     }
 
     #[test]

@@ -64,6 +64,9 @@ pub struct FunctionEnv {
     pub log_filter: String,
     /// `LAKESTREAM_QUEUE_URL` (s3-log-ingest drain mode).
     pub queue_url: Option<String>,
+    /// `LAKESTREAM_LOG_BUCKETS`: the buckets s3-log-ingest may read log objects from
+    /// (comma-separated); replaces `access_logs.source_buckets`. The template sets it.
+    pub log_buckets: Option<String>,
     /// S3 access for an `s3://` config (`AWS_ENDPOINT_URL_S3`/`AWS_ENDPOINT_URL`, `AWS_REGION`,
     /// `AWS_ALLOW_HTTP`).
     pub s3: S3Access,
@@ -80,6 +83,7 @@ impl FunctionEnv {
             lake_root: get("LAKESTREAM_LAKE_ROOT"),
             log_filter: get("RUST_LOG").unwrap_or_else(|| DEFAULT_LOG_FILTER.into()),
             queue_url: get("LAKESTREAM_QUEUE_URL"),
+            log_buckets: get(lakestream_core::config::LOG_BUCKETS_ENV),
             s3: S3Access {
                 endpoint_url: get("AWS_ENDPOINT_URL_S3").or_else(|| get("AWS_ENDPOINT_URL")),
                 region: get("AWS_REGION"),
@@ -88,11 +92,15 @@ impl FunctionEnv {
         })
     }
 
-    /// Load and validate the pipeline config, applying `LAKESTREAM_LAKE_ROOT`.
+    /// Load and validate the pipeline config, applying `LAKESTREAM_LAKE_ROOT` and
+    /// `LAKESTREAM_LOG_BUCKETS`.
     pub async fn load_config(&self) -> Result<PipelineConfig, Error> {
         let mut config = load_config(&self.config_source, &self.s3).await?;
         if let Some(root) = &self.lake_root {
             config.lake.root = root.clone();
+        }
+        if let Some(list) = &self.log_buckets {
+            config.access_logs.set_source_buckets(list)?;
         }
         Ok(config)
     }

@@ -1,6 +1,7 @@
 //! `s3-log-ingest` Lambda entry point. Serves two triggers with one binary: an SQS event
 //! (partial batch response) and a scheduled event (drain the queue named by
-//! `LAKESTREAM_QUEUE_URL`). Clients, config and ingestor are built once.
+//! `LAKESTREAM_QUEUE_URL`). Clients, config and ingestor are built once; the buckets it may read
+//! (`LAKESTREAM_LOG_BUCKETS` or `access_logs.source_buckets`) must be set.
 
 use lakestream_core::SystemClock;
 use lakestream_core::access_log::AccessLogIngestor;
@@ -18,6 +19,15 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let env = FunctionEnv::from_lookup(|k| std::env::var(k).ok())?;
     init_tracing(&env.log_filter, true);
     let config = env.load_config().await?;
+    if config.access_logs.source_buckets.is_empty() {
+        // Every notification would be refused: a deploy mistake, said at start.
+        return Err(lakestream_core::Error::Config(format!(
+            "s3-log-ingest reads log objects only from the configured raw-logs bucket(s): set {} \
+             (the template sets it to RawLogsBucketName) or `access_logs.source_buckets`",
+            lakestream_core::config::LOG_BUCKETS_ENV
+        ))
+        .into());
+    }
     let endpoint = env.s3.endpoint_url.clone();
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let s3_conf = aws_sdk_s3::config::Builder::from(&aws)

@@ -40,10 +40,12 @@ pub enum ObjectOutcome {
     /// The object was overwritten after this notification (its ETag no longer matches);
     /// recorded in dead letters, acknowledged: the overwrite's own notification ingests it.
     Superseded,
-    /// Refused as a whole by a limit of `[access_logs]` (too large, inflates too far, too many
-    /// malformed lines); recorded in dead letters with the reason, acknowledged.
+    /// Not read or not written, for good: its bucket is not a configured source or it lies
+    /// inside the lake (never read), the source refused the key, or a limit of
+    /// `[access_logs]` refused it as a whole (too large, inflates too far, too many malformed
+    /// lines); recorded in dead letters with the reason, acknowledged.
     Refused {
-        /// Which limit, and what to do.
+        /// Why, and what to do.
         reason: String,
     },
     /// Could not be processed now; retry later (the message must not be acknowledged).
@@ -196,6 +198,43 @@ impl AccessLogIngestor {
         Ok(())
     }
 
+    /// Why `obj` must not be read, if so: a notification names any bucket and key (anyone who
+    /// can send to the queue writes it), so only the configured source buckets are read, and
+    /// never an object inside the lake (whose config may hold credentials).
+    fn refusal(&self, obj: &LogObject) -> Option<String> {
+        let sources = &self.config.access_logs;
+        if !sources.is_source(&obj.bucket) {
+            let configured = if sources.source_buckets.is_empty() {
+                "none is configured".to_string()
+            } else {
+                format!("configured: {}", sources.source_buckets.join(", "))
+            };
+            return Some(format!(
+                "bucket `{}` is not an access-log source bucket ({configured}); the object was \
+                 not read. If it receives S3 server access logs, add it to \
+                 `access_logs.source_buckets` or to {} (the template sets it to the raw-logs \
+                 bucket)",
+                obj.bucket.escape_debug(),
+                crate::config::LOG_BUCKETS_ENV
+            ));
+        }
+        let root = self.lake.root();
+        let inside = |key: &str| {
+            root.scheme() == "s3"
+                && root.host_str() == Some(obj.bucket.as_str())
+                && format!("/{}", key.trim_start_matches('/')).starts_with(root.path())
+        };
+        std::iter::once(&obj.key)
+            .chain(obj.alt_key.as_ref())
+            .any(|k| inside(k))
+            .then(|| {
+                format!(
+                    "object is inside the lake ({root}); the object was not read: log objects \
+                     must not be delivered under the lake prefix"
+                )
+            })
+    }
+
     /// Append the rows of `parts` (object index, rows) to `h`'s table: the version committed
     /// (none when every object was in already) and the objects whose rows it wrote.
     async fn append(
@@ -239,6 +278,13 @@ impl AccessLogIngestor {
         for (i, obj) in objects.iter().enumerate() {
             if !seen.insert(obj.clone()) {
                 outcomes[i] = Some(ObjectOutcome::AlreadyCommitted);
+                parsed.push(None);
+                continue;
+            }
+            if let Some(reason) = self.refusal(obj) {
+                tracing::warn!(object = %obj.uri(), "notification names an object outside the configured source buckets or inside the lake; dead-lettered, not read");
+                letters.push(object_letter(obj, pipeline, reason.clone()));
+                outcomes[i] = Some(ObjectOutcome::Refused { reason });
                 parsed.push(None);
                 continue;
             }
@@ -315,7 +361,9 @@ impl AccessLogIngestor {
                 }
                 Err(e) => {
                     letters.push(object_letter(obj, pipeline, e.to_string()));
-                    outcomes[i] = Some(ObjectOutcome::Missing);
+                    outcomes[i] = Some(ObjectOutcome::Refused {
+                        reason: e.to_string(),
+                    });
                     parsed.push(None);
                 }
             }

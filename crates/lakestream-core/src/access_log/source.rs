@@ -31,13 +31,43 @@ pub trait ObjectSource {
 }
 
 /// A directory standing in for buckets: `<root>/<bucket>/<key>` (no ETags: every read matches).
+/// A bucket or key that would leave the directory (absolute, `..`, `.`, a drive prefix) is
+/// refused before anything is read: a notification's key must not read `/etc/passwd` or the
+/// lake next to the directory.
 #[derive(Debug, Clone)]
 pub struct LocalObjects(pub std::path::PathBuf);
 
+/// `part` as a path below a directory: only plain names (no root, `..`, `.` or prefix).
+fn below(what: &str, part: &str, object: &LogObject) -> Result<std::path::PathBuf> {
+    use std::path::{Component, Path};
+    let path = Path::new(part);
+    let plain = !part.is_empty()
+        && path.components().all(|c| matches!(c, Component::Normal(_)))
+        && !part.split(['/', '\\']).any(|s| s == "." || s == "..");
+    if plain {
+        Ok(path.to_path_buf())
+    } else {
+        Err(Error::Fetch {
+            object: object.uri(),
+            message: format!(
+                "{what} `{}` is not a plain relative path inside the objects directory \
+                 (absolute, or with `..` or `.`): refused, nothing was read",
+                part.escape_debug()
+            ),
+            retryable: false,
+        })
+    }
+}
+
 impl ObjectSource for LocalObjects {
     async fn fetch(&self, object: &LogObject, max_bytes: u64) -> Result<Fetched> {
-        for key in std::iter::once(&object.key).chain(object.alt_key.as_ref()) {
-            let path = self.0.join(&object.bucket).join(key);
+        let bucket = below("bucket", &object.bucket, object)?;
+        let keys = std::iter::once(&object.key)
+            .chain(object.alt_key.as_ref())
+            .map(|k| below("key", k, object))
+            .collect::<Result<Vec<_>>>()?;
+        for key in keys {
+            let path = self.0.join(&bucket).join(key);
             match tokio::fs::metadata(&path).await {
                 Ok(m) if m.len() > max_bytes => return Ok(Fetched::TooLarge { size: m.len() }),
                 _ => {}

@@ -64,3 +64,29 @@ fn fastrand_u64() -> u64 {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0)
 }
+
+/// `LAKESTREAM_LOG_BUCKETS` (set by the template to the raw-logs bucket) replaces
+/// `access_logs.source_buckets`; a name that is not a bucket name fails at start.
+#[tokio::test]
+async fn log_buckets_come_from_the_environment() -> anyhow::Result<()> {
+    use lakestream_lambda::config_source::FunctionEnv;
+    let env = |buckets: Option<&str>| {
+        FunctionEnv::from_lookup(|k| match k {
+            "LAKESTREAM_CONFIG" => Some(EXAMPLE.to_string()),
+            "LAKESTREAM_LOG_BUCKETS" => buckets.map(String::from),
+            _ => None,
+        })
+    };
+    let example = env(None)?.load_config().await?;
+    assert_eq!(example.access_logs.source_buckets, ["raw-logs"]);
+    let set = env(Some(" logs-a , logs-b,"))?.load_config().await?;
+    assert_eq!(set.access_logs.source_buckets, ["logs-a", "logs-b"]);
+    assert!(set.access_logs.is_source("logs-b") && !set.access_logs.is_source("raw-logs"));
+    let bad = env(Some("logs-a,../lake"))?.load_config().await;
+    assert!(
+        bad.is_err_and(|e| e.to_string().contains("LAKESTREAM_LOG_BUCKETS")
+            && e.to_string().contains("../lake")),
+        "a bad name fails at start, naming the variable"
+    );
+    Ok(())
+}

@@ -82,6 +82,10 @@ fn ingestor(env: &Env, name: &str) -> anyhow::Result<(AccessLogIngestor, Pipelin
     cfg.lake.endpoint_url = Some(env.endpoint.clone());
     cfg.lake.region = Some("us-east-1".into());
     cfg.lake.allow_http = true;
+    // The unreachable bucket is a configured source: its GET fails (retryable).
+    cfg.access_logs
+        .source_buckets
+        .push("bucket-that-does-not-exist".into());
     let clock =
         FixedClock::new(chrono::DateTime::from_timestamp(1_795_939_200, 0).unwrap_or_default());
     Ok((AccessLogIngestor::new(cfg.clone(), Arc::new(clock))?, cfg))

@@ -152,12 +152,12 @@ pub enum Error {
     UnsafeStorage(#[from] crate::put_probe::Refusal),
 
     /// The lake refuses this table name: not a plain relative path under the lake root (`..`,
-    /// `.`, `%`, `?`, `#`, `\`, empty or `_`-leading segments), or a location too long for the
+    /// `%`, `?`, `#`, `\`, empty, `.`- or `_`-leading segments), or a location too long for the
     /// storage. Nothing was read or written. Not retryable: the name must change.
     #[error(
         "table `{table}` refused: {reason}. A table name is a relative path under the lake root of \
-         [A-Za-z0-9_.=-] segments (e.g. raw/order), none `.`, `..` or starting with `_`, short \
-         enough for the storage; nothing was read or written"
+         [A-Za-z0-9_.=-] segments (e.g. raw/order), none starting with `.` or `_`, short enough \
+         for the storage; nothing was read or written"
     )]
     TablePath {
         /// The name as given (escaped for printing).

@@ -115,8 +115,8 @@ impl Lake {
     /// URL of a table (`raw/order` -> `<root>/raw/order/`). Local table directories are created.
     ///
     /// Every table open goes through here, so this is where the lake refuses a name that is
-    /// not a plain relative path under the root ([`check_table_path`]: no `..`, `.`, `%`, `?`,
-    /// `#`, `\`, empty or `_`-leading segments but `_lakestream/`), and a location that leaves
+    /// not a plain relative path under the root ([`check_table_path`]: no `%`, `?`, `#`, `\`,
+    /// empty, `.`-leading (`.`, `..`) or `_`-leading segments but `_lakestream/`), and a location that leaves
     /// less than [`FILES_RESERVE`] bytes for the files under it within the storage's limit
     /// ([`MAX_FS_PATH`], [`MAX_S3_KEY`]). The URL is built segment by segment, never by URL
     /// resolution, and must stay under the root. Refusals are [`Error::TablePath`] (permanent).

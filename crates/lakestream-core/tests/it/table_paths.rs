@@ -37,6 +37,8 @@ const HOSTILE: &[&str] = &[
     "_delta_log",
     "raw/_delta_log",
     "raw/_symlink_format_manifest",
+    ".hidden",
+    "raw/.{t}-dot",
     "raw order",
     "raw\norder",
 ];

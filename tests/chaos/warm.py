@@ -1,4 +1,4 @@
-"""Warm Lambda containers for the chaos suite: the real function binaries (`msk-ingest`,
+"""Warm Lambda containers for the chaos suite (and the security suite's log-privacy test): the real function binaries (`msk-ingest`,
 `maintenance`, `refine`, built by `cargo build --workspace --bins`) started once and fed one
 event after another through a local stand-in of the Lambda Runtime API, as Lambda keeps a
 container between invocations (its table handles, log-read and `txn` caches stay warm).
@@ -92,12 +92,14 @@ class RuntimeApi:
 class WarmFunction:
     """One long-lived function process (one container) and its Runtime API."""
 
-    def __init__(self, binary, config, endpoint, log):
+    def __init__(self, binary, config, endpoint, log, base_env=None):
+        """`base_env` (default: this process's environment) is what the function inherits
+        before the Lambda variables are added."""
         self.api = RuntimeApi()
         self.invocations = 0
         self.errors = 0
         self.lock = threading.Lock()  # one invocation at a time, as one container
-        env = {**os.environ, "AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{self.api.port}",
+        env = {**(os.environ if base_env is None else base_env), "AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{self.api.port}",
                "AWS_LAMBDA_FUNCTION_NAME": pathlib.Path(binary).name,
                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1024", "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
                "AWS_LAMBDA_LOG_STREAM_NAME": "chaos", "AWS_LAMBDA_LOG_GROUP_NAME": "/aws/lambda/chaos",

@@ -6,16 +6,21 @@ through a path that rejects them and asserts: every value is in the dead-letter 
 what the process printed (`lakestream invoke msk`, `lakestream invoke s3-logs`, and the
 `msk-ingest` / `s3-log-ingest` function binaries served by a local Lambda Runtime API)."""
 import base64
+import importlib.util
 import json
 import os
+import pathlib
 import subprocess
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from deltalake import DeltaTable
 
 from conftest import BIN, ROOT
+
+_spec = importlib.util.spec_from_file_location("warm", ROOT / "tests" / "chaos" / "warm.py")
+_warm = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_warm)
+WarmFunction = _warm.WarmFunction
 
 # Card-number-like values (Luhn-valid test PANs and variants), one per hostile record.
 CARDS = [
@@ -130,97 +135,24 @@ def test_s3_logs_cli_logs_no_record_values(lake, tmp_path):
     assert_no_card(out.stderr, "stderr")
 
 
-class RuntimeApi:
-    """A local Lambda Runtime API (as scripts/bench_compare.py's): queued events out, responses
-    and errors recorded."""
-
-    def __init__(self):
-        self.events, self.done = [], {}
-        self.cv = threading.Condition()
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def reply(self, code, body=b"", headers=()):
-                self.send_response(code)
-                for k, v in headers:
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self):
-                with api.cv:
-                    api.cv.wait_for(lambda: api.events)
-                    rid, body = api.events.pop(0)
-                try:
-                    self.reply(200, body, [
-                        ("Lambda-Runtime-Aws-Request-Id", rid),
-                        ("Lambda-Runtime-Deadline-Ms", str(int(time.time() * 1000) + 300_000)),
-                        ("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:us-east-1:123456789012:function:t"),
-                        ("Lambda-Runtime-Trace-Id", "Root=1-00000000-000000000000000000000000"),
-                        ("Content-Type", "application/json")])
-                except OSError:
-                    with api.cv:
-                        api.events.insert(0, (rid, body))
-                        api.cv.notify_all()
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                parts = self.path.strip("/").split("/")
-                rid = parts[3] if len(parts) > 4 else "init"
-                with api.cv:
-                    api.done[rid] = (parts[-1], body)
-                    api.cv.notify_all()
-                self.reply(202)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.port = self.server.server_address[1]
-
-    def invoke(self, rid, body, timeout=120):
-        with self.cv:
-            self.events.append((rid, body))
-            self.cv.notify_all()
-            ok = self.cv.wait_for(lambda: rid in self.done or "init" in self.done, timeout)
-        assert ok and "init" not in self.done, f"invocation failed: {self.done.get('init')}"
-        return self.done[rid]
-
-
 def run_function(name, lake, tmp_path, body, extra_env=None):
-    api = RuntimeApi()
+    """Invoke the function binary `name` once through the chaos suite's Runtime API stand-in
+    (`tests/chaos/warm.py`), at the default log level; returns (kind, response, what it logged)."""
     log = tmp_path / f"{name}.log"
-    env = {**default_env(), "AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{api.port}",
-           "AWS_LAMBDA_FUNCTION_NAME": name, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1024",
-           "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST", "AWS_LAMBDA_LOG_STREAM_NAME": "t",
-           "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{name}", "LAKESTREAM_CONFIG": str(lake.config),
-           **(extra_env or {})}
-    binary = pathlib_bin(name)
-    with open(log, "wb") as f:
-        proc = subprocess.Popen([binary], env=env, stdout=f, stderr=subprocess.STDOUT)
-        try:
-            status, response = api.invoke("req-1", json.dumps(body).encode())
-            time.sleep(0.3)  # the last log lines
-        finally:
-            proc.kill()
-            proc.wait()
-            api.server.shutdown()
-    return status, response, log.read_text(errors="replace")
-
-
-def pathlib_bin(name):
-    return str(ROOT / "target" / "debug" / name)
+    fn = WarmFunction(pathlib.Path(BIN).parent / name, lake.config, None, log,
+                      base_env={**default_env(), **(extra_env or {})})
+    try:
+        kind, response = fn.invoke(body, timeout=120)
+        time.sleep(0.3)  # the last log lines
+    finally:
+        fn.close()
+    return kind, response, log.read_text(errors="replace")
 
 
 def test_msk_function_logs_no_record_values(lake, tmp_path):
     status, response, logged = run_function("msk-ingest", lake, tmp_path, msk_records())
     assert status == "response", response
-    assert json.loads(response)["dead_lettered"] == 6
+    assert response["dead_lettered"] == 6
     stored = "\n".join(raw_of(l) + "\n" + l["error"] for l in dead_letters(lake))
     for card in CARDS:
         assert card in stored
@@ -238,7 +170,7 @@ def test_s3_log_function_logs_no_record_values(lake, tmp_path):
         {"AWS_ENDPOINT_URL": os.environ.get("LAKESTREAM_TEST_S3_ENDPOINT", "http://127.0.0.1:9"),
          "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"})
     assert status == "response", response
-    assert json.loads(response)["batchItemFailures"] == []
+    assert response["batchItemFailures"] == []
     stored = "\n".join(raw_of(l) + "\n" + l["error"] for l in dead_letters(lake))
     for card in CARDS[1:3]:
         assert card in stored

@@ -8,23 +8,19 @@
 //! partition's watermark, [`kafka_letters_present`]) and the rows a refine job found late
 //! ([`late_rows`]).
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::handle::TableHandle;
+use crate::read::{FileStats, scan_live_files};
 use deltalake::arrow::array::{Array, AsArray, RecordBatch};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Int32Type, Int64Type};
-use deltalake::parquet::arrow::ProjectionMask;
-#[allow(deprecated)] // parquet 59 deprecates it; delta-rs 1.1 still reads with it
-use deltalake::parquet::arrow::async_reader::ParquetObjectReader;
-use deltalake::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
-use futures::TryStreamExt;
 use std::collections::HashSet;
 
 /// A Kafka dead letter's identity: (topic, partition, offset).
 pub type KafkaLetter = (String, i32, i64);
 
 /// Statistics of one file (`minValues`, `maxValues`, `nullCount`, `numRecords`).
-type Stats = Option<serde_json::Value>;
+type Stats = FileStats;
 
 /// Stream `columns` of every live file of `handle` that `keep` does not rule out by its
 /// statistics, handing each batch to `each`.
@@ -34,41 +30,13 @@ async fn scan(
     keep: impl Fn(&Stats) -> bool,
     mut each: impl FnMut(&RecordBatch) -> Result<()>,
 ) -> Result<()> {
-    let table = handle.name();
-    handle.refuse_deletion_vectors()?;
-    let t = handle.table();
-    let snapshot = t.snapshot().map_err(|e| Error::storage(table, e))?;
-    let store = t.object_store();
-    for file in snapshot.log_data().iter() {
-        let stats: Stats = file.stats().and_then(|s| serde_json::from_str(&s).ok());
-        if !keep(&stats) {
-            continue;
-        }
-        #[allow(deprecated)]
-        let reader = ParquetObjectReader::new(store.clone(), file.object_store_path())
-            .with_file_size(file.size().max(0) as u64);
-        let builder = ParquetRecordBatchStreamBuilder::new(reader)
-            .await
-            .map_err(|e| Error::storage(table, e))?;
-        let present: Vec<&str> = columns
-            .iter()
-            .copied()
-            .filter(|c| builder.schema().field_with_name(c).is_ok())
-            .collect();
-        let mask = ProjectionMask::columns(builder.parquet_schema(), present);
-        let mut stream = builder
-            .with_projection(mask)
-            .build()
-            .map_err(|e| Error::storage(table, e))?;
-        while let Some(batch) = stream
-            .try_next()
-            .await
-            .map_err(|e| Error::storage(table, e))?
-        {
-            each(&batch)?;
-        }
-    }
-    Ok(())
+    scan_live_files(
+        handle,
+        columns,
+        |_, stats| keep(stats),
+        |batch, _| each(batch),
+    )
+    .await
 }
 
 /// `name` of `stats` under `kind` (`minValues`, `maxValues`).

@@ -1,5 +1,9 @@
 //! Reading tables back (CLI `show`, tests): the live files of a snapshot, decoded with the
 //! parquet crate, with partition values restored as columns. No DataFusion needed.
+//!
+//! [`scan_live_files`] is the bounded reader of the dead-letter scans and the access report's
+//! window: files pruned by partition values and statistics, only the asked columns fetched,
+//! batches streamed to the caller.
 
 use crate::error::{Error, Result};
 use crate::handle::TableHandle;
@@ -8,8 +12,68 @@ use deltalake::arrow::array::{ArrayRef, RecordBatch, StringArray, new_null_array
 use deltalake::arrow::compute::{cast, concat_batches};
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::logstore::object_store::ObjectStoreExt;
+use deltalake::parquet::arrow::ProjectionMask;
 use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+#[allow(deprecated)] // parquet 59 deprecates it; delta-rs 1.1 still reads with it
+use deltalake::parquet::arrow::async_reader::ParquetObjectReader;
+use deltalake::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
+use futures::TryStreamExt;
+use std::collections::HashMap;
 use std::sync::Arc;
+
+/// A data file's partition values, as the log records them (`None`: the null partition).
+pub(crate) type PartitionValues = HashMap<String, Option<String>>;
+
+/// A data file's statistics (`minValues`, `maxValues`, `nullCount`, `numRecords`), if any.
+pub(crate) type FileStats = Option<serde_json::Value>;
+
+/// Stream `columns` (those a file has) of every live file of `handle` that `keep` does not rule
+/// out by its partition values and statistics, handing each batch and its file's partition
+/// values to `each`. Refuses a table with deletion vectors (its files hold deleted rows).
+/// Memory is one record batch plus what the caller keeps.
+pub(crate) async fn scan_live_files(
+    handle: &TableHandle,
+    columns: &[&str],
+    keep: impl Fn(&PartitionValues, &FileStats) -> bool,
+    mut each: impl FnMut(&RecordBatch, &PartitionValues) -> Result<()>,
+) -> Result<()> {
+    let table = handle.name();
+    handle.refuse_deletion_vectors()?;
+    let t = handle.table();
+    let snapshot = t.snapshot().map_err(|e| Error::storage(table, e))?;
+    let store = t.object_store();
+    for file in snapshot.log_data().iter() {
+        let partitions = file.partition_values_map();
+        let stats: FileStats = file.stats().and_then(|s| serde_json::from_str(&s).ok());
+        if !keep(&partitions, &stats) {
+            continue;
+        }
+        #[allow(deprecated)]
+        let reader = ParquetObjectReader::new(store.clone(), file.object_store_path())
+            .with_file_size(file.size().max(0) as u64);
+        let builder = ParquetRecordBatchStreamBuilder::new(reader)
+            .await
+            .map_err(|e| Error::storage(table, e))?;
+        let present: Vec<&str> = columns
+            .iter()
+            .copied()
+            .filter(|c| builder.schema().field_with_name(c).is_ok())
+            .collect();
+        let mask = ProjectionMask::columns(builder.parquet_schema(), present);
+        let mut stream = builder
+            .with_projection(mask)
+            .build()
+            .map_err(|e| Error::storage(table, e))?;
+        while let Some(batch) = stream
+            .try_next()
+            .await
+            .map_err(|e| Error::storage(table, e))?
+        {
+            each(&batch, &partitions)?;
+        }
+    }
+    Ok(())
+}
 
 /// A summary of a table.
 #[derive(Debug, Clone, serde::Serialize)]

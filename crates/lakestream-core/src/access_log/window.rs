@@ -5,19 +5,13 @@
 //! table's whole history.
 
 use crate::access_log::arrow::DATE;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::handle::TableHandle;
-use crate::read::with_partitions;
+use crate::read::{FileStats, PartitionValues, scan_live_files, with_partitions};
 use crate::storage::Lake;
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::datatypes::Schema;
-use deltalake::parquet::arrow::ProjectionMask;
-#[allow(deprecated)] // parquet 59 deprecates it; delta-rs 1.1 still reads with it
-use deltalake::parquet::arrow::async_reader::ParquetObjectReader;
-use deltalake::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
-use futures::TryStreamExt;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The request-time column.
@@ -38,7 +32,6 @@ pub async fn read_window(
     columns: &[&str],
 ) -> Result<Vec<RecordBatch>> {
     let h = TableHandle::open_existing(lake, table).await?;
-    h.refuse_deletion_vectors()?;
     let full = h.arrow_schema()?;
     let schema = Arc::new(Schema::new(
         full.fields()
@@ -47,49 +40,23 @@ pub async fn read_window(
             .cloned()
             .collect::<Vec<_>>(),
     ));
-    let t = h.table();
-    let snapshot = t.snapshot().map_err(|e| Error::storage(table, e))?;
-    let store = t.object_store();
     let mut out = Vec::new();
-    for file in snapshot.log_data().iter() {
-        let partitions = file.partition_values_map();
-        if !date_may_hold(&partitions, from, to) || !time_may_hold(file.stats(), from, to) {
-            continue;
-        }
-        #[allow(deprecated)]
-        let reader = ParquetObjectReader::new(store.clone(), file.object_store_path())
-            .with_file_size(file.size().max(0) as u64);
-        let builder = ParquetRecordBatchStreamBuilder::new(reader)
-            .await
-            .map_err(|e| Error::storage(table, e))?;
-        let present: Vec<&str> = columns
-            .iter()
-            .copied()
-            .filter(|c| builder.schema().field_with_name(c).is_ok())
-            .collect();
-        let mask = ProjectionMask::columns(builder.parquet_schema(), present);
-        let mut stream = builder
-            .with_projection(mask)
-            .build()
-            .map_err(|e| Error::storage(table, e))?;
-        while let Some(batch) = stream
-            .try_next()
-            .await
-            .map_err(|e| Error::storage(table, e))?
-        {
-            out.push(with_partitions(&schema, &batch, &partitions)?);
-        }
-    }
+    scan_live_files(
+        &h,
+        columns,
+        |partitions, stats| date_may_hold(partitions, from, to) && time_may_hold(stats, from, to),
+        |batch, partitions| {
+            out.push(with_partitions(&schema, batch, partitions)?);
+            Ok(())
+        },
+    )
+    .await?;
     Ok(out)
 }
 
 /// Whether a file's `date` partition is a day of the window (a file without one may hold
 /// anything).
-fn date_may_hold(
-    partitions: &HashMap<String, Option<String>>,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-) -> bool {
+fn date_may_hold(partitions: &PartitionValues, from: DateTime<Utc>, to: DateTime<Utc>) -> bool {
     match partitions
         .get(DATE)
         .cloned()
@@ -103,8 +70,8 @@ fn date_may_hold(
 
 /// Whether a file's `time` statistics (`minValues`/`maxValues`, RFC 3339) overlap the window
 /// (no statistics: it may).
-fn time_may_hold(stats: Option<String>, from: DateTime<Utc>, to: DateTime<Utc>) -> bool {
-    let Some(stats) = stats.and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok()) else {
+fn time_may_hold(stats: &FileStats, from: DateTime<Utc>, to: DateTime<Utc>) -> bool {
+    let Some(stats) = stats else {
         return true;
     };
     let at = |kind: &str| {
@@ -122,6 +89,7 @@ fn time_may_hold(stats: Option<String>, from: DateTime<Utc>, to: DateTime<Utc>) 
 mod tests {
     use super::*;
     use chrono::TimeZone;
+    use std::collections::HashMap;
 
     #[test]
     fn files_outside_the_window_are_ruled_out() {
@@ -134,25 +102,26 @@ mod tests {
         assert!(!date_may_hold(&date("2026-12-01"), from, to));
         assert!(date_may_hold(&HashMap::new(), from, to), "no partition");
         let stats = |min: &str, max: &str| {
-            Some(format!(
+            serde_json::from_str(&format!(
                 r#"{{"numRecords":2,"minValues":{{"time":"{min}"}},"maxValues":{{"time":"{max}"}}}}"#
             ))
+            .ok()
         };
         assert!(!time_may_hold(
-            stats("2026-11-27T08:00:00.000Z", "2026-11-27T11:00:00.000Z"),
+            &stats("2026-11-27T08:00:00.000Z", "2026-11-27T11:00:00.000Z"),
             from,
             to
         ));
         assert!(time_may_hold(
-            stats("2026-11-27T08:00:00.000Z", "2026-11-27T11:59:59.999Z"),
+            &stats("2026-11-27T08:00:00.000Z", "2026-11-27T11:59:59.999Z"),
             from,
             to
         ));
         assert!(!time_may_hold(
-            stats("2026-11-30T12:00:02.000Z", "2026-11-30T13:00:00.000Z"),
+            &stats("2026-11-30T12:00:02.000Z", "2026-11-30T13:00:00.000Z"),
             from,
             to
         ));
-        assert!(time_may_hold(None, from, to));
+        assert!(time_may_hold(&None, from, to));
     }
 }

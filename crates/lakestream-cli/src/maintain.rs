@@ -219,17 +219,8 @@ pub async fn invoke(cfg: &PipelineConfig, lake: &Lake, event: &Path) -> Result<(
     let results = maintenance::run(cfg, lake, &req, Arc::new(SystemClock)).await;
     // After the handler's EMF lines (stdout, as in Lambda): the results, on the last line.
     println!("{}", serde_json::to_string(&results)?);
-    let failed: Vec<String> = results
-        .iter()
-        .filter_map(|r| {
-            r.outcome
-                .as_ref()
-                .err()
-                .map(|e| format!("{}: {e}", r.table))
-        })
-        .collect();
-    if !failed.is_empty() {
-        bail!("maintenance failed: {}", failed.join("; "));
+    if let Some(failed) = maintenance::failures(&results) {
+        bail!("maintenance failed: {failed}");
     }
     Ok(())
 }

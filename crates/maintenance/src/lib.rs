@@ -75,6 +75,21 @@ pub struct JobResult {
     pub duration_ms: u64,
 }
 
+/// The failed tables of a run as one message (`table: error; ...`), or `None` when every table
+/// succeeded: the function's `Lakestream.MaintenanceFailed` diagnostic and the CLI's error.
+pub fn failures(results: &[JobResult]) -> Option<String> {
+    let failed: Vec<String> = results
+        .iter()
+        .filter_map(|r| {
+            r.outcome
+                .as_ref()
+                .err()
+                .map(|e| format!("{}: {e}", r.table))
+        })
+        .collect();
+    (!failed.is_empty()).then(|| failed.join("; "))
+}
+
 /// Tables a job without `tables` runs on: every table the pipeline writes
 /// ([`lakestream_core::maintenance::maintained_tables`], the list `lakestream optimize --all`
 /// and the other CLI maintenance commands use too), sorted.

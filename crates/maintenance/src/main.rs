@@ -5,7 +5,7 @@ use lakestream_core::{Lake, SystemClock};
 use lakestream_lambda::config_source::FunctionEnv;
 use lakestream_lambda::telemetry::init_tracing;
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
-use maintenance::{Request, run};
+use maintenance::{Request, failures, run};
 use std::sync::Arc;
 
 #[tokio::main]
@@ -22,20 +22,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
                 error_message: e,
             })?;
             let results = run(config, lake, &req, Arc::new(SystemClock)).await;
-            let failed: Vec<String> = results
-                .iter()
-                .filter_map(|r| {
-                    r.outcome
-                        .as_ref()
-                        .err()
-                        .map(|e| format!("{}: {e}", r.table))
-                })
-                .collect();
-            if !failed.is_empty() {
+            if let Some(failed) = failures(&results) {
                 // Scheduled invocations are retried twice by Lambda; every job is idempotent.
                 return Err(Diagnostic {
                     error_type: "Lakestream.MaintenanceFailed".into(),
-                    error_message: failed.join("; "),
+                    error_message: failed,
                 });
             }
             serde_json::to_value(&results).map_err(|e| Diagnostic {

@@ -69,6 +69,9 @@ RULES = {
     "QUEUE-AGE-ALARM": "the log notification queue has an alarm on the age of its oldest message",
     "LOG-SOURCES": "a function fed S3 notifications by SQS must set LAKESTREAM_LOG_BUCKETS to buckets "
     "its role can read, never the lake's (else it reads whatever bucket a notification names)",
+    "FAILED-BATCHES-WRITERS": "the bucket Kafka mappings send failed batches to denies s3:PutObject to "
+    "every principal but the consuming function's role (lakestream redrive turns its objects into lake "
+    "rows and advances each partition's txn offset)",
 }
 
 # Functions whose code deletes lake objects (vacuum, expired logs, stale manifests); every other
@@ -423,6 +426,38 @@ def _tls_denied(docs: list[dict[str, Any]]) -> bool:
     return False
 
 
+def _failed_batches_writers(resources: dict[str, Any]) -> list[str]:
+    """FAILED-BATCHES-WRITERS: every S3 on-failure destination of a Kafka mapping has a bucket
+    policy that denies s3:PutObject to any principal whose aws:PrincipalArn is not the role of a
+    function consuming from Kafka (ArnNotEquals/ArnNotLike on aws:PrincipalArn)."""
+    findings = []
+    writers: dict[str, set[str]] = {}
+    for r in resources.values():
+        props = r["Properties"] if r["Type"] == "AWS::Lambda::EventSourceMapping" else {}
+        dest = str(props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination", ""))
+        if ":kafka:" not in str(props.get("EventSourceArn", "")) or not dest.startswith("arn:aws:s3:::"):
+            continue
+        fn = function_role(resources, str(props.get("FunctionName", "")))
+        role_arn = str(resources.get(fn[0], {}).get("Properties", {}).get("Role", "")) if fn else ""
+        writers.setdefault(dest[len("arn:aws:s3:::"):], set()).add(role_arn)
+    for bucket, roles in sorted(writers.items()):
+        name = next((n for n in resources if f"{n.lower()}-physical-id" == bucket), bucket)
+        denied = False
+        for doc in _bucket_policies(resources, name):
+            for st in _statements(doc):
+                cond = st.get("Condition", {})
+                allowed = {str(v) for op in ("ArnNotEquals", "ArnNotLike")
+                           for v in _listify(cond.get(op, {}).get("aws:PrincipalArn", []))}
+                denied |= (st.get("Effect") == "Deny"
+                           and st.get("Principal") in ("*", {"AWS": "*"})
+                           and any(fnmatch.fnmatchcase("s3:PutObject", a) for a in _listify(st.get("Action", [])))
+                           and bool(allowed) and roles <= allowed)
+        if not denied:
+            findings.append(f"FAILED-BATCHES-WRITERS {name}: no Deny of s3:PutObject for principals other "
+                            f"than the Kafka functions' roles ({', '.join(sorted(roles))})")
+    return findings
+
+
 def _check_least_privilege(resources: dict[str, Any], params: dict[str, Any], txn_days: int) -> list[str]:
     """Issue 24: deletes, config writes, the raw-logs policy, TLS, unused SQS actions, retention, alarms."""
     findings = []
@@ -447,6 +482,7 @@ def _check_least_privilege(resources: dict[str, Any], params: dict[str, Any], tx
         if effective(res, "s3:PutObject", config_arn) or effective(res, "s3:DeleteObject", config_arn):
             findings.append(f"CONFIG-WRITE {name}: can write the pipeline config {config_arn}")
 
+    findings += _failed_batches_writers(resources)
     for name, res in sorted(resources.items()):
         if res["Type"] == "AWS::S3::Bucket" and not _tls_denied(_bucket_policies(resources, name)):
             findings.append(f"TLS-ONLY {name}: no bucket policy denies requests without TLS (aws:SecureTransport false)")

@@ -141,6 +141,11 @@ MUTATIONS = [
     ("SQS-UNUSED", "                - sqs:DeleteMessage\n", "                - sqs:DeleteMessage\n                - sqs:ChangeMessageVisibility\n"),
     ("TXN-RETENTION", "      MessageRetentionPeriod: 864000", "      MessageRetentionPeriod: 1209600"),
     ("QUEUE-AGE-ALARM", "      MetricName: ApproximateAgeOfOldestMessage", "      MetricName: NumberOfMessagesSent"),
+    # The failed-batches bucket: only the Kafka function's role writes (redrive trusts its objects).
+    ("FAILED-BATCHES-WRITERS", 'ArnNotEquals: {"aws:PrincipalArn": !GetAtt MskIngestFunctionRole.Arn}',
+     'ArnNotEquals: {"aws:PrincipalArn": !GetAtt RefineFunctionRole.Arn}'),
+    ("FAILED-BATCHES-WRITERS", '            Action: s3:PutObject\n            Resource: !Sub "${FailedBatchesBucket.Arn}/*"',
+     '            Action: s3:GetObject\n            Resource: !Sub "${FailedBatchesBucket.Arn}/*"'),
     (
         "BUCKET-VERSIONING",
         "      BucketName: !Ref LakeBucketName\n",
@@ -195,6 +200,8 @@ def test_template_before_issue_24_is_rejected_for_excess_privilege() -> None:
     assert "SQS-UNUSED LogIngestFunctionRole: sqs:ChangeMessageVisibility is granted but no code calls it" in text
     # The access-log txn retention (default 14 days) does not exceed the DLQ's 14 days.
     assert any(f.startswith("TXN-RETENTION LogNotificationsDeadLetterQueue:") for f in findings), text
+    # Anyone with s3:PutObject could forge a failed batch that redrive turns into rows.
+    assert any(f.startswith("FAILED-BATCHES-WRITERS FailedBatchesBucket:") for f in findings), text
     # No alarm on the age of the oldest notification (the drain could stop and messages expire).
     assert "QUEUE-AGE-ALARM LogNotificationsQueue: no CloudWatch alarm on ApproximateAgeOfOldestMessage" in text
 
@@ -230,3 +237,23 @@ def test_every_function_keeps_what_its_code_needs(params: dict[str, str]) -> Non
         assert not contract.effective(r, "s3:PutObject", f"{lake}/_config/lakestream.toml"), role
         deletes = contract.effective(r, "s3:DeleteObject", f"{lake}/raw/order/part-0.parquet")
         assert deletes == (role == "MaintenanceFunctionRole"), role
+
+
+def test_lake_prefix_pattern_allows_only_plain_segments() -> None:
+    """LakePrefix is the lake root's key prefix, the probe object's and every IAM resource's:
+    `..`, `.`, empty or `_`-leading segments would make them point at different keys."""
+    import re
+
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    spec = yaml.load((ROOT / "template.yaml").read_text(), Loader=Loader)["Parameters"]["LakePrefix"]
+    ok = lambda v: re.fullmatch(spec["AllowedPattern"], v) is not None  # noqa: E731 - CloudFormation matches the whole value
+    assert ok(spec["Default"])
+    for good in ["lake", "data/lake", "my-lake.v2", "a/b_c/d"]:
+        assert ok(good), good
+    for bad in ["", "..", "a/../b", "a//b", "/lake", "lake/", "./lake", "_lake", "a/_b", "a/./b", "lake?x"]:
+        assert not ok(bad), bad

@@ -71,7 +71,7 @@ RULES = {
     "its role can read, never the lake's (else it reads whatever bucket a notification names)",
     "FAILED-BATCHES-WRITERS": "the bucket Kafka mappings send failed batches to denies s3:PutObject to "
     "every principal but the consuming function's role (lakestream redrive turns its objects into lake "
-    "rows and advances each partition's txn offset)",
+    "rows)",
 }
 
 # Functions whose code deletes lake objects (vacuum, expired logs, stale manifests); every other

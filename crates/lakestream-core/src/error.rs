@@ -215,6 +215,18 @@ impl Error {
         }
     }
 
+    /// A data file's write failed: [`Error::storage`], except that S3's `400` answers that
+    /// retrying cannot fix ([`permanent_put_refusal`]: a key over 1024 bytes, ...) are
+    /// [`Error::Rejected`] (permanent: the table's records are dead-lettered, the batch is not
+    /// retried until it expires). Only data files: their keys come from record values.
+    pub(crate) fn data_put(table: &str, source: impl Into<DeltaTableError>) -> Self {
+        let source = source.into();
+        if permanent_put_refusal(&source).is_some() {
+            return Error::rejected(table, source);
+        }
+        Error::storage(table, source)
+    }
+
     pub(crate) fn storage(table: &str, source: impl Into<DeltaTableError>) -> Self {
         let source = source.into();
         if let Some(r) = crate::put_probe::refusal_in(&source) {
@@ -232,6 +244,35 @@ impl Error {
             source: Box::new(source),
         }
     }
+}
+
+/// S3 error codes that answer a data-file PUT with `400 Bad Request` for the key or the object
+/// itself: the same PUT fails the same way every time. Other 400s are left retryable (S3 also
+/// answers 400 for `RequestTimeout`, `ExpiredToken`, `BadDigest`, `IncompleteBody`, which a
+/// retry can fix).
+const PERMANENT_PUT_CODES: &[&str] = &["KeyTooLongError", "EntityTooLarge", "MetadataTooLarge"];
+
+/// The S3 error code of a `400` answer to a PUT that retrying cannot fix, anywhere in `e`'s
+/// source chain (a PUT, or the POST of a multipart upload). object_store's request error is
+/// private: it is recognised by its text (`Error performing PUT ... status code: 400 ...<Code>KeyTooLongError</Code>`).
+pub(crate) fn permanent_put_refusal(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    let (mut put, mut bad_request) = (false, false);
+    while let Some(err) = cur {
+        let text = err.to_string();
+        put |= text.contains("Error performing PUT ") || text.contains("Error performing POST ");
+        bad_request |= text.contains("status code: 400 ");
+        if put
+            && bad_request
+            && let Some(code) = PERMANENT_PUT_CODES
+                .iter()
+                .find(|c| text.contains(&format!("<Code>{c}</Code>")))
+        {
+            return Some(code);
+        }
+        cur = err.source();
+    }
+    None
 }
 
 /// The file system's "file name too long" (`ENAMETOOLONG`) anywhere in `e`'s source chain.
@@ -267,5 +308,66 @@ mod tests {
             matches!(e, Error::Storage { .. }) && e.is_retryable(),
             "{e:?}"
         );
+    }
+
+    /// A stand-in for object_store's private request error, with its text.
+    #[derive(Debug)]
+    struct Request(String);
+    impl std::fmt::Display for Request {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+    impl std::error::Error for Request {}
+
+    fn s3_answer(method: &str, status: &str, code: &str) -> DeltaTableError {
+        let text = format!(
+            "Error performing {method} http://127.0.0.1:5066/b/t/x=1/part-0.parquet in 12ms - \
+             Server returned non-2xx status code: {status}: <?xml version=\"1.0\"?><Error>\
+             <Code>{code}</Code><Message>...</Message></Error>"
+        );
+        DeltaTableError::ObjectStore {
+            source: deltalake::ObjectStoreError::Generic {
+                store: "S3",
+                source: Box::new(Request(text)),
+            },
+        }
+    }
+
+    /// A data-file PUT S3 refuses for its key (over 1024 bytes) is permanent; a 400 a retry
+    /// can fix, a 5xx and the same refusal of a GET stay retryable.
+    #[test]
+    fn s3_refusals_of_a_data_file_put() {
+        let e = Error::data_put(
+            "raw/member",
+            s3_answer("PUT", "400 Bad Request", "KeyTooLongError"),
+        );
+        assert!(
+            matches!(e, Error::Rejected { .. }) && !e.is_retryable(),
+            "{e:?}"
+        );
+        let e = Error::data_put(
+            "raw/member",
+            s3_answer("POST", "400 Bad Request", "EntityTooLarge"),
+        );
+        assert!(!e.is_retryable(), "{e:?}");
+        for (method, status, code) in [
+            ("PUT", "400 Bad Request", "RequestTimeout"),
+            ("PUT", "400 Bad Request", "ExpiredToken"),
+            ("PUT", "503 Service Unavailable", "SlowDown"),
+            ("GET", "400 Bad Request", "KeyTooLongError"),
+        ] {
+            let e = Error::data_put("raw/member", s3_answer(method, status, code));
+            assert!(
+                matches!(e, Error::Storage { .. }) && e.is_retryable(),
+                "{method} {code}: {e:?}"
+            );
+        }
+        // Only data-file writes: a log or read error with the same text stays a storage error.
+        let e = Error::storage(
+            "raw/member",
+            s3_answer("PUT", "400 Bad Request", "KeyTooLongError"),
+        );
+        assert!(e.is_retryable(), "{e:?}");
     }
 }

@@ -15,6 +15,7 @@ pub mod inspect;
 pub mod intercept;
 pub mod log_reads;
 pub mod maintenance;
+pub mod partition_path;
 pub mod put_probe;
 pub mod read;
 pub mod redact;

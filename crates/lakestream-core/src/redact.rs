@@ -12,6 +12,7 @@
 /// The class of a dead-letter reason (or of a notification body's rejection): a fixed label.
 pub fn reason_class(reason: &str) -> &'static str {
     const CLASSES: &[(&str, &str)] = &[
+        ("partition value too long", "partition-value-too-long"),
         ("outside the years 0001-9999", "timestamp-out-of-range"),
         ("as a timestamp", "bad-timestamp"),
         ("Kafka timestamp", "bad-kafka-timestamp"),

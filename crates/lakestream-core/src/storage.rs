@@ -5,6 +5,7 @@
 
 use crate::config::LakeConfig;
 use crate::error::{Error, Result};
+use crate::partition_path::{MAX_SEGMENT, PartitionLimits};
 use crate::put_probe::Probe;
 use deltalake::logstore::object_store::ObjectStore;
 use lakestream_formats::names::check_table_path;
@@ -125,6 +126,53 @@ impl Lake {
             table: table.escape_debug().to_string(),
             reason,
         };
+        let (url, len, limit, what) = self.locate(table)?;
+        if len + FILES_RESERVE > limit {
+            return Err(refuse(format!(
+                "its location is {len} bytes: too long, the files under it need {FILES_RESERVE} \
+                 more and {what} is {limit} bytes; use a shorter name (or lake root)"
+            )));
+        }
+        if self.is_local()
+            && let Ok(path) = url.to_file_path()
+        {
+            std::fs::create_dir_all(&path).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::InvalidFilename {
+                    refuse(format!(
+                        "its location is too long for the file system ({e})"
+                    ))
+                } else {
+                    Error::Io {
+                        path: path.display().to_string(),
+                        source: e,
+                    }
+                }
+            })?;
+        }
+        Ok(url)
+    }
+
+    /// How long the partition directories of `table`'s data files may be: [`MAX_SEGMENT`]
+    /// bytes per `<col>=<value>` segment, and all of them within what the storage's limit
+    /// ([`MAX_S3_KEY`], [`MAX_FS_PATH`]) leaves after the table's location and
+    /// [`FILES_RESERVE`] bytes for a data file's name. The ingest dead-letters a record whose
+    /// partition values do not fit ([`oversized_rows`](crate::partition_path::oversized_rows)).
+    pub fn partition_limits(&self, table: &str) -> Result<PartitionLimits> {
+        let (_, len, limit, store) = self.locate(table)?;
+        Ok(PartitionLimits {
+            segment: MAX_SEGMENT,
+            dir: limit.saturating_sub(len + FILES_RESERVE),
+            store,
+        })
+    }
+
+    /// The checked URL of `table`, the length of its location (key prefix on S3, path on a
+    /// file system), the storage's limit for that length and the limit's name.
+    fn locate(&self, table: &str) -> Result<(Url, usize, usize, &'static str)> {
+        let refuse = |reason: String| Error::TablePath {
+            table: table.escape_debug().to_string(),
+            reason,
+        };
         check_table_path(table).map_err(refuse)?;
         let mut url = self.root.clone();
         url.path_segments_mut()
@@ -153,29 +201,7 @@ impl Lake {
                 "S3's key limit",
             )
         };
-        if len + FILES_RESERVE > limit {
-            return Err(refuse(format!(
-                "its location is {len} bytes: too long, the files under it need {FILES_RESERVE} \
-                 more and {what} is {limit} bytes; use a shorter name (or lake root)"
-            )));
-        }
-        if self.is_local()
-            && let Ok(path) = url.to_file_path()
-        {
-            std::fs::create_dir_all(&path).map_err(|e| {
-                if e.kind() == std::io::ErrorKind::InvalidFilename {
-                    refuse(format!(
-                        "its location is too long for the file system ({e})"
-                    ))
-                } else {
-                    Error::Io {
-                        path: path.display().to_string(),
-                        source: e,
-                    }
-                }
-            })?;
-        }
-        Ok(url)
+        Ok((url, len, limit, what))
     }
 }
 

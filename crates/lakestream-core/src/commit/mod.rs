@@ -298,14 +298,14 @@ async fn write_files(
         .await
         .map_err(|e| match e {
             DeltaTableError::ObjectStore { .. } | DeltaTableError::Io { .. } => {
-                Error::storage(name, e)
+                Error::data_put(name, e)
             }
             other => Error::Schema {
                 table: name.to_string(),
                 reason: other.to_string(),
             },
         })?;
-    writer.flush().await.map_err(|e| Error::storage(name, e))
+    writer.flush().await.map_err(|e| Error::data_put(name, e))
 }
 
 #[cfg(test)]

@@ -222,7 +222,8 @@ impl Ingestor {
         tables: &mut Vec<TableRun<'a>>,
     ) -> Result<()> {
         for (table, (layout, idx)) in by_table {
-            let mut planner = TopicPlanner::new(app_prefix, layout, records, idx, now);
+            let limits = self.lake.partition_limits(table)?;
+            let mut planner = TopicPlanner::new(app_prefix, layout, records, idx, now, limits);
             let mut handle = self.take_handle(table).await?;
             let planned = async {
                 handle.sync().await?;

@@ -8,12 +8,15 @@ use crate::config::KafkaMetadataColumn;
 use crate::deadletter::DeadLetter;
 use crate::decode::decode_values_reserving;
 use crate::error::Result;
+use crate::partition_path::{PartitionLimits, oversized_rows};
 use crate::record::{RecordValue, SourceRecord, app_id};
 use crate::schema::{ColumnSource, TableLayout, validate_schema};
 use chrono::{DateTime, Datelike, Timelike, Utc};
 use deltalake::arrow::array::{
-    ArrayRef, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray, new_null_array,
+    ArrayRef, BooleanArray, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray,
+    new_null_array,
 };
+use deltalake::arrow::compute::filter_record_batch;
 use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::kernel::Transaction;
@@ -50,6 +53,8 @@ pub(super) struct TopicPlanner<'a> {
     app_ids: Vec<String>,
     /// Each record's appId, as an index into `app_ids` (by index into `records`).
     app_of: Vec<usize>,
+    /// How long the table's partition directories may be (records beyond are rejects).
+    limits: PartitionLimits,
 }
 
 impl<'a> TopicPlanner<'a> {
@@ -59,6 +64,7 @@ impl<'a> TopicPlanner<'a> {
         records: &'a [SourceRecord],
         idx: Vec<usize>,
         now: DateTime<Utc>,
+        limits: PartitionLimits,
     ) -> Self {
         let mut app_ids: Vec<String> = Vec::new();
         let mut app_of = vec![usize::MAX; records.len()];
@@ -77,6 +83,7 @@ impl<'a> TopicPlanner<'a> {
             idx,
             app_ids,
             app_of,
+            limits,
             processing_time: now,
             plan: None,
             dead_lettered: HashSet::new(),
@@ -200,8 +207,22 @@ impl<'a> TopicPlanner<'a> {
             .iter()
             .map(|f| f.name().clone())
             .collect();
-        let rows: Vec<usize> = decoded.rows.iter().map(|&j| todo[j]).collect();
-        let batch = self.assemble(&schema, &decoded.batch, &rows)?;
+        let mut rows: Vec<usize> = decoded.rows.iter().map(|&j| todo[j]).collect();
+        let mut batch = self.assemble(&schema, &decoded.batch, &rows)?;
+        // A partition value too long for a key or a directory name fails its record only.
+        let oversized = oversized_rows(&batch, &self.layout.partition_columns, &self.limits)?;
+        if !oversized.is_empty() {
+            let mut keep = vec![true; rows.len()];
+            for (k, reason) in oversized {
+                keep[k] = false;
+                let i = rows[k];
+                let l = super::letter(&self.records[i], Some(&self.layout.table), reason);
+                self.new_rejects.push((i, l));
+            }
+            batch = filter_record_batch(&batch, &BooleanArray::from(keep.clone()))?;
+            let mut kept = keep.into_iter();
+            rows.retain(|_| kept.next().unwrap_or(false));
+        }
         let mut high: Vec<Option<i64>> = vec![None; self.app_ids.len()];
         for &i in &rows {
             let h = &mut high[self.app_of[i]];

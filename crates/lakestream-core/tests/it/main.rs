@@ -17,6 +17,7 @@ mod faults;
 mod ingest;
 mod inspect;
 mod maintenance;
+mod partition_values;
 mod redrive;
 mod refine;
 mod refine_readers;

@@ -113,4 +113,21 @@ mod tests {
         );
         assert_eq!(reason_class("anything else"), "other");
     }
+
+    #[test]
+    fn partition_values_in_paths_never_pass() {
+        assert_eq!(
+            scrub("Object at location /lake/raw/member/order_owner=4111111111111111/part-00000-a.parquet not found"),
+            "Object at location /lake/raw/member/order_owner=…/part-00000-a.parquet not found"
+        );
+        assert_eq!(
+            scrub("s3://b/p/raw/member/order_owner=4111-1111-1111-1111/date=2026-12-01/part-0.parquet: 403"),
+            "s3://b/p/raw/member/order_owner=…/date=…/part-0.parquet: 403"
+        );
+        assert_eq!(
+            scrub("key `raw/member/order_owner=John%20Doe/x.parquet`"),
+            "key `raw/member/order_owner=…/x.parquet`"
+        );
+        assert_eq!(scrub("a = b, x=, (os error 2)"), "a = b, x=, (os error 2)");
+    }
 }

@@ -6,7 +6,7 @@ import os
 import uuid
 
 from conftest import delta_tables_under
-from secnames import invoke_s3_logs, log_line, sqs_event
+from secnames import invoke_s3_logs, log_line, rows, sqs_event
 from test_sec_names_foreign import every_value
 
 SOURCE = "raw-logs"
@@ -38,6 +38,9 @@ def test_symlinks_in_the_objects_directory_do_not_leave_it(lake, sandbox, tmp_pa
     assert "access_logs/stolen-bucket" not in tables, tables
     assert secret not in text and "root:x:0:0" not in text, "a file outside the objects directory was read"
     assert secret not in err and "root:x:0:0" not in err
-    letters = [r for r in __import__("secnames").rows(lake, "dead_letters")]
-    reasons = " ".join(r.get("reason") or "" for r in letters)
-    assert reasons.count("outside the objects directory") == 3, reasons
+    outcomes = dict(out["report"]["objects"]["objects"])
+    assert outcomes[f"s3://{SOURCE}/ok.log"]["outcome"] == "committed", outcomes
+    letters = {r["object_uri"]: r["error"] for r in rows(lake, "dead_letters")}
+    for k in ["logs/creds", "root/etc/passwd", "file.log"]:
+        assert outcomes[f"s3://{SOURCE}/{k}"]["outcome"] == "refused", outcomes
+        assert "outside the objects directory" in letters[f"s3://{SOURCE}/{k}"], letters

@@ -6,7 +6,8 @@
 
 use anyhow::{Context, Result, bail};
 use lakestream_core::maintenance::{
-    CompactOptions, Reader, VacuumOptions, checkpoint, compact, maintained_tables, manifest, vacuum,
+    CompactOptions, Reader, VacuumOptions, checkpoint, compact, maintained_tables_and_skipped,
+    manifest, vacuum,
 };
 use lakestream_core::{Error, Lake, PipelineConfig, SystemClock};
 use std::path::Path;
@@ -22,12 +23,15 @@ pub async fn targets(
 ) -> Result<Vec<String>> {
     match (table, all) {
         (Some(t), false) => Ok(vec![t]),
-        (None, true) => Ok(maintained_tables(cfg, lake)
-            .await
-            .context("listing the pipeline's tables")?
-            .into_iter()
-            .map(|t| t.name)
-            .collect()),
+        (None, true) => {
+            let (tables, skipped) = maintained_tables_and_skipped(cfg, lake)
+                .await
+                .context("listing the pipeline's tables")?;
+            for s in skipped {
+                println!("{}: skipped ({})", s.name, s.reason);
+            }
+            Ok(tables.into_iter().map(|t| t.name).collect())
+        }
         _ => bail!("name one table, or pass --all for every table of the pipeline"),
     }
 }
@@ -39,7 +43,10 @@ pub fn skipped<T>(r: lakestream_core::Result<T>, all: bool) -> Result<Option<T>>
             println!("{t}: skipped (table does not exist yet)");
             Ok(None)
         }
-        r => Ok(Some(r?)),
+        // Redacted like the function's errors: a storage error names the object, and its
+        // `col=value/` segments are record values.
+        Err(e) => Err(anyhow::anyhow!(e.redacted())),
+        Ok(v) => Ok(Some(v)),
     }
 }
 

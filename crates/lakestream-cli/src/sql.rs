@@ -7,10 +7,13 @@
 //! version V as `<name>_v<V>`. A name two tables share (`raw_order`, `raw-order`) is refused
 //! when a query uses it, naming both tables. A table is read (our reader, the live files of its snapshot) only
 //! when the query names it, into memory: fine for a laptop-sized look at the lake; for large
-//! tables use Athena, Trino or DuckDB (`lakestream ddl`, README).
+//! tables use Athena, Trino or DuckDB (`lakestream ddl`, README). Read-only: DDL (`CREATE
+//! EXTERNAL TABLE` over a local file), DML (`COPY ... TO` a local file, `INSERT`) and session
+//! statements are refused before anything runs.
 
 use anyhow::{Context, Result, bail};
 use datafusion::datasource::MemTable;
+use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::SessionContext;
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -133,11 +136,32 @@ pub async fn query_lake(
         let names: Vec<&str> = catalog.keys().map(String::as_str).collect();
         tracing::info!(tables = ?names, "the query names none of the lake's tables");
     }
-    let df = ctx.sql(query).await.with_context(|| {
-        let names: Vec<&str> = catalog.keys().map(String::as_str).collect();
-        format!("tables of this lake: {}", names.join(", "))
+    let plan = ctx
+        .state()
+        .create_logical_plan(query)
+        .await
+        .with_context(|| {
+            let names: Vec<&str> = catalog.keys().map(String::as_str).collect();
+            format!("tables of this lake: {}", names.join(", "))
+        })?;
+    // Read-only: no DDL (`CREATE EXTERNAL TABLE ... LOCATION '/etc/passwd'`), no DML (`COPY ...
+    // TO '/tmp/x.csv'`, `INSERT`), no session statements (`SET`); the plan is checked before
+    // anything runs, so nothing is read outside the lake's tables and nothing is written.
+    read_only().verify_plan(&plan).map_err(|e| {
+        anyhow::anyhow!(
+            "`lakestream sql` is read-only: only queries (SELECT, EXPLAIN) over the lake's tables              run; {e}. Nothing was read or written. To export a result use --format csv|json and              redirect the output"
+        )
     })?;
+    let df = ctx.execute_logical_plan(plan).await?;
     Ok(df.collect().await?)
+}
+
+/// What `lakestream sql` runs: queries only (DDL, DML and statements refused).
+fn read_only() -> SQLOptions {
+    SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false)
 }
 
 /// `TABLE=V` of `--at`.

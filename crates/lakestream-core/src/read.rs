@@ -111,8 +111,36 @@ pub async fn summarize(lake: &Lake, table: &str) -> Result<Option<TableSummary>>
     }))
 }
 
-/// Tables directly under `prefix` (e.g. `access_logs/<bucket>`), found by listing.
+/// Tables directly under `prefix` (e.g. `access_logs/<bucket>`), found by listing; folders
+/// that cannot be tables are skipped (see [`list_child_tables`]).
 pub async fn child_tables(lake: &Lake, prefix: &str) -> Result<Vec<String>> {
+    Ok(list_child_tables(lake, prefix).await?.tables)
+}
+
+/// A folder under a table prefix that was not listed as a table, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SkippedFolder {
+    /// The folder, relative to the lake root (escaped: it came from a listing).
+    pub name: String,
+    /// Why it is not a table (the lake's table-path refusal).
+    pub reason: String,
+}
+
+/// What [`list_child_tables`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChildTables {
+    /// The tables, in listing order.
+    pub tables: Vec<String>,
+    /// Folders whose name the lake refuses as a table path (`a+b`, left by another engine or
+    /// written before names were checked): never opened, never maintained.
+    pub skipped: Vec<SkippedFolder>,
+}
+
+/// Tables directly under `prefix`, found by listing (one LIST plus one log probe per folder).
+/// A folder whose name the lake refuses as a table path ([`Lake::table_url`]) is skipped with a
+/// warning and returned in [`ChildTables::skipped`], so one bad folder does not stop the
+/// listing; `_`-leading folders are not tables and are ignored silently.
+pub async fn list_child_tables(lake: &Lake, prefix: &str) -> Result<ChildTables> {
     let h = TableHandle::open(lake, prefix)?;
     let listing = h
         .table()
@@ -120,16 +148,27 @@ pub async fn child_tables(lake: &Lake, prefix: &str) -> Result<Vec<String>> {
         .list_with_delimiter(None)
         .await
         .map_err(|e| Error::storage(prefix, e))?;
-    let mut out = Vec::new();
+    let mut out = ChildTables::default();
     for dir in listing.common_prefixes {
         let name = dir.filename().unwrap_or_default().to_string();
         if name.is_empty() || name.starts_with('_') {
             continue;
         }
         let table = format!("{}/{name}", prefix.trim_end_matches('/'));
-        let mut t = TableHandle::open(lake, &table)?;
+        let mut t = match TableHandle::open(lake, &table) {
+            Ok(t) => t,
+            Err(Error::TablePath { table, reason }) => {
+                tracing::warn!(folder = %table, reason = %reason, "folder skipped: its name cannot be a table; rename or delete it");
+                out.skipped.push(SkippedFolder {
+                    name: table,
+                    reason: format!("not a valid table path: {reason}"),
+                });
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         if t.refresh().await? {
-            out.push(table);
+            out.tables.push(table);
         }
     }
     Ok(out)

@@ -50,7 +50,9 @@ pub fn reason_class(reason: &str) -> &'static str {
 }
 
 /// `text` with every double-quoted span (escapes honoured; an unterminated one runs to the
-/// end) replaced by `"…"` and every run of 8 or more ASCII digits by `<digits>`.
+/// end) replaced by `"…"`, the value of every `name=value` (a Hive partition segment of an
+/// object key, `order_owner=4111-1111-1111-1111/part-...`, or `%3D` in a URL) by `…` up to the
+/// next `/`, space, quote, `,`, `;`, `)`, `]`, `<`, `>` or `&`, and every run of 8 or more ASCII digits by `<digits>`.
 pub fn scrub(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
@@ -78,6 +80,43 @@ pub fn scrub(text: &str) -> String {
                     (false, '"') => break,
                     _ => escaped = false,
                 }
+            }
+            continue;
+        }
+        let after_name = out
+            .chars()
+            .last()
+            .is_some_and(|p| p.is_ascii_alphanumeric() || p == '_');
+        let ends_value = |q: char| {
+            q.is_whitespace()
+                || matches!(
+                    q,
+                    '/' | '"' | '\'' | '`' | ',' | ';' | ')' | ']' | '<' | '>' | '&'
+                )
+        };
+        // `=`, or `%3D` (the same key in a URL: `order_owner%3D4111-...`).
+        let equals = match c {
+            '=' => Some("="),
+            '%' if after_name => {
+                let mut ahead = chars.clone();
+                match (ahead.next(), ahead.next()) {
+                    (Some('3'), Some(d @ ('D' | 'd'))) => {
+                        chars.next();
+                        chars.next();
+                        Some(if d == 'D' { "%3D" } else { "%3d" })
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some(eq) = equals {
+            if after_name && chars.peek().is_some_and(|q| !ends_value(*q)) {
+                out.push_str(eq);
+                out.push('…');
+                while chars.next_if(|q| !ends_value(*q)).is_some() {}
+            } else {
+                out.push_str(eq);
             }
             continue;
         }
@@ -113,5 +152,31 @@ mod tests {
             "version 1234567 of `raw/order`"
         );
         assert_eq!(reason_class("anything else"), "other");
+    }
+
+    #[test]
+    fn partition_values_in_paths_never_pass() {
+        assert_eq!(
+            scrub(
+                "Object at location /lake/raw/member/order_owner=4111111111111111/part-00000-a.parquet not found"
+            ),
+            "Object at location /lake/raw/member/order_owner=…/part-00000-a.parquet not found"
+        );
+        assert_eq!(
+            scrub(
+                "s3://b/p/raw/member/order_owner=4111-1111-1111-1111/date=2026-12-01/part-0.parquet: 403"
+            ),
+            "s3://b/p/raw/member/order_owner=…/date=…/part-0.parquet: 403"
+        );
+        assert_eq!(
+            scrub("key `raw/member/order_owner=John%20Doe/x.parquet`"),
+            "key `raw/member/order_owner=…/x.parquet`"
+        );
+        assert_eq!(scrub("a = b, x=, (os error 2)"), "a = b, x=, (os error 2)");
+        assert_eq!(
+            scrub("GET http://h/b/raw/member/order_owner%3D4111-1111-1111-1111/part-0.parquet 404"),
+            "GET http://h/b/raw/member/order_owner%3D…/part-0.parquet 404"
+        );
+        assert_eq!(scrub("<Key>t/k=v-1-2</Key> 100%"), "<Key>t/k=…</Key> 100%");
     }
 }

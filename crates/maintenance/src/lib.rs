@@ -113,28 +113,34 @@ pub async fn run(
     req: &Request,
     clock: Arc<dyn Clock>,
 ) -> Vec<JobResult> {
-    let tables = match &req.tables {
-        Some(t) => t.clone(),
-        None => match all_tables(config, lake).await {
-            Ok(t) => t,
-            // Listing the access-log tables failed: fail the invocation (Lambda retries it)
-            // rather than report success for a schedule that skipped tables.
-            Err(e) => {
-                tracing::error!(job = ?req.job, error = %e, "listing the tables failed");
-                return vec![JobResult {
-                    table: config.access_logs.table_prefix.clone(),
-                    job: req.job,
-                    outcome: Err(format!("listing the pipeline's tables: {e}")),
-                    duration_ms: 0,
-                }];
+    let (tables, skipped) = match &req.tables {
+        Some(t) => (t.clone(), Vec::new()),
+        None => {
+            match lakestream_core::maintenance::maintained_tables_and_skipped(config, lake).await {
+                Ok((t, skipped)) => (t.into_iter().map(|t| t.name).collect(), skipped),
+                // Listing the access-log tables failed: fail the invocation (Lambda retries it)
+                // rather than report success for a schedule that skipped tables.
+                Err(e) => {
+                    let e = e.redacted();
+                    tracing::error!(job = ?req.job, error = %e, "listing the tables failed");
+                    return vec![JobResult {
+                        table: config.access_logs.table_prefix.clone(),
+                        job: req.job,
+                        outcome: Err(format!("listing the pipeline's tables: {e}")),
+                        duration_ms: 0,
+                    }];
+                }
             }
-        },
+        }
     };
     // What the refine jobs consumed, read once per run: vacuum and log cleanup keep what they
     // still need. If it cannot be read, neither deletes anything.
     let readers: Result<Readers, String> = match req.job {
         Job::Vacuum | Job::Checkpoint => refine_readers(lake, config).await.map_err(|e| {
-            format!("cannot read what the refine jobs consumed ({e}); nothing was deleted")
+            format!(
+                "cannot read what the refine jobs consumed ({}); nothing was deleted",
+                e.redacted()
+            )
         }),
         Job::Optimize | Job::Manifest => Ok(Readers::new()),
     };
@@ -174,6 +180,14 @@ pub async fn run(
             duration_ms,
         });
     }
+    // Folders under the access-log prefix whose name cannot be a table (warned when listed):
+    // reported, not maintained, and not a failure of the run.
+    out.extend(skipped.into_iter().map(|s| JobResult {
+        outcome: Ok(serde_json::json!({"table": s.name, "skipped": s.reason})),
+        table: s.name,
+        job: req.job,
+        duration_ms: 0,
+    }));
     out
 }
 
@@ -212,7 +226,7 @@ async fn run_one(
                     "table": table, "dry_run": true, "version": s.version, "files": s.files,
                 })),
                 Ok(None) => json::<()>(Err(lakestream_core::Error::TableNotFound(table.into()))),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(e.redacted()),
             }
         }
         Job::Checkpoint => json(checkpoint(lake, table, false, clock.as_ref(), readers).await),
@@ -229,7 +243,9 @@ fn json<T: serde::Serialize>(
         Err(lakestream_core::Error::TableNotFound(table)) => {
             Ok(serde_json::json!({"table": table, "skipped": "table does not exist yet"}))
         }
-        Err(e) => Err(e.to_string()),
+        // Redacted: the message may name an object under `col=value/` (a record value) and
+        // reaches the logs, the EMF-adjacent error line and the function's Diagnostic.
+        Err(e) => Err(e.redacted()),
     }
 }
 

@@ -19,14 +19,16 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         move |event: LambdaEvent<serde_json::Value>| async move {
             let req = Request::from_event(&event.payload).map_err(|e| Diagnostic {
                 error_type: "Lakestream.BadInput".into(),
-                error_message: e,
+                error_message: lakestream_core::redact::scrub(&e),
             })?;
             let results = run(config, lake, &req, Arc::new(SystemClock)).await;
             if let Some(failed) = failures(&results) {
                 // Scheduled invocations are retried twice by Lambda; every job is idempotent.
                 return Err(Diagnostic {
                     error_type: "Lakestream.MaintenanceFailed".into(),
-                    error_message: failed,
+                    // Every job's error is redacted already; scrub again so nothing added
+                    // on the way (a table name from a listing) can carry a value.
+                    error_message: lakestream_core::redact::scrub(&failed),
                 });
             }
             serde_json::to_value(&results).map_err(|e| Diagnostic {

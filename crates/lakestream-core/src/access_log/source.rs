@@ -32,8 +32,9 @@ pub trait ObjectSource {
 
 /// A directory standing in for buckets: `<root>/<bucket>/<key>` (no ETags: every read matches).
 /// A bucket or key that would leave the directory (absolute, `..`, `.`, a drive prefix) is
-/// refused before anything is read: a notification's key must not read `/etc/passwd` or the
-/// lake next to the directory.
+/// refused before anything is read, and so is one that resolves through a symbolic link to a
+/// file outside the directory: a notification's key must not read `/etc/passwd` or the lake
+/// next to the directory.
 #[derive(Debug, Clone)]
 pub struct LocalObjects(pub std::path::PathBuf);
 
@@ -66,8 +67,35 @@ impl ObjectSource for LocalObjects {
             .chain(object.alt_key.as_ref())
             .map(|k| below("key", k, object))
             .collect::<Result<Vec<_>>>()?;
+        let root = tokio::fs::canonicalize(&self.0)
+            .await
+            .map_err(|e| Error::Io {
+                path: self.0.display().to_string(),
+                source: e,
+            })?;
         for key in keys {
-            let path = self.0.join(&bucket).join(key);
+            // Symlinks resolved: the file read must be inside the directory (a link
+            // `raw-logs/logs -> /` must not turn `logs/etc/passwd` into `/etc/passwd`).
+            let joined = root.join(&bucket).join(key);
+            let path = match tokio::fs::canonicalize(&joined).await {
+                Ok(p) => p,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(Error::Io {
+                        path: joined.display().to_string(),
+                        source: e,
+                    });
+                }
+            };
+            if !path.starts_with(&root) {
+                return Err(Error::Fetch {
+                    object: object.uri(),
+                    message: "the key resolves, through a symbolic link, to a file outside the \
+                              objects directory: refused, nothing was read"
+                        .into(),
+                    retryable: false,
+                });
+            }
             match tokio::fs::metadata(&path).await {
                 Ok(m) if m.len() > max_bytes => return Ok(Fetched::TooLarge { size: m.len() }),
                 _ => {}

@@ -79,7 +79,9 @@ pub struct CompactReport {
     pub bytes_rewritten: u64,
     /// Partitions compacted (one commit each).
     pub partitions_compacted: usize,
-    /// Partitions skipped because a concurrent writer changed their files.
+    /// Partitions skipped because a concurrent writer changed their files, by position in
+    /// this run's plan (`partition 2 of 5`): partition values are record values and this
+    /// report reaches the logs.
     pub partitions_conflicted: Vec<String>,
     /// Bins left for the next run because of `max_bytes`.
     pub bins_deferred: usize,
@@ -191,7 +193,10 @@ pub async fn compact(
     // Execute: rewrite each partition's bins, then one commit for the partition.
     let mut done_bytes = 0u64;
     progress(0, planned_bytes);
-    for (label, bins) in plan {
+    let planned = plan.len();
+    for (i, (label, bins)) in plan.into_iter().enumerate() {
+        // Logs and errors name the partition by position, never by its values.
+        let tag = format!("partition {} of {planned}", i + 1);
         let mut rewritten: Vec<(Vec<Remove>, Vec<Add>, u64)> = Vec::new();
         for bin in &bins {
             let adds = rewrite_bin(
@@ -202,14 +207,15 @@ pub async fn compact(
                 &partition_columns,
                 bin,
                 opts,
-                &label,
+                &tag,
             )
             .await?;
             let removes = bin.iter().map(|f| f.remove.clone()).collect();
             rewritten.push((removes, adds, bin.iter().map(|f| f.size).sum()));
         }
         let bytes: u64 = rewritten.iter().map(|r| r.2).sum();
-        commit_partition(&mut h, read_version, &label, rewritten, opts, &mut report).await?;
+        let part = (label.as_str(), tag.as_str());
+        commit_partition(&mut h, read_version, part, rewritten, opts, &mut report).await?;
         done_bytes += bytes;
         progress(done_bytes, planned_bytes);
     }
@@ -229,7 +235,10 @@ pub async fn compact(
 /// is retried — checked again against every commit since `read_version`, including this run's
 /// own earlier partitions; a schema or protocol change skips the partition until the next run.
 struct PartitionCompaction<'a> {
+    /// The partition's values (the commit's predicate, in the Delta log only).
     label: &'a str,
+    /// Its position in the run (`partition 2 of 5`): what logs and reports name.
+    tag: &'a str,
     target_size: u64,
     read_version: Option<u64>,
     schema: deltalake::arrow::datatypes::SchemaRef,
@@ -267,12 +276,12 @@ impl ChangePlanner for PartitionCompaction<'_> {
     }
 
     fn on_conflict(&mut self, c: &Conflict, change: &mut Change) -> Decision {
-        let label = self.label;
+        let tag = self.tag;
         if !c.gone.is_empty() {
             let before = self.bins.len();
             self.bins
                 .retain(|b| !b.0.iter().any(|r| c.gone.contains(&r.path)));
-            tracing::info!(partition = %label, dropped = before - self.bins.len(), reason = %c.reason, "compaction bins dropped: their files were rewritten or removed concurrently");
+            tracing::info!(partition = %tag, dropped = before - self.bins.len(), reason = %crate::redact::scrub(&c.reason), "compaction bins dropped: their files were rewritten or removed concurrently");
             if self.bins.is_empty() {
                 return Decision::Stop;
             }
@@ -282,22 +291,24 @@ impl ChangePlanner for PartitionCompaction<'_> {
         if c.contended {
             return Decision::Retry;
         }
-        tracing::warn!(partition = %label, reason = %c.reason, "compaction of partition skipped until the next run");
+        tracing::warn!(partition = %tag, reason = %crate::redact::scrub(&c.reason), "compaction of partition skipped until the next run");
         Decision::Stop
     }
 }
 
-/// Commit one partition's rewritten bins (see [`PartitionCompaction`]).
+/// Commit one partition's rewritten bins (see [`PartitionCompaction`]); `part` is its values'
+/// label and its position tag.
 async fn commit_partition(
     h: &mut TableHandle,
     read_version: Option<u64>,
-    label: &str,
+    (label, tag): (&str, &str),
     bins: Vec<(Vec<Remove>, Vec<Add>, u64)>,
     opts: &CompactOptions,
     report: &mut CompactReport,
 ) -> Result<()> {
     let mut planner = PartitionCompaction {
         label,
+        tag,
         target_size: opts.target_size,
         read_version,
         schema: h.arrow_schema()?,
@@ -313,7 +324,7 @@ async fn commit_partition(
             report.files_added += p.change.adds.len();
             report.bytes_rewritten += planner.bins.iter().map(|b| b.2).sum::<u64>();
         }
-        _ => report.partitions_conflicted.push(label.to_string()),
+        _ => report.partitions_conflicted.push(tag.to_string()),
     }
     Ok(())
 }
@@ -329,7 +340,7 @@ async fn rewrite_bin(
     partition_columns: &[String],
     bin: &[&FileInfo],
     opts: &CompactOptions,
-    label: &str,
+    tag: &str,
 ) -> Result<Vec<Add>> {
     let store = h.table().object_store();
     let url = lake.table_url(table)?;
@@ -355,7 +366,7 @@ async fn rewrite_bin(
         let size = batch.get_array_memory_size() as u64;
         if size > opts.memory_budget {
             return Err(Error::Config(format!(
-                "z-order of partition {label} of `{table}` needs ~{} MiB, over the {} MiB budget: \
+                "z-order of {tag} of `{table}` needs ~{} MiB, over the {} MiB budget: \
                  give the function more memory, lower the target size, or compact without z-order",
                 size >> 20,
                 opts.memory_budget >> 20

@@ -14,5 +14,5 @@ pub use checkpoint::{CheckpointReport, checkpoint};
 pub use compact::{CompactOptions, CompactReport, compact};
 pub use manifest::{ManifestReport, manifest};
 pub use readers::{Reader, Readers, refine_readers};
-pub use tables::{MaintainedTable, maintained_tables};
+pub use tables::{MaintainedTable, maintained_tables, maintained_tables_and_skipped};
 pub use vacuum::{VacuumOptions, VacuumReport, vacuum};

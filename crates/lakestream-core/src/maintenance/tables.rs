@@ -6,7 +6,7 @@
 
 use crate::config::PipelineConfig;
 use crate::error::Result;
-use crate::read::child_tables;
+use crate::read::{SkippedFolder, list_child_tables};
 use crate::storage::Lake;
 use crate::tables::TableKind;
 
@@ -23,16 +23,29 @@ pub struct MaintainedTable {
 /// Every table of the pipeline, sorted by name; per-bucket access-log tables are found by
 /// listing the prefix (one LIST plus one log probe per bucket directory). Tables that do not
 /// exist yet are listed too (jobs skip them). A listing that fails is an error: the schedule
-/// must not report success while skipping tables.
+/// must not report success while skipping tables. A folder under the access-log prefix whose
+/// name cannot be a table is left out (see [`maintained_tables_and_skipped`]).
 pub async fn maintained_tables(
     config: &PipelineConfig,
     lake: &Lake,
 ) -> Result<Vec<MaintainedTable>> {
+    Ok(maintained_tables_and_skipped(config, lake).await?.0)
+}
+
+/// [`maintained_tables`] plus the folders under the access-log prefix that were skipped because
+/// their name cannot be a table (each logged as a warning), for the jobs to report.
+pub async fn maintained_tables_and_skipped(
+    config: &PipelineConfig,
+    lake: &Lake,
+) -> Result<(Vec<MaintainedTable>, Vec<SkippedFolder>)> {
     let mut out = Vec::new();
+    let mut skipped = Vec::new();
     for t in config.tables() {
         match t.kind {
             TableKind::AccessLogDirectory => {
-                for name in child_tables(lake, &t.name).await? {
+                let found = list_child_tables(lake, &t.name).await?;
+                skipped.extend(found.skipped);
+                for name in found.tables {
                     out.push(MaintainedTable {
                         name,
                         kind: TableKind::AccessLogs,
@@ -44,5 +57,6 @@ pub async fn maintained_tables(
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out.dedup_by(|a, b| a.name == b.name);
-    Ok(out)
+    skipped.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok((out, skipped))
 }

@@ -3,6 +3,7 @@
 //! test command and `.ci/run` start moto and set it; `LAKESTREAM_REQUIRE_S3=1` makes its
 //! absence a failure rather than a skip).
 
+mod access_log_etag;
 mod access_log_limits;
 mod access_logs;
 mod access_report;

@@ -18,15 +18,17 @@ def log_line(bucket, n=1):
             f"{n} 10 1 1 \"-\" \"ua\" -")
 
 
-def sqs_event(path, objects):
-    """Write a Lambda SQS event to `path`: one message per (bucket, key) in `objects`."""
+def sqs_event(path, objects, etags=None):
+    """Write a Lambda SQS event to `path`: one message per (bucket, key) in `objects`, with the
+    eTag `etags[(bucket, key)]` (S3 always sends one; an `--objects` directory does not check it)."""
     records = []
     for i, (bucket, key) in enumerate(objects):
+        etag = (etags or {}).get((bucket, key), "0123456789abcdef0123456789abcdef")
         body = {"Records": [{
             "eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "us-east-1",
             "eventTime": "2026-11-29T10:00:05.000Z", "eventName": "ObjectCreated:Put",
             "s3": {"s3SchemaVersion": "1.0", "bucket": {"name": bucket, "arn": f"arn:aws:s3:::{bucket}"},
-                   "object": {"key": key, "size": 1}}}]}
+                   "object": {"key": key, "size": 1, "eTag": etag}}}]}
         records.append({"messageId": f"msg-{i}", "receiptHandle": f"rh-{i}", "body": json.dumps(body),
                         "attributes": {}, "messageAttributes": {}, "eventSource": "aws:sqs",
                         "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:raw-logs-notifications",

@@ -102,7 +102,8 @@ def s3_logs_event(tmp_path):
     (objs / "2026-11-29-10-00-00-CARD").write_text(ACCESS_LINE % CARDS[0] + ACCESS_LINE % "200")
     body = {"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
                          "s3": {"bucket": {"name": "raw-logs"},
-                                "object": {"key": "logs/2026-11-29-10-00-00-CARD", "size": 10}}}]}
+                                "object": {"key": "logs/2026-11-29-10-00-00-CARD", "size": 10,
+                                           "eTag": "0123456789abcdef0123456789abcdef"}}}]}
     messages = [
         {"messageId": "m-1", "receiptHandle": "r1", "body": json.dumps(body), "eventSource": "aws:sqs"},
         # Not a notification: an S3 record whose eventVersion is a card number.

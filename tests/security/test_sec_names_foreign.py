@@ -42,18 +42,18 @@ def test_a_notification_naming_a_foreign_bucket_is_dead_lettered_without_a_get(l
     if lake.backend == "fs":
         objects = put_objects(work / "objects", {(SOURCE, ok_key): valid,
                                                  ("lake-bucket", "lake/_config/lakestream.toml"): foreign_text})
-        foreign = [("lake-bucket", "lake/_config/lakestream.toml")]
+        foreign, etags = [("lake-bucket", "lake/_config/lakestream.toml")], {}
     else:
-        objects = None
+        objects, etags = None, {}
         s3 = s3_client()
         s3.create_bucket(Bucket=SOURCE)
-        s3.put_object(Bucket=SOURCE, Key=ok_key, Body=valid.encode())
+        etags[(SOURCE, ok_key)] = s3.put_object(Bucket=SOURCE, Key=ok_key, Body=valid.encode())["ETag"].strip('"')
         # The lake's own config object, and a bucket that does not exist: a GET of it would fail
         # (retryable: the message would be listed for retry), so an acknowledged letter shows no GET.
         config_key = f"{lake_prefix(lake)}/_config/lakestream.toml"
         s3.put_object(Bucket="lakestream-test", Key=config_key, Body=foreign_text.encode())
         foreign = [("lakestream-test", config_key), (f"no-such-bucket-{uuid.uuid4().hex[:8]}", "x.log")]
-    event = sqs_event(work / "event.json", [(SOURCE, ok_key), *foreign])
+    event = sqs_event(work / "event.json", [(SOURCE, ok_key), *foreign], etags)
 
     code, out, err = invoke_s3_logs(lake, event, objects)
     assert code == 0, err

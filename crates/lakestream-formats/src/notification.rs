@@ -13,7 +13,8 @@ pub struct LogObject {
     pub key: String,
     /// Key to try when `key` does not exist (sources that may or may not URL-encode keys).
     pub alt_key: Option<String>,
-    /// ETag from the notification, if given (distinguishes overwrites of the same key).
+    /// ETag from the notification, if given, without quotes: the version to read (`If-Match`).
+    /// The idempotency key uses the ETag the read answered with, not this one.
     pub etag: Option<String>,
 }
 
@@ -24,14 +25,33 @@ impl LogObject {
     }
 
     /// The `txn` appId that marks this object (this exact version, by ETag) as committed:
-    /// `<pipeline>/s3/<bucket>/<key>#<etag>`.
+    /// `<pipeline>/s3/<bucket>/<key>#<etag>` (ETag without quotes). The ingestor builds it from
+    /// the object as read (the key that existed, the ETag of the response), never from a
+    /// notification's text, which anyone who can send to the queue writes.
     pub fn app_id(&self, pipeline: &str) -> String {
         format!(
             "{pipeline}/s3/{}/{}#{}",
             self.bucket,
             self.key,
-            self.etag.as_deref().unwrap_or("")
+            self.etag.as_deref().map_or("", unquote)
         )
+    }
+}
+
+/// An ETag without the quotes S3 puts around it in headers (`"abc"` -> `abc`).
+pub fn unquote(etag: &str) -> &str {
+    etag.trim_matches('"')
+}
+
+/// The notification's ETag, unquoted; S3 and EventBridge send one with every "object created"
+/// event, so a notification without one is not from S3 and is refused with `why`.
+fn notified_etag(etag: Option<&str>, why: &str) -> Result<String, String> {
+    match etag.map(unquote) {
+        Some(e) if !e.is_empty() => Ok(e.to_string()),
+        _ => Err(format!(
+            "{why}: an \"object created\" notification without an ETag; S3 always sends one, so \
+             this one is not from S3 (forged or hand-written): dead-lettered, nothing was read"
+        )),
     }
 }
 
@@ -86,7 +106,10 @@ fn parse_value(v: &Value, depth: u8) -> Result<Notification, String> {
             bucket: bucket.to_string(),
             key: raw_key.to_string(),
             alt_key: (decoded != raw_key).then_some(decoded),
-            etag: str_at(d, &["object", "etag"]).map(str::to_string),
+            etag: Some(notified_etag(
+                str_at(d, &["object", "etag"]),
+                "EventBridge detail.object.etag missing",
+            )?),
         }]));
     }
     Err("not an S3 notification (no Records, SNS envelope, EventBridge event or test event)".into())
@@ -113,7 +136,10 @@ fn s3_records(records: &[Value]) -> Result<Notification, String> {
             bucket: bucket.to_string(),
             key: decode_key(key),
             alt_key: None,
-            etag: str_at(r, &["s3", "object", "eTag"]).map(str::to_string),
+            etag: Some(notified_etag(
+                str_at(r, &["s3", "object", "eTag"]),
+                &format!("Records[{i}].s3.object.eTag missing"),
+            )?),
         });
     }
     if objects.is_empty() {
@@ -187,6 +213,10 @@ mod tests {
             ),
             Ok(Notification::Ignored(_))
         ));
+        let no_etag = r#"{"Records":[{"eventVersion":"2.1","eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":"k"}}}]}"#;
+        assert!(parse_body(no_etag).is_err_and(|e| e.contains("eTag missing")));
+        let quoted = no_etag.replace(r#""key":"k""#, r#""key":"k","eTag":"\"abc\"""#);
+        assert_eq!(objects(&quoted)[0].etag.as_deref(), Some("abc"));
         assert_eq!(decode_key("a%2Bb+c%20d"), "a+b c d");
         assert_eq!(decode_key("bad%FF"), "bad%FF");
     }

@@ -1,5 +1,7 @@
-//! Log objects read with aws-sdk-s3, with `If-Match` on the notified ETag so the bytes ingested
-//! are exactly the ones the idempotency key names. A missing object is [`Fetched::Missing`], an
+//! Log objects read with aws-sdk-s3, with `If-Match` on the notified ETag; the idempotency key
+//! is built from the key that was read and the ETag of the response (never the notification's
+//! text), so the bytes ingested are exactly the ones it names. A response without an ETag is
+//! refused (not retryable). A missing object is [`Fetched::Missing`], an
 //! ETag mismatch (412) [`Fetched::Superseded`] (both recorded in dead letters by the core); every
 //! other error is retryable (the message goes back to the queue, and after `maxReceiveCount` to
 //! the queue's dead-letter queue). An object over the size limit is answered from its
@@ -7,7 +9,7 @@
 
 use aws_sdk_s3::Client;
 use aws_sdk_s3::operation::get_object::GetObjectError;
-use lakestream_core::access_log::{Fetched, LogObject, ObjectSource};
+use lakestream_core::access_log::{Fetched, LogObject, ObjectSource, ReadObject};
 use lakestream_core::{Error, Result};
 
 /// Reads objects from S3.
@@ -42,6 +44,19 @@ impl ObjectSource for S3Objects {
                 .await;
             match res {
                 Ok(out) => {
+                    let etag = out
+                        .e_tag
+                        .as_deref()
+                        .map(|e| e.trim_matches('"'))
+                        .filter(|e| !e.is_empty())
+                        .ok_or_else(|| Error::Fetch {
+                            object: object.uri(),
+                            message: "the GET answered without an ETag: refused, nothing of it \
+                                      written (the idempotency key needs the version read)"
+                                .into(),
+                            retryable: false,
+                        })?
+                        .to_string();
                     // The size is known from Content-Length before the body is read; the body
                     // is then read in chunks and given up past the limit (a server that sends
                     // more than it announced).
@@ -63,7 +78,11 @@ impl ObjectSource for S3Objects {
                         }
                         bytes.extend_from_slice(&chunk);
                     }
-                    return Ok(Fetched::Object(bytes));
+                    return Ok(Fetched::Object(ReadObject {
+                        bytes,
+                        key: key.clone(),
+                        etag,
+                    }));
                 }
                 Err(e) => {
                     if matches!(e.as_service_error(), Some(GetObjectError::NoSuchKey(_))) {

@@ -1,7 +1,8 @@
 //! Log objects -> per-bucket access-log tables, idempotent per object.
 //!
 //! Each object's rows are committed with one `txn` per object (appId
-//! `<pipeline>/s3/<bucket>/<key>#<etag>`), in the same commit as the rows, on a table whose
+//! `<pipeline>/s3/<bucket>/<key>#<etag>`, from the key that was read and the ETag the read
+//! answered with, never the notification's text), in the same commit as the rows, on a table whose
 //! `delta.setTransactionRetentionDuration` bounds how long those appIds are kept. A redelivered
 //! notification (or two notifications for the same object) finds the appId committed and adds
 //! nothing. See ARCHITECTURE.md "Access logs" for the choice and its limits.
@@ -268,6 +269,9 @@ impl AccessLogIngestor {
         let mut parsed: Vec<Option<Parsed>> = Vec::with_capacity(objects.len());
         let mut letters: Vec<DeadLetter> = Vec::new();
         let mut seen = std::collections::HashSet::new();
+        // The objects as read (key and ETag of the read): what their rows and letters are keyed by.
+        let mut read_objs: Vec<LogObject> = objects.to_vec();
+        let mut seen_read = std::collections::HashSet::new();
         let cfg = &self.config.access_logs;
         let limits = Limits::of(cfg);
         let max_object = cfg.max_object_mib.saturating_mul(1 << 20);
@@ -283,7 +287,7 @@ impl AccessLogIngestor {
             }
             if let Some(reason) = self.refusal(obj) {
                 tracing::warn!(object = %obj.uri(), "notification names an object outside the configured source buckets or inside the lake; dead-lettered, not read");
-                letters.push(object_letter(obj, pipeline, reason.clone()));
+                letters.push(object_letter(obj, pipeline, "refused", reason.clone()));
                 outcomes[i] = Some(ObjectOutcome::Refused { reason });
                 parsed.push(None);
                 continue;
@@ -300,18 +304,38 @@ impl AccessLogIngestor {
                 continue;
             }
             match source.fetch(obj, max_object).await {
-                Ok(Fetched::Object(bytes)) => {
-                    report.bytes_read += bytes.len();
-                    match parse_object(obj, &bytes, pipeline, limits, |b| self.table_for(b))? {
+                Ok(Fetched::Object(read)) => {
+                    report.bytes_read += read.bytes.len();
+                    let read_obj = LogObject {
+                        bucket: obj.bucket.clone(),
+                        key: read.key,
+                        alt_key: None,
+                        etag: Some(read.etag),
+                    };
+                    // Two notifications of one batch for the same object (e.g. its key encoded
+                    // and decoded): read twice, parsed once.
+                    if !seen_read.insert(read_obj.clone()) {
+                        outcomes[i] = Some(ObjectOutcome::AlreadyCommitted);
+                        parsed.push(None);
+                        continue;
+                    }
+                    let parsed_obj = parse_object(&read_obj, &read.bytes, pipeline, limits, |b| {
+                        self.table_for(b)
+                    })?;
+                    read_objs[i] = read_obj;
+                    let obj = &read_objs[i];
+                    match parsed_obj {
                         Ok(p) => {
                             round_bytes += p.inflated;
                             letters.extend(p.letters.iter().cloned());
                             parsed.push(Some(p));
                         }
-                        Err(reason) => {
-                            round_bytes += limits.max_inflated;
+                        Err((reason, read_bytes)) => {
+                            // Charged what it read, not the whole `max_inflated`: a small
+                            // refused object does not defer the good ones after it.
+                            round_bytes += read_bytes;
                             tracing::warn!(object = %obj.uri(), "log object refused by a limit; recorded in dead letters");
-                            letters.push(object_letter(obj, pipeline, reason.clone()));
+                            letters.push(object_letter(obj, pipeline, "refused", reason.clone()));
                             outcomes[i] = Some(ObjectOutcome::Refused { reason });
                             parsed.push(None);
                         }
@@ -325,7 +349,7 @@ impl AccessLogIngestor {
                         cfg.max_object_mib
                     );
                     tracing::warn!(object = %obj.uri(), size, "log object over the size limit; recorded in dead letters");
-                    letters.push(object_letter(obj, pipeline, reason.clone()));
+                    letters.push(object_letter(obj, pipeline, "refused", reason.clone()));
                     outcomes[i] = Some(ObjectOutcome::Refused { reason });
                     parsed.push(None);
                 }
@@ -334,6 +358,7 @@ impl AccessLogIngestor {
                     letters.push(object_letter(
                         obj,
                         pipeline,
+                        "superseded",
                         format!(
                             "object was overwritten after this notification (ETag {} is no longer current); \
                              the overwrite's own notification ingests the new content",
@@ -348,6 +373,7 @@ impl AccessLogIngestor {
                     letters.push(object_letter(
                         obj,
                         pipeline,
+                        "missing",
                         "object no longer exists".into(),
                     ));
                     outcomes[i] = Some(ObjectOutcome::Missing);
@@ -360,7 +386,7 @@ impl AccessLogIngestor {
                     parsed.push(None);
                 }
                 Err(e) => {
-                    letters.push(object_letter(obj, pipeline, e.to_string()));
+                    letters.push(object_letter(obj, pipeline, "refused", e.to_string()));
                     outcomes[i] = Some(ObjectOutcome::Refused {
                         reason: e.to_string(),
                     });
@@ -389,7 +415,7 @@ impl AccessLogIngestor {
             // the storage) fails its objects only, like a commit that fails.
             let res = match self.take(&table).await {
                 Ok(mut h) => {
-                    let res = self.append(&mut h, objects, &parts).await;
+                    let res = self.append(&mut h, &read_objs, &parts).await;
                     self.put(h);
                     res
                 }
@@ -419,7 +445,7 @@ impl AccessLogIngestor {
                     tracing::error!(table = %table, error = %e.redacted(), "table refused the write; dead-lettering its objects' rows");
                     for (i, batch) in &parts {
                         refused.push(refused_letter(
-                            &objects[*i],
+                            &read_objs[*i],
                             pipeline,
                             &table,
                             batch.num_rows(),

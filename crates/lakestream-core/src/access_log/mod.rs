@@ -14,4 +14,4 @@ pub mod window;
 pub use arrow::{AccessLogBatchBuilder, access_log_schema};
 pub use ingest::{AccessLogIngestor, LogObject, ObjectIngestReport, ObjectOutcome};
 pub use parse::{AccessLogRecord, ParseError, parse_line};
-pub use source::{Fetched, LocalObjects, ObjectSource};
+pub use source::{Fetched, LocalObjects, ObjectSource, ReadObject};

@@ -39,17 +39,20 @@ impl Limits {
     }
 }
 
-/// Parse an object's lines (gzip or plain), routing rows to `table_for(bucket)`. `Ok(Err(why))`
-/// refuses the whole object (a limit of `limits` was passed): nothing of it is written.
+/// Parse an object's lines (gzip or plain), routing rows to `table_for(bucket)`. `obj` is the
+/// object as read (key and ETag of the read). `Ok(Err((why, read)))` refuses the whole object (a
+/// limit of `limits` was passed) after `read` bytes of lines: nothing of it is written.
 pub(super) fn parse_object(
     obj: &LogObject,
     bytes: &[u8],
     pipeline: &str,
     limits: Limits,
     table_for: impl Fn(&str) -> String,
-) -> Result<std::result::Result<Parsed, String>> {
+) -> Result<std::result::Result<Parsed, (String, u64)>> {
     let uri = obj.uri();
-    let app = obj.app_id(pipeline);
+    // Line letters have their own key: a whole-object letter (refused, missing) committed
+    // earlier must not hide them when the object is ingested later.
+    let app = format!("{}#lines", obj.app_id(pipeline));
     let mut builders: BTreeMap<String, AccessLogBatchBuilder> = BTreeMap::new();
     let mut letters = Vec::new();
     let mut reject = |line_no: i64, raw: &[u8], reason: String| {
@@ -142,22 +145,28 @@ pub(super) fn parse_object(
             Ok(Some((too_long, used))) => {
                 inflated += used;
                 if gzip && inflated > limits.max_inflated {
-                    return Ok(Err(format!(
-                        "gzip object inflates to more than {} MiB (`access_logs.max_inflated_mib`): \
+                    return Ok(Err((
+                        format!(
+                            "gzip object inflates to more than {} MiB (`access_logs.max_inflated_mib`): \
                          refused as a whole, nothing of it written (a gzip bomb, or raise the limit \
                          and the function's memory)",
-                        limits.max_inflated >> 20
+                            limits.max_inflated >> 20
+                        ),
+                        inflated,
                     )));
                 }
                 n += 1;
                 if on_line(n, &buf, too_long) {
                     bad += 1;
                     if bad > limits.max_bad_lines {
-                        return Ok(Err(format!(
-                            "more than {} malformed lines (`access_logs.max_bad_lines`), the last \
+                        return Ok(Err((
+                            format!(
+                                "more than {} malformed lines (`access_logs.max_bad_lines`), the last \
                              at line {n}: not an access log? refused as a whole, nothing of it \
                              written",
-                            limits.max_bad_lines
+                                limits.max_bad_lines
+                            ),
+                            inflated,
                         )));
                     }
                 }
@@ -232,12 +241,21 @@ pub(super) fn refused_letter(
         ..object_letter(
             obj,
             pipeline,
+            "refused",
             format!("{rows} line(s) of this object were refused by table `{table}`: {e}"),
         )
     }
 }
 
-pub(super) fn object_letter(obj: &LogObject, pipeline: &str, error: String) -> DeadLetter {
+/// The dead letter that stands for a whole object, idempotent per object and `kind`
+/// (`refused`, `missing`, `superseded`): each kind has its own key, apart from the line letters'
+/// (`#lines`) and the rows', so none of them hides another.
+pub(super) fn object_letter(
+    obj: &LogObject,
+    pipeline: &str,
+    kind: &str,
+    error: String,
+) -> DeadLetter {
     DeadLetter {
         topic: None,
         partition: None,
@@ -248,6 +266,6 @@ pub(super) fn object_letter(obj: &LogObject, pipeline: &str, error: String) -> D
         raw_base64: None,
         error,
         target_table: None,
-        txn: Some((obj.app_id(pipeline), 1)),
+        txn: Some((format!("{}#{kind}", obj.app_id(pipeline)), 1)),
     }
 }

@@ -7,8 +7,8 @@ use crate::error::{Error, Result};
 /// What reading a notified object found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fetched {
-    /// The object's bytes as stored (possibly gzip), at the notified ETag when one was given.
-    Object(Vec<u8>),
+    /// The object as read: what marks it ingested is this key and ETag, not the notification's.
+    Object(ReadObject),
     /// The object does not exist (any more).
     Missing,
     /// The object exists with another ETag: it was overwritten after this notification was
@@ -22,6 +22,18 @@ pub enum Fetched {
     },
 }
 
+/// One object as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadObject {
+    /// Its bytes as stored (possibly gzip), at the notified ETag when one was given.
+    pub bytes: Vec<u8>,
+    /// The key that was read (the notified key, or its decoded form when only that exists).
+    pub key: String,
+    /// The ETag the read answered with, without quotes (S3: the response's `ETag`; a
+    /// directory: the MD5 of the content, as S3 gives a single-part upload).
+    pub etag: String,
+}
+
 /// Reads log objects.
 #[allow(async_fn_in_trait)]
 pub trait ObjectSource {
@@ -30,7 +42,10 @@ pub trait ObjectSource {
     async fn fetch(&self, object: &LogObject, max_bytes: u64) -> Result<Fetched>;
 }
 
-/// A directory standing in for buckets: `<root>/<bucket>/<key>` (no ETags: every read matches).
+/// A directory standing in for buckets: `<root>/<bucket>/<key>`. A file has no versions, so the
+/// read is not conditional on the notified ETag; its ETag is the MD5 of its content (what S3
+/// answers for a single-part upload), so the idempotency key is the same whatever ETag a
+/// notification names.
 /// A bucket or key that would leave the directory (absolute, `..`, `.`, a drive prefix) is
 /// refused before anything is read, and so is one that resolves through a symbolic link to a
 /// file outside the directory: a notification's key must not read `/etc/passwd` or the lake
@@ -73,7 +88,8 @@ impl ObjectSource for LocalObjects {
                 path: self.0.display().to_string(),
                 source: e,
             })?;
-        for key in keys {
+        let names = std::iter::once(&object.key).chain(object.alt_key.as_ref());
+        for (key, name) in keys.into_iter().zip(names) {
             // Symlinks resolved: the file read must be inside the directory (a link
             // `raw-logs/logs -> /` must not turn `logs/etc/passwd` into `/etc/passwd`).
             let joined = root.join(&bucket).join(key);
@@ -101,7 +117,15 @@ impl ObjectSource for LocalObjects {
                 _ => {}
             }
             match tokio::fs::read(&path).await {
-                Ok(b) => return Ok(Fetched::Object(b)),
+                Ok(bytes) => {
+                    use md5::Digest;
+                    let etag = format!("{:x}", md5::Md5::digest(&bytes));
+                    return Ok(Fetched::Object(ReadObject {
+                        bytes,
+                        key: name.clone(),
+                        etag,
+                    }));
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => {
                     return Err(Error::Io {

@@ -81,7 +81,9 @@ async fn a_refused_object_resent_after_raising_the_limit_keeps_its_line_letters(
     std::fs::write(dir.path().join("raw-logs/logs/mixed.log"), text)?;
     let src = LocalObjects(dir.path().to_path_buf());
     let obj = object("logs/mixed.log", Some("e1"));
-    let r = ingestor(&lake)?.ingest(std::slice::from_ref(&obj), &src).await?;
+    let r = ingestor(&lake)?
+        .ingest(std::slice::from_ref(&obj), &src)
+        .await?;
     assert!(
         matches!(&r.objects[0].1, ObjectOutcome::Refused { reason } if reason.contains("max_bad_lines")),
         "{r:?}"

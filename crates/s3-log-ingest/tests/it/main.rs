@@ -358,7 +358,10 @@ async fn foreign_buckets_are_dead_lettered_without_a_get() -> anyhow::Result<()>
         let lake_config = DIRECT
             .replace("\"raw-logs\"", "\"lakestream-test\"")
             .replace("logs/2026-11-29-08-00-00-A1B2C3D4E5F6", &config_key)
-            .replace("2b33f9666134609e014591e09dbd6b5c", "00000000000000000000000000000000");
+            .replace(
+                "2b33f9666134609e014591e09dbd6b5c",
+                "00000000000000000000000000000000",
+            );
         let never = DIRECT.replace("\"raw-logs\"", "\"never-configured-bucket\"");
         assert_ne!(lake_config, DIRECT);
         let inner = S3Objects::new(env.s3.clone());

@@ -16,7 +16,6 @@ use crate::error::{Error, Result};
 use crate::handle::TableHandle;
 use crate::maintenance::readers;
 use crate::read::child_tables;
-use crate::refine::source_app_id;
 use crate::storage::Lake;
 use chrono::{DateTime, Duration, Utc};
 use std::collections::BTreeMap;
@@ -123,17 +122,8 @@ pub async fn lag(lake: &Lake, config: &PipelineConfig, now: DateTime<Utc>) -> Re
         let mut output = TableHandle::open(lake, &job.output)?;
         let exists = output.refresh().await?;
         for source in job.sources() {
-            let app = source_app_id(&config.pipeline, &job.job, source);
-            let consumed = if exists {
-                output
-                    .committed(std::slice::from_ref(&app))
-                    .await?
-                    .get(&app)
-                    .copied()
-            } else {
-                None
-            }
-            .and_then(|v| u64::try_from(v).ok());
+            let consumed =
+                readers::consumed_version(&mut output, exists, config, &job.job, source).await?;
             let mut src = TableHandle::open(lake, source)?;
             let (mut unread_since, mut max_lag_hours, mut must_read_by) = (None, None, None);
             let mut too_far_behind = false;

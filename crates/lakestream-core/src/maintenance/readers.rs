@@ -52,16 +52,7 @@ pub async fn refine_readers(lake: &Lake, config: &PipelineConfig) -> Result<Read
         let mut output = TableHandle::open(lake, &job.output)?;
         let exists = output.refresh().await?;
         for source in job.sources() {
-            let app = source_app_id(&config.pipeline, &job.job, source);
-            let consumed = if exists {
-                output
-                    .committed(std::slice::from_ref(&app))
-                    .await?
-                    .get(&app)
-                    .and_then(|v| u64::try_from(*v).ok())
-            } else {
-                None
-            };
+            let consumed = consumed_version(&mut output, exists, config, &job.job, source).await?;
             out.entry(source.to_string()).or_default().push(Reader {
                 job: job.job.clone(),
                 consumed,
@@ -69,6 +60,26 @@ pub async fn refine_readers(lake: &Lake, config: &PipelineConfig) -> Result<Read
         }
     }
     Ok(out)
+}
+
+/// The source version refine job `job` last consumed from `source`, from the `txn` in its
+/// `output` table (`exists`: the output has been created; `None`: nothing consumed yet).
+pub async fn consumed_version(
+    output: &mut TableHandle,
+    exists: bool,
+    config: &PipelineConfig,
+    job: &str,
+    source: &str,
+) -> Result<Option<u64>> {
+    if !exists {
+        return Ok(None);
+    }
+    let app = source_app_id(&config.pipeline, job, source);
+    Ok(output
+        .committed(std::slice::from_ref(&app))
+        .await?
+        .get(&app)
+        .and_then(|v| u64::try_from(*v).ok()))
 }
 
 /// The first version a reader has not read.

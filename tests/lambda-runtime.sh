@@ -50,6 +50,12 @@ done
 invoke() { cargo lambda invoke -A 127.0.0.1 -P "$PORT" --data-file "$2" "$1"; }
 fail() { echo "lambda-runtime: FAIL: $*"; cat "$work/watch.log" | tail -30; exit 1; }
 
+# raw/order is partitioned by processing hour: the orders, their replay and the re-split batch
+# must land in one hour for the compaction below to have two files of one partition to merge.
+# The first invocation (members) builds msk-ingest; then, warm, the three order invocations take
+# seconds, started at least a minute before the hour turns.
+out=$(invoke msk-ingest events/msk-members.json) || fail "msk-ingest members: $out"
+if [ "$(date -u +%M)" = 59 ]; then sleep $(( 61 - 10#$(date -u +%S) )); fi
 out=$(invoke msk-ingest events/msk-orders.json) || fail "msk-ingest invoke: $out"
 echo "$out" | grep -q '"written":6' || fail "msk-ingest wrote: $out"
 # A warm invocation at the default log level (RUST_LOG unset) logs its EMF line (~750 bytes), not
@@ -60,16 +66,18 @@ echo "$out" | grep -q '"duplicates":6' || fail "msk-ingest replay: $out"
 logged=$(( $(wc -c < "$work/watch.log") - before ))
 echo "msk-ingest warm invocation logged $logged bytes:"; tail -c "$logged" "$work/watch.log"
 [ "$logged" -lt 1024 ] || { tail -c 3000 "$work/watch.log"; fail "msk-ingest logged $logged bytes at the default level"; }
+out=$(invoke msk-ingest events/msk-replay.json) || fail "msk-ingest re-split: $out"
+parts=$(find "$work/lake/raw/order" -name '*.parquet' -not -path '*/_delta_log/*' -exec dirname {} \; | sort -u | wc -l)
+[ "$parts" = 1 ] || fail "raw/order's orders landed in $parts hour partitions"
+
 out=$(invoke s3-log-ingest events/sqs-s3-notifications.json) || fail "s3-log-ingest invoke: $out"
 echo "$out" | grep -q '"batchItemFailures":\[\]' || fail "s3-log-ingest response: $out"
 
-out=$(invoke msk-ingest events/msk-replay.json) || fail "msk-ingest re-split: $out"
 out=$(invoke maintenance events/maintenance-optimize.json) || fail "maintenance optimize: $out"
 echo "$out" | grep -q '"files_after":1' || fail "maintenance optimize: $out"
 out=$(invoke maintenance events/maintenance-manifest.json) || fail "maintenance manifest: $out"
 [ -f "$work/lake/raw/order/_symlink_format_manifest/_lakestream_state.json" ] || fail "no manifest state"
 
-out=$(invoke msk-ingest events/msk-members.json) || fail "msk-ingest members: $out"
 out=$(invoke refine events/refine-curated.json) || fail "refine: $out"
 echo "$out" | grep -q '"joined":8' || fail "refine joined: $out"
 out=$(invoke refine events/refine-curated.json) || fail "refine again: $out"

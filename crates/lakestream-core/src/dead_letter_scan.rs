@@ -9,8 +9,8 @@
 //! ([`late_rows`]).
 
 use crate::error::Result;
-use crate::handle::TableHandle;
 use crate::read::{FileStats, scan_live_files};
+use crate::table::TableHandle;
 use deltalake::arrow::array::{Array, AsArray, RecordBatch};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Int32Type, Int64Type};

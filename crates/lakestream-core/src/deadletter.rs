@@ -16,10 +16,10 @@
 use crate::commit::{self, CommitOutcome, CommitSettings, Planned, Planner, TableState};
 use crate::dead_letter_scan::{KafkaLetter, kafka_letters_present};
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
 use crate::record::app_id;
 use crate::schema::timestamp_type;
 use crate::storage::Lake;
+use crate::table::TableHandle;
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use deltalake::arrow::array::{

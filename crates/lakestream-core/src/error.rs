@@ -106,6 +106,23 @@ pub enum Error {
         reason: String,
     },
 
+    /// The table's `txn` actions (how far each writer got) could not be read in one pass over
+    /// its checkpoint and commit files: a checkpoint part too large to read whole or not in the
+    /// shape the Delta protocol describes, or a commit file gone. The table handle then looks
+    /// each appId up on its own (slower, same answer), so this is logged, not returned to a
+    /// caller. Not retryable: the same files give the same answer.
+    #[error(
+        "table `{table}`: cannot read its `txn` actions in one pass ({reason}). Each appId is \
+         looked up on its own instead (slower, same result); if it persists, write a new \
+         checkpoint (`lakestream checkpoint <table>`)"
+    )]
+    TxnLog {
+        /// Table name.
+        table: String,
+        /// Which file could not be read and why.
+        reason: String,
+    },
+
     /// The table has deletion vectors (written by Spark or Databricks): rows deleted by
     /// marking them in a side file instead of rewriting the data file. Lakestream reads data
     /// files as plain Parquet, so the deleted rows would come back; every path that reads or

@@ -6,8 +6,8 @@
 //! batches streamed to the caller.
 
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
 use crate::storage::Lake;
+use crate::table::TableHandle;
 use deltalake::arrow::array::{ArrayRef, RecordBatch, StringArray, new_null_array};
 use deltalake::arrow::compute::{cast, concat_batches};
 use deltalake::arrow::datatypes::SchemaRef;

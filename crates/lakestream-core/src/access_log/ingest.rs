@@ -15,11 +15,11 @@ use crate::commit::{self, CommitSettings};
 use crate::config::{AccessLogLayout, PipelineConfig};
 use crate::deadletter::{DeadLetter, write_dead_letters};
 use crate::error::Result;
-use crate::handle::TableHandle;
 use crate::storage::Lake;
+use crate::table::{TableHandle, WarmHandles};
 use deltalake::arrow::record_batch::RecordBatch;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 pub use lakestream_formats::notification::LogObject;
 
@@ -87,7 +87,8 @@ pub struct AccessLogIngestor {
     lake: Lake,
     settings: CommitSettings,
     clock: Arc<dyn Clock>,
-    handles: Mutex<HashMap<String, TableHandle>>,
+    /// Table handles kept warm across invocations (taken out while in use).
+    handles: WarmHandles,
 }
 
 impl AccessLogIngestor {
@@ -105,7 +106,7 @@ impl AccessLogIngestor {
             lake,
             settings,
             clock,
-            handles: Mutex::new(HashMap::new()),
+            handles: WarmHandles::new(),
         }
     }
 
@@ -116,28 +117,6 @@ impl AccessLogIngestor {
                 format!("{}/{bucket}", self.config.access_logs.table_prefix)
             }
             AccessLogLayout::Single => self.config.access_logs.table_prefix.clone(),
-        }
-    }
-
-    /// The warm handle of `table` (else a new one), proved to be on the table it loaded
-    /// ([`TableHandle::revalidate`]); a deleted or re-created table is loaded again.
-    async fn take(&self, table: &str) -> Result<TableHandle> {
-        let cached = self.handles.lock().ok().and_then(|mut m| m.remove(table));
-        match cached {
-            Some(mut h) => match h.revalidate().await {
-                Ok(_) => Ok(h),
-                Err(e) => {
-                    self.put(h);
-                    Err(e)
-                }
-            },
-            None => TableHandle::open(&self.lake, table),
-        }
-    }
-
-    fn put(&self, h: TableHandle) {
-        if let Ok(mut m) = self.handles.lock() {
-            m.insert(h.name().to_string(), h);
         }
     }
 
@@ -180,7 +159,10 @@ impl AccessLogIngestor {
         if letters.is_empty() {
             return Ok(());
         }
-        let mut h = self.take(&self.config.dead_letter_table).await?;
+        let mut h = self
+            .handles
+            .take(&self.lake, &self.config.dead_letter_table)
+            .await?;
         let out = write_dead_letters(
             &self.lake,
             &mut h,
@@ -190,7 +172,7 @@ impl AccessLogIngestor {
             now,
         )
         .await;
-        self.put(h);
+        self.handles.put(h);
         if let Some(v) = out?.commit.version {
             report
                 .versions
@@ -413,10 +395,10 @@ impl AccessLogIngestor {
         for (table, parts) in tables {
             // A table that cannot be opened (a name the lake refuses, a location too long for
             // the storage) fails its objects only, like a commit that fails.
-            let res = match self.take(&table).await {
+            let res = match self.handles.take(&self.lake, &table).await {
                 Ok(mut h) => {
                     let res = self.append(&mut h, &read_objs, &parts).await;
-                    self.put(h);
+                    self.handles.put(h);
                     res
                 }
                 Err(e) => Err(e),

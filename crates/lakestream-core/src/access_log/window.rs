@@ -6,9 +6,9 @@
 
 use crate::access_log::arrow::DATE;
 use crate::error::Result;
-use crate::handle::TableHandle;
 use crate::read::{FileStats, PartitionValues, scan_live_files, with_partitions};
 use crate::storage::Lake;
+use crate::table::TableHandle;
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::datatypes::Schema;

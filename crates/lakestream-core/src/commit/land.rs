@@ -10,7 +10,7 @@
 use super::change::{COMMIT_ID_KEY, Change, CommitSummary, Conflict, check_all};
 use super::{CommitSettings, classify::ErrorClass};
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
+use crate::table::TableHandle;
 use deltalake::DeltaTableError;
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;

@@ -33,8 +33,8 @@ use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::handle::TableHandle;
 use crate::storage::Lake;
+use crate::table::TableHandle;
 
 /// Retry and checkpoint settings of the engine.
 #[derive(Debug, Clone)]
@@ -73,6 +73,26 @@ pub struct TableState {
     pub schema: Option<SchemaRef>,
     /// Committed `txn` version per appId asked for (absent = never committed).
     pub committed: HashMap<String, i64>,
+}
+
+impl TableState {
+    /// What `handle` knows as of its head: version, schema and the committed `txn` versions
+    /// of `app_ids` (asked of the log only for appIds its cache does not know). Empty when the
+    /// table does not exist yet.
+    pub async fn read(handle: &mut TableHandle, app_ids: &[String]) -> Result<Self> {
+        if !handle.exists() {
+            return Ok(Self {
+                version: None,
+                schema: None,
+                committed: HashMap::new(),
+            });
+        }
+        Ok(Self {
+            version: handle.version(),
+            schema: Some(handle.arrow_schema()?),
+            committed: handle.committed(app_ids).await?,
+        })
+    }
 }
 
 /// What to write on this attempt.

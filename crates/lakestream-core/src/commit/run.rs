@@ -17,7 +17,7 @@ use super::change::{Change, Conflict};
 use super::land::{Failure, Landed, NewTable, land};
 use super::{CommitSettings, TableState, backoff};
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
+use crate::table::TableHandle;
 use deltalake::arrow::datatypes::SchemaRef;
 
 /// A change ready to land, with what landing it needs.
@@ -116,7 +116,7 @@ pub async fn run(
                 if planner.wants_all_txns() {
                     handle.load_all_txns().await?;
                 }
-                let state = handle.state(&planner.app_ids()).await?;
+                let state = TableState::read(handle, &planner.app_ids()).await?;
                 let Some(p) = planner.plan(handle, &state).await? else {
                     return Ok(ran);
                 };

@@ -57,7 +57,10 @@ impl Ingestor {
             // The reason quotes the value: only its class is logged (the dead-letter table has both).
             tracing::warn!(topic = ?l.topic, partition = ?l.partition, offset = ?l.offset, reason = crate::redact::reason_class(&l.error), "dead-lettered record");
         }
-        let mut handle = self.take_handle(&self.config.dead_letter_table).await?;
+        let mut handle = self
+            .handles
+            .take(&self.lake, &self.config.dead_letter_table)
+            .await?;
         let out = write_dead_letters(
             &self.lake,
             &mut handle,
@@ -67,7 +70,7 @@ impl Ingestor {
             now,
         )
         .await;
-        self.put_handle(handle);
+        self.handles.put(handle);
         let out = out?;
         for ((i, _), written) in letters.iter().zip(out.written) {
             states[*i] = if written {

@@ -22,10 +22,10 @@ use crate::commit::{self, CommitSettings};
 use crate::config::PipelineConfig;
 use crate::deadletter::DeadLetter;
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
 use crate::record::{RecordValue, SourceRecord};
 use crate::schema::TableLayout;
 use crate::storage::Lake;
+use crate::table::{TableHandle, WarmHandles};
 use chrono::{DateTime, Utc};
 use dead_letters::letter;
 use planner::TopicPlanner;
@@ -43,7 +43,7 @@ pub struct Ingestor {
     settings: CommitSettings,
     clock: Arc<dyn Clock>,
     /// Table handles kept warm across invocations (taken out while in use).
-    handles: std::sync::Mutex<HashMap<String, TableHandle>>,
+    handles: WarmHandles,
 }
 
 /// Records of the batch by destination, after routing.
@@ -73,7 +73,7 @@ impl Ingestor {
             layouts,
             settings,
             clock,
-            handles: std::sync::Mutex::new(HashMap::new()),
+            handles: WarmHandles::new(),
         }
     }
 
@@ -85,29 +85,6 @@ impl Ingestor {
     /// The pipeline config.
     pub fn config(&self) -> &PipelineConfig {
         &self.config
-    }
-
-    /// The warm handle of `table` (else a new one). A warm handle first proves that the table
-    /// is still the one it loaded ([`TableHandle::revalidate`]: one HEAD); a table deleted or
-    /// re-created since is loaded again, so its cached `txn`s never skip a record.
-    async fn take_handle(&self, table: &str) -> Result<TableHandle> {
-        let cached = self.handles.lock().ok().and_then(|mut m| m.remove(table));
-        match cached {
-            Some(mut h) => match h.revalidate().await {
-                Ok(_) => Ok(h),
-                Err(e) => {
-                    self.put_handle(h);
-                    Err(e)
-                }
-            },
-            None => TableHandle::open(&self.lake, table),
-        }
-    }
-
-    fn put_handle(&self, handle: TableHandle) {
-        if let Ok(mut m) = self.handles.lock() {
-            m.insert(handle.name().to_string(), handle);
-        }
     }
 
     /// Ingest one batch. Bad records and tables that refuse the write for good end in the
@@ -154,7 +131,7 @@ impl Ingestor {
         .await;
         for t in tables.iter_mut() {
             if let Some(h) = t.handle.take() {
-                self.put_handle(h);
+                self.handles.put(h);
             }
         }
         committed?;
@@ -224,10 +201,12 @@ impl Ingestor {
         for (table, (layout, idx)) in by_table {
             let limits = self.lake.partition_limits(table)?;
             let mut planner = TopicPlanner::new(app_prefix, layout, records, idx, now, limits);
-            let mut handle = self.take_handle(table).await?;
+            let mut handle = self.handles.take(&self.lake, table).await?;
             let planned = async {
                 handle.sync().await?;
-                let state = handle.state(&commit::Planner::app_ids(&planner)).await?;
+                let state =
+                    commit::TableState::read(&mut handle, &commit::Planner::app_ids(&planner))
+                        .await?;
                 commit::Planner::plan(&mut planner, &state).await
             }
             .await;

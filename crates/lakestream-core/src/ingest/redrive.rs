@@ -23,10 +23,10 @@
 use super::{IngestReport, Ingestor};
 use crate::config::KafkaMetadataColumn;
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
 use crate::read::read_data_file;
 use crate::record::SourceRecord;
 use crate::schema::TableLayout;
+use crate::table::TableHandle;
 use deltalake::arrow::array::{Array, ArrayRef, AsArray};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Int64Type};
@@ -110,13 +110,13 @@ impl Ingestor {
                 continue;
             }
             let one_topic = self.topics_of(layout) == 1;
-            let mut handle = self.take_handle(table).await?;
+            let mut handle = self.handles.take(&self.lake, table).await?;
             let landed = async {
                 handle.refresh().await?;
                 landed_records(&handle, &records, one_topic).await
             }
             .await;
-            self.put_handle(handle);
+            self.handles.put(handle);
             let landed = landed?;
             for r in records {
                 if landed.contains(&record_id(r)) {

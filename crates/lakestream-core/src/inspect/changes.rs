@@ -11,9 +11,9 @@
 
 use super::LogListing;
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
 use crate::read::read_data_file;
 use crate::storage::Lake;
+use crate::table::TableHandle;
 use deltalake::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt32Array};
 use deltalake::arrow::compute::{concat_batches, take};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};

@@ -6,8 +6,8 @@
 
 use crate::config::PipelineConfig;
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
 use crate::storage::Lake;
+use crate::table::TableHandle;
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 
 /// Which `CREATE EXTERNAL TABLE` to print.

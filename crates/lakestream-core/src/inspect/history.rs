@@ -5,8 +5,8 @@
 
 use super::LogListing;
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
 use crate::storage::Lake;
+use crate::table::TableHandle;
 use chrono::{DateTime, Utc};
 use deltalake::DeltaTableError;
 use futures::{StreamExt, TryStreamExt};

@@ -13,10 +13,10 @@
 use super::history::parse_commit;
 use crate::config::{AccessLogLayout, PipelineConfig};
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
 use crate::maintenance::readers;
 use crate::read::child_tables;
 use crate::storage::Lake;
+use crate::table::TableHandle;
 use chrono::{DateTime, Duration, Utc};
 use std::collections::BTreeMap;
 

@@ -15,7 +15,7 @@ pub use lag::{Lag, lag};
 pub use time_travel::{AsOf, read_as_of, resolve_version};
 
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
+use crate::table::TableHandle;
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 use std::collections::BTreeMap;

@@ -12,9 +12,9 @@
 
 use super::{LogListing, commit_times};
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
 use crate::read::read_table;
 use crate::storage::Lake;
+use crate::table::TableHandle;
 use chrono::{DateTime, Utc};
 use deltalake::arrow::array::RecordBatch;
 

@@ -8,9 +8,9 @@
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
 use crate::maintenance::readers::{self, Reader};
 use crate::storage::Lake;
+use crate::table::TableHandle;
 use deltalake::checkpoints::{cleanup_expired_logs_for, create_checkpoint};
 use deltalake::logstore::object_store::{ObjectStoreExt, path::Path};
 use deltalake::table::config::TablePropertiesExt;

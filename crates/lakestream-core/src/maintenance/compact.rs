@@ -9,9 +9,9 @@ use crate::commit::{
     Change, ChangePlanner, CommitSettings, Conflict, Decision, Proposal, ReadScope, TableState, run,
 };
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
 use crate::read::read_data_file;
 use crate::storage::Lake;
+use crate::table::TableHandle;
 use chrono::{DateTime, Utc};
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::compute::concat_batches;

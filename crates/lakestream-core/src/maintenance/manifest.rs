@@ -13,8 +13,8 @@
 //! manifest generator writes it: a Hadoop `Path` takes its text literally.
 
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
 use crate::storage::Lake;
+use crate::table::TableHandle;
 use deltalake::logstore::object_store::{ObjectStoreExt, PutPayload, path::Path};
 use std::collections::{BTreeMap, HashMap};
 use url::Url;

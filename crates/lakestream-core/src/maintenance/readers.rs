@@ -18,10 +18,10 @@
 
 use crate::config::PipelineConfig;
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
 use crate::inspect::history::parse_commit;
 use crate::refine::source_app_id;
 use crate::storage::Lake;
+use crate::table::TableHandle;
 use chrono::{DateTime, Utc};
 use deltalake::kernel::Action;
 use deltalake::table::config::TablePropertiesExt;

@@ -17,9 +17,9 @@
 use crate::clock::Clock;
 use crate::commit::{Change, CommitSettings, Fixed, Proposal, ReadScope, run};
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
 use crate::maintenance::readers::{self, Kept, Reader, decoded};
 use crate::storage::Lake;
+use crate::table::TableHandle;
 use deltalake::logstore::object_store::path::Path;
 use deltalake::operations::vacuum::VacuumMode;
 use deltalake::protocol::DeltaOperation;

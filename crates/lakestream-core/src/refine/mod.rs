@@ -18,7 +18,7 @@ pub use job::{RunContext, output_schema, source_app_id, source_id_property};
 
 use crate::commit::{self, ChangePlanner, Proposal, TableState};
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
+use crate::table::TableHandle;
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::Transaction;
 use lakestream_formats::refine::{RefineJobConfig, RefineKind};

@@ -10,7 +10,7 @@
 //!   fails with the version, how far behind the job is and how to skip ahead.
 
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
+use crate::table::TableHandle;
 use deltalake::kernel::Action;
 use deltalake::{DeltaTableError, Path};
 use std::collections::HashMap;

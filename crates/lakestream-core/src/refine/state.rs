@@ -5,9 +5,9 @@
 
 use super::join::Rows;
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
 use crate::read::read_data_file;
 use crate::storage::Lake;
+use crate::table::TableHandle;
 use deltalake::Path;
 use deltalake::arrow::array::{RecordBatch, UInt32Array};
 use deltalake::arrow::compute::{concat_batches, take_record_batch};

@@ -6,7 +6,7 @@ use crate::faults::Faults;
 use anyhow::Result;
 use lakestream_core::commit::CommitSettings;
 use lakestream_core::deadletter::{DeadLetter, write_dead_letters};
-use lakestream_core::handle::TableHandle;
+use lakestream_core::table::TableHandle;
 use lakestream_core::{Lake, read};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -15,8 +15,8 @@ use deltalake::arrow::datatypes::Int64Type;
 use deltalake::logstore::object_store::ObjectStoreExt;
 use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use futures::TryStreamExt;
-use lakestream_core::handle::TableHandle;
 use lakestream_core::maintenance::manifest;
+use lakestream_core::table::TableHandle;
 use lakestream_core::{Lake, PipelineConfig, SourceRecord};
 use std::collections::{BTreeMap, BTreeSet};
 

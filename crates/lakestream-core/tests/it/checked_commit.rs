@@ -146,7 +146,7 @@ async fn dead_letters_are_exact_when_a_table_rejects_the_write() -> Result<()> {
 async fn future_protocol_table(lake: &TestLake, table: &str) -> Result<()> {
     use deltalake::logstore::object_store::{ObjectStoreExt, path::Path};
     let l = Lake::new(&lake.config.lake)?;
-    let h = lakestream_core::handle::TableHandle::open(&l, table)?;
+    let h = lakestream_core::table::TableHandle::open(&l, table)?;
     let field = |n: &str, t: &str| serde_json::json!({"name": n, "type": t, "nullable": true, "metadata": {}});
     let schema = serde_json::json!({"type": "struct", "fields": [
         field("order_id", "integer"), field("order_owner", "string"), field("order_value", "integer"),
@@ -262,7 +262,7 @@ async fn compaction_commit_error_is_retried_not_reported_as_conflict() -> Result
 async fn one_rejecting_access_log_table_does_not_fail_the_batch() -> Result<()> {
     let lake = TestLake::new(Backend::Fs, "al-permanent")?;
     let l = Lake::new(&lake.config.lake)?;
-    let h = lakestream_core::handle::TableHandle::open(&l, "access_logs/datalake-prod")?;
+    let h = lakestream_core::table::TableHandle::open(&l, "access_logs/datalake-prod")?;
     deltalake::operations::create::CreateBuilder::new()
         .with_log_store(h.table().log_store())
         .with_columns([StructField::new(

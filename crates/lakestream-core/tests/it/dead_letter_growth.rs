@@ -6,7 +6,7 @@
 
 use crate::support::{TestLake, assert_accounted, backends, strings};
 use anyhow::Result;
-use lakestream_core::handle::TableHandle;
+use lakestream_core::table::TableHandle;
 use lakestream_core::{Lake, SourceRecord};
 use std::collections::BTreeMap;
 

@@ -14,9 +14,9 @@ use anyhow::{Context, Result, bail};
 use deltalake::logstore::CommitOrBytes;
 use futures::TryStreamExt;
 use lakestream_core::commit::CommitSettings;
-use lakestream_core::handle::TableHandle;
 use lakestream_core::maintenance::{CompactOptions, compact};
 use lakestream_core::refine::{RunContext, run_job};
+use lakestream_core::table::TableHandle;
 use lakestream_core::{FixedClock, Lake, PipelineConfig, Redrive, SourceRecord, read};
 use std::sync::Arc;
 

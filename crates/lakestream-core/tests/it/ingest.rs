@@ -106,7 +106,7 @@ async fn four_concurrent_writers_lose_nothing_and_versions_are_contiguous() -> R
         assert_eq!(v, 79, "{b:?}: one version per commit, contiguous");
         let lakex = lakestream_core::Lake::new(&lake.config.lake)?;
         for version in 0..=v {
-            let mut h = lakestream_core::handle::TableHandle::open(&lakex, "raw/order")?;
+            let mut h = lakestream_core::table::TableHandle::open(&lakex, "raw/order")?;
             h.table_mut().load_version(version).await?;
             assert_eq!(h.version(), Some(version));
         }

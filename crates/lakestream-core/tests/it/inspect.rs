@@ -256,7 +256,7 @@ fn walk(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
 
 /// Whether the latest version references this file.
 async fn is_live(lake: &Lake, path: &std::path::Path) -> Result<bool> {
-    let h = lakestream_core::handle::TableHandle::open_existing(lake, "raw/order").await?;
+    let h = lakestream_core::table::TableHandle::open_existing(lake, "raw/order").await?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -73,7 +73,7 @@ async fn compaction_keeps_rows_and_time_travel() -> Result<()> {
             "time travel to the pre-compaction version"
         );
         // dataChange=false on every action of the OPTIMIZE commit.
-        let mut h = lakestream_core::handle::TableHandle::open(&l, "raw/order")?;
+        let mut h = lakestream_core::table::TableHandle::open(&l, "raw/order")?;
         h.refresh().await?;
         let log = h
             .table()
@@ -149,7 +149,7 @@ async fn vacuum_respects_retention_dry_run_and_orphans() -> Result<()> {
         )
         .await?;
         // A crashed writer's file: written, never committed.
-        let mut h = lakestream_core::handle::TableHandle::open(&l, "raw/order")?;
+        let mut h = lakestream_core::table::TableHandle::open(&l, "raw/order")?;
         h.refresh().await?;
         let orphan = deltalake::Path::from("year=25/part-00000-orphan-c000.snappy.parquet");
         deltalake::logstore::object_store::ObjectStoreExt::put(
@@ -207,7 +207,7 @@ async fn manifests_list_exactly_the_live_files() -> Result<()> {
         let lake = TestLake::new(b, "manifest")?;
         small_files(&lake, 4).await?;
         let l = Lake::new(&lake.config.lake)?;
-        let live = |h: &lakestream_core::handle::TableHandle| -> Result<Vec<String>> {
+        let live = |h: &lakestream_core::table::TableHandle| -> Result<Vec<String>> {
             let root = l.table_url("raw/order")?;
             let mut v: Vec<String> = h
                 .table()
@@ -219,7 +219,7 @@ async fn manifests_list_exactly_the_live_files() -> Result<()> {
             v.sort();
             Ok(v)
         };
-        let read_manifest = |h: &lakestream_core::handle::TableHandle| {
+        let read_manifest = |h: &lakestream_core::table::TableHandle| {
             let store = h.table().object_store();
             async move {
                 let p = deltalake::Path::from(
@@ -239,7 +239,7 @@ async fn manifests_list_exactly_the_live_files() -> Result<()> {
         };
         let r = manifest(&l, "raw/order").await?;
         assert_eq!((r.written, r.removed, r.unchanged), (1, 0, 0), "{b:?}");
-        let mut h = lakestream_core::handle::TableHandle::open(&l, "raw/order")?;
+        let mut h = lakestream_core::table::TableHandle::open(&l, "raw/order")?;
         h.refresh().await?;
         assert_eq!(read_manifest(&h).await?, live(&h)?);
         assert_eq!(

@@ -450,7 +450,7 @@ async fn foreign_orders(
         ),
     ])?;
     let l = lakestream_core::Lake::new(&lake.config.lake)?;
-    let mut h = lakestream_core::handle::TableHandle::open(&l, "raw/order")?;
+    let mut h = lakestream_core::table::TableHandle::open(&l, "raw/order")?;
     let settings: lakestream_core::commit::CommitSettings = (&lake.config.commit).into();
     let out = lakestream_core::commit::append(&l, &mut h, &settings, &mut Foreign(batch)).await?;
     assert!(out.version.is_some());

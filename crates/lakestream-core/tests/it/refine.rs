@@ -423,7 +423,7 @@ async fn a_source_delete_fails_the_job_clearly() -> Result<()> {
         ingestor.ingest(&v).await?;
     }
     // A commit that removes a file with dataChange=true (what a DELETE writes).
-    let mut h = lakestream_core::handle::TableHandle::open_existing(&l, "raw/order").await?;
+    let mut h = lakestream_core::table::TableHandle::open_existing(&l, "raw/order").await?;
     let snapshot = h.table().snapshot()?;
     let file = snapshot.log_data().iter().next().context("a file")?;
     let remove = deltalake::kernel::Remove {

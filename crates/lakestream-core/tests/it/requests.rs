@@ -9,8 +9,8 @@ use crate::support::{TestLake, backends};
 use anyhow::Result;
 use deltalake::Path;
 use deltalake::logstore::CommitOrBytes;
-use lakestream_core::handle::TableHandle;
 use lakestream_core::intercept::observe_calls;
+use lakestream_core::table::TableHandle;
 use lakestream_core::{FixedClock, Ingestor, Lake, SourceRecord};
 use std::sync::{Arc, Mutex};
 

@@ -127,7 +127,7 @@ async fn every_table_open_refuses_a_name_that_is_not_a_plain_path_under_the_root
             }
             assert!(
                 matches!(
-                    lakestream_core::handle::TableHandle::open(&lake, &name),
+                    lakestream_core::table::TableHandle::open(&lake, &name),
                     Err(e) if !e.is_retryable()
                 ),
                 "{backend:?} {name:?}: the handle open refuses it too"

@@ -11,8 +11,8 @@ use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::DeltaWriter;
 use futures::TryStreamExt;
 use lakestream_core::commit::{Change, CommitSettings, Fixed, NewTable, Proposal, run};
-use lakestream_core::handle::TableHandle;
 use lakestream_core::maintenance::{CompactOptions, VacuumOptions, checkpoint, compact, vacuum};
+use lakestream_core::table::TableHandle;
 use lakestream_core::{FixedClock, Lake, SourceRecord};
 use std::sync::Arc;
 

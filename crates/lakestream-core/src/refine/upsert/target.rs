@@ -6,8 +6,8 @@
 //! sides match keys with `""` there ([`empty_partition_values`]).
 
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
 use crate::read::with_partitions;
+use crate::table::TableHandle;
 use deltalake::Path;
 use deltalake::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray};
 use deltalake::arrow::compute::{cast, filter_record_batch};

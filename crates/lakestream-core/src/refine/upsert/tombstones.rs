@@ -10,9 +10,9 @@ use crate::commit::{
     self, Change, CommitSettings, Fixed, Planned, Planner, Proposal, ReadScope, TableState, run,
 };
 use crate::error::{Error, Result};
-use crate::handle::TableHandle;
 use crate::read::read_table;
 use crate::storage::Lake;
+use crate::table::TableHandle;
 use chrono::{DateTime, Utc};
 use deltalake::arrow::array::{
     ArrayRef, AsArray, RecordBatch, StringArray, TimestampMicrosecondArray,

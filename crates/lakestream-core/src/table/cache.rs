@@ -1,0 +1,51 @@
+//! Table handles kept warm across invocations of a Lambda: an ingestor built once in `main`
+//! keeps one [`TableHandle`] per table it writes, so a warm invocation costs no table load and
+//! no `txn` lookup. Both ingestors (Kafka records, access-log objects) keep theirs here.
+//!
+//! A handle is *taken out* while a batch uses it and *put back* after, so two concurrent
+//! batches never share one handle's head. Taking a warm handle first proves that the table is
+//! still the one it loaded ([`TableHandle::revalidate`]: one HEAD); a table deleted or
+//! re-created since is loaded again, so its cached `txn`s never skip a record.
+
+use super::TableHandle;
+use crate::error::Result;
+use crate::storage::Lake;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Warm table handles by table name (a handle in use is not in the cache).
+#[derive(Debug, Default)]
+pub struct WarmHandles {
+    handles: Mutex<HashMap<String, TableHandle>>,
+}
+
+impl WarmHandles {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The warm handle of `table`, proved to be on the table it loaded, else a new handle on
+    /// `table` in `lake` (nothing read yet). Put it back with [`put`](Self::put) after use.
+    /// A revalidation that fails (a storage error, retryable) puts the handle back unchanged.
+    pub async fn take(&self, lake: &Lake, table: &str) -> Result<TableHandle> {
+        let cached = self.handles.lock().ok().and_then(|mut m| m.remove(table));
+        match cached {
+            Some(mut h) => match h.revalidate().await {
+                Ok(_) => Ok(h),
+                Err(e) => {
+                    self.put(h);
+                    Err(e)
+                }
+            },
+            None => TableHandle::open(lake, table),
+        }
+    }
+
+    /// Keep `handle` warm for the next [`take`](Self::take) of its table.
+    pub fn put(&self, handle: TableHandle) {
+        if let Ok(mut m) = self.handles.lock() {
+            m.insert(handle.name().to_string(), handle);
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! Is the table in storage still the one a warm handle loaded? A handle's head may run ahead of
+//! storage safely only while the table is *the same table*: an operator may delete a table or
+//! re-create it at the same path, and a handle kept across invocations would then skip records
+//! by its cached `txn`s. Commit files are written once (put-if-absent), so the head's commit
+//! file identifies the table: [`TableHandle::revalidate`] HEADs it once per invocation and
+//! compares it with the [`HeadTag`] the handle noted when it wrote or read that file. Gone or
+//! different means another table: the handle forgets everything and loads it again.
+
+use super::handle::TableHandle;
+use crate::error::{Error, Result};
+use deltalake::logstore::object_store::{self, ObjectMeta, ObjectStoreExt};
+
+/// The identity of one commit file: its version, ETag and size. Commit files are written once
+/// (put-if-absent), so the same version with another ETag or size is another table's commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct HeadTag {
+    version: u64,
+    e_tag: Option<String>,
+    size: u64,
+}
+
+impl HeadTag {
+    fn of(version: u64, meta: &ObjectMeta) -> Self {
+        Self {
+            version,
+            e_tag: meta.e_tag.clone(),
+            size: meta.size,
+        }
+    }
+
+    /// Whether `meta` (a HEAD of the same version's commit file) is the file this tag saw.
+    /// Without an ETag on either side only the size can be compared.
+    fn matches(&self, meta: &ObjectMeta) -> bool {
+        self.size == meta.size
+            && match (&self.e_tag, &meta.e_tag) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+    }
+}
+
+/// `_delta_log/<20 digits>.json`, relative to the table root.
+fn commit_file(version: u64) -> deltalake::Path {
+    deltalake::Path::from(format!("_delta_log/{version:020}.json"))
+}
+
+impl TableHandle {
+    /// Prove, with one HEAD of the head's commit file, that the table in storage is still the
+    /// one this handle loaded; call it once per invocation on a handle kept warm. When the file
+    /// is gone (the table was deleted, or re-created with fewer versions) or is another file
+    /// (re-created by someone else: another ETag or size), the warm state is dropped — head,
+    /// `txn` cache, cached log files — and the next [`sync`](Self::sync) loads the table
+    /// again. Returns `false` when the state was dropped. A handle that has loaded nothing is
+    /// left as it is. Errors are storage errors (retryable).
+    pub async fn revalidate(&mut self) -> Result<bool> {
+        let Some(head) = self.version().filter(|_| self.exists) else {
+            return Ok(true);
+        };
+        let found = match self
+            .table
+            .log_store()
+            .object_store(None)
+            .head(&commit_file(head))
+            .await
+        {
+            Ok(meta) => Some(meta),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(Error::storage(&self.name, e)),
+        };
+        let same = match (&found, &self.head_tag) {
+            (Some(meta), Some(tag)) => tag.version == head && tag.matches(meta),
+            _ => false,
+        };
+        if !same {
+            tracing::warn!(
+                table = %self.name,
+                version = head,
+                found = found.is_some(),
+                "the table is not the one this warm handle loaded (deleted or re-created); loading it again"
+            );
+            self.forget();
+        }
+        Ok(same)
+    }
+
+    /// Drop everything the handle knows about the table: the next use loads it from storage.
+    fn forget(&mut self) {
+        if let Some(l) = &self.log_reads {
+            l.clear();
+        }
+        self.table.state = None;
+        self.exists = false;
+        self.txns.reset(None);
+        self.head = None;
+        self.head_schema = None;
+        self.head_tag = None;
+    }
+
+    /// The tag of the commit file of `version` when the log-read cache holds it.
+    pub(super) fn held_tag(&self, version: u64) -> Option<HeadTag> {
+        let name = format!("{version:020}.json");
+        let meta = self.log_reads.as_ref()?.commit_meta(&name)?;
+        Some(HeadTag::of(version, &meta))
+    }
+
+    /// Note the head's tag after a load: from the log-read cache when the load read the head's
+    /// commit file, else with one HEAD (a head at a checkpoint version is loaded from the
+    /// checkpoint). Without a tag the next [`revalidate`](Self::revalidate) reloads the table.
+    pub(super) async fn note_head_tag(&mut self) {
+        let Some(head) = self.head else {
+            self.head_tag = None;
+            return;
+        };
+        self.head_tag = match self.held_tag(head) {
+            Some(tag) => Some(tag),
+            None => match self
+                .table
+                .log_store()
+                .object_store(None)
+                .head(&commit_file(head))
+                .await
+            {
+                Ok(meta) => Some(HeadTag::of(head, &meta)),
+                Err(e) => {
+                    tracing::debug!(table = %self.name, version = head, error = %e, "head commit not found after a load");
+                    None
+                }
+            },
+        };
+    }
+}

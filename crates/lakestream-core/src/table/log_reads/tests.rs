@@ -1,0 +1,133 @@
+//! Unit tests of the log-read cache: whole checkpoint reads, kept commit files, bounds.
+
+use super::*;
+use deltalake::logstore::object_store::ObjectStoreExt;
+use deltalake::logstore::object_store::memory::InMemory;
+
+#[tokio::test]
+async fn checkpoint_ranges_come_from_one_whole_read() -> anyhow::Result<()> {
+    let mem = Arc::new(InMemory::new());
+    let ckpt = Path::from("t/_delta_log/00000000000000000019.checkpoint.parquet");
+    let data = Path::from("t/part-0.parquet");
+    let body: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
+    mem.put(&ckpt, body.clone().into()).await?;
+    mem.put(&data, body.clone().into()).await?;
+    let store = LogReads::new(mem.clone());
+    let got = store.get_range(&ckpt, 10..20).await?;
+    assert_eq!(&got[..], &body[10..20]);
+    // From memory now: delete the object underneath and the ranges still answer.
+    mem.delete(&ckpt).await?;
+    let got = store.get_range(&ckpt, 4990..5000).await?;
+    assert_eq!(&got[..], &body[4990..5000]);
+    let opts = GetOptions {
+        range: Some(GetRange::Suffix(8)),
+        ..Default::default()
+    };
+    let got = store.get_opts(&ckpt, opts).await?;
+    assert_eq!(got.range, 4992..5000);
+    assert_eq!(&got.bytes().await?[..], &body[4992..]);
+    assert!(store.get_range(&ckpt, 6000..6001).await.is_err());
+    // Data files are not held: gone underneath, gone here.
+    mem.delete(&data).await?;
+    assert!(store.get_range(&data, 0..10).await.is_err());
+    Ok(())
+}
+
+#[tokio::test]
+async fn commit_files_written_or_read_are_not_fetched_again() -> anyhow::Result<()> {
+    let mem = Arc::new(InMemory::new());
+    let store = LogReads::new(mem.clone());
+    let ours = Path::from("t/_delta_log/00000000000000000007.json");
+    let theirs = Path::from("t/_delta_log/00000000000000000006.json");
+    let hint = Path::from("t/_delta_log/_last_checkpoint");
+    mem.put(&theirs, "{\"theirs\":6}".into()).await?;
+    mem.put(&hint, "{\"version\":5}".into()).await?;
+    let create = PutOptions {
+        mode: PutMode::Create,
+        ..Default::default()
+    };
+    store
+        .put_opts(&ours, "{\"ours\":7}".into(), create.clone())
+        .await?;
+    assert_eq!(
+        &store.get(&theirs).await?.bytes().await?[..],
+        b"{\"theirs\":6}"
+    );
+    store.get(&hint).await?;
+    // Gone underneath (log cleanup), still answered: both were seen by this process.
+    mem.delete(&ours).await?;
+    mem.delete(&theirs).await?;
+    mem.delete(&hint).await?;
+    assert_eq!(&store.get(&ours).await?.bytes().await?[..], b"{\"ours\":7}");
+    assert_eq!(
+        &store.get(&theirs).await?.bytes().await?[..],
+        b"{\"theirs\":6}"
+    );
+    assert_eq!(&store.get_range(&ours, 2..6).await?[..], b"ours");
+    // `_last_checkpoint` changes in place: never held.
+    assert!(store.get(&hint).await.is_err());
+    // A losing conditional PUT leaves nothing behind.
+    mem.put(&theirs, "{\"winner\":6}".into()).await?;
+    let lost = Path::from("t/_delta_log/00000000000000000008.json");
+    mem.put(&lost, "{\"winner\":8}".into()).await?;
+    assert!(
+        store
+            .put_opts(&lost, "{\"ours\":8}".into(), create)
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        &store.get(&lost).await?.bytes().await?[..],
+        b"{\"winner\":8}"
+    );
+    Ok(())
+}
+
+/// A checkpoint read whole is dropped after `keep` even when the store is never used again
+/// (a warm process's handle on a table it no longer touches), and the checkpoints held at
+/// once stay under [`HELD_BYTES`] whatever their number.
+#[tokio::test]
+async fn checkpoints_are_dropped_after_keep_and_bounded_in_bytes() -> anyhow::Result<()> {
+    let mem = Arc::new(InMemory::new());
+    let ckpt = |v: u64| Path::from(format!("t/_delta_log/{v:020}.checkpoint.parquet"));
+    let store = LogReads::new(mem.clone()).with_keep(Duration::from_millis(100));
+    mem.put(&ckpt(10), vec![1u8; 1000].into()).await?;
+    store.get_range(&ckpt(10), 0..10).await?;
+    assert_eq!(store.held_checkpoint_bytes(), 1000);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(
+        store.held_checkpoint_bytes(),
+        0,
+        "dropped by time, untouched"
+    );
+
+    let big = HELD_BYTES / 2 - 1024;
+    let store = LogReads::new(mem.clone());
+    for v in [20, 30, 40] {
+        mem.put(&ckpt(v), vec![2u8; big].into()).await?;
+        store.get_range(&ckpt(v), 0..10).await?;
+        assert!(store.held_checkpoint_bytes() <= HELD_BYTES);
+    }
+    assert_eq!(store.held_checkpoint_bytes(), 2 * big, "the two newest");
+    // The newest still answers from memory.
+    mem.delete(&ckpt(40)).await?;
+    assert_eq!(&store.get_range(&ckpt(40), 0..2).await?[..], &[2, 2]);
+    Ok(())
+}
+
+#[test]
+fn only_numbered_commit_files_are_commits() {
+    let yes = [
+        "t/_delta_log/00000000000000000007.json",
+        "_delta_log/00000000000000000000.json",
+    ];
+    let no = [
+        "t/_delta_log/_last_checkpoint",
+        "t/_delta_log/00000000000000000007.crc",
+        "t/_delta_log/_commits/00000000000000000007.uuid.json",
+        "t/_delta_log/0000000000000000007.json",
+        "t/data/00000000000000000007.json",
+    ];
+    assert!(yes.iter().all(|p| is_commit_file(&Path::from(*p))));
+    assert!(!no.iter().any(|p| is_commit_file(&Path::from(*p))));
+}

@@ -39,9 +39,8 @@ pub(crate) async fn scan_live_files(
 ) -> Result<()> {
     let table = handle.name();
     handle.refuse_deletion_vectors()?;
-    let t = handle.table();
-    let snapshot = t.snapshot().map_err(|e| Error::storage(table, e))?;
-    let store = t.object_store();
+    let snapshot = handle.snapshot()?;
+    let store = handle.table().object_store();
     for file in snapshot.log_data().iter() {
         let partitions = file.partition_values_map();
         let stats: FileStats = file.stats().and_then(|s| serde_json::from_str(&s).ok());
@@ -98,16 +97,14 @@ pub async fn summarize(lake: &Lake, table: &str) -> Result<Option<TableSummary>>
     if !h.refresh().await? {
         return Ok(None);
     }
-    let t = h.table();
-    let snapshot = t.snapshot().map_err(|e| Error::storage(table, e))?;
-    let files: Vec<_> = snapshot.log_data().iter().collect();
+    let files: Vec<_> = h.snapshot()?.log_data().iter().collect();
     Ok(Some(TableSummary {
         table: table.to_string(),
-        version: t.version().unwrap_or(0),
+        version: h.table().version().unwrap_or(0),
         files: files.len(),
         rows: files.iter().filter_map(|f| f.num_records()).sum(),
         bytes: files.iter().map(|f| f.size().max(0) as u64).sum(),
-        partition_columns: snapshot.metadata().partition_columns().to_vec(),
+        partition_columns: h.partition_columns()?,
     }))
 }
 
@@ -185,9 +182,8 @@ pub async fn read_table(lake: &Lake, table: &str, version: Option<u64>) -> Resul
     }
     h.refuse_deletion_vectors()?;
     let schema = h.arrow_schema()?;
-    let t = h.table();
-    let snapshot = t.snapshot().map_err(|e| Error::storage(table, e))?;
-    let store = t.object_store();
+    let snapshot = h.snapshot()?;
+    let store = h.table().object_store();
     let mut batches = Vec::new();
     for file in snapshot.log_data().iter() {
         let partitions = file.partition_values_map();

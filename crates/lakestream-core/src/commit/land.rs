@@ -187,7 +187,7 @@ async fn read_and_check(
 /// logged, and the maintenance job's checkpoint step writes a missed checkpoint.
 async fn checkpoint_if_due(handle: &mut TableHandle, version: u64) {
     use deltalake::table::config::TablePropertiesExt;
-    let interval = match handle.table().snapshot() {
+    let interval = match handle.snapshot() {
         Ok(s) => s.table_config().checkpoint_interval().get(),
         Err(_) => return,
     };

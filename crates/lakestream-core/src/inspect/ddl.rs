@@ -29,13 +29,7 @@ pub async fn ddl(lake: &Lake, table: &str, form: DdlForm) -> Result<String> {
 pub async fn ddl_named(lake: &Lake, table: &str, name: &str, form: DdlForm) -> Result<String> {
     let handle = TableHandle::open_existing(lake, table).await?;
     let schema = handle.arrow_schema()?;
-    let partitions = handle
-        .table()
-        .snapshot()
-        .map_err(|e| Error::storage(table, e))?
-        .metadata()
-        .partition_columns()
-        .to_vec();
+    let partitions = handle.partition_columns()?;
     let location = lake.table_url(table)?.to_string();
     render_named(table, name, &location, &schema, &partitions, form)
 }

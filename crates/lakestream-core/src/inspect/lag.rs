@@ -221,11 +221,7 @@ async fn commit_time(h: &TableHandle, version: u64) -> Result<Option<DateTime<Ut
 
 /// The largest `time` in the table's file statistics.
 fn newest_time(h: &TableHandle) -> Result<Option<DateTime<Utc>>> {
-    let snapshot = h
-        .table()
-        .snapshot()
-        .map_err(|e| Error::storage(h.name(), e))?;
-    Ok(snapshot
+    Ok(h.snapshot()?
         .log_data()
         .iter()
         .filter_map(|f| {

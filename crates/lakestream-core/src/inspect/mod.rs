@@ -39,19 +39,12 @@ pub(crate) async fn commit_times(
     listing: &LogListing,
 ) -> Result<BTreeMap<u64, DateTime<Utc>>> {
     let mut times = listing.commits.clone();
-    let config = handle
-        .table()
-        .snapshot()
-        .map_err(|e| Error::storage(handle.name(), e))?
-        .metadata()
-        .configuration()
-        .clone();
-    if config
-        .get("delta.enableInCommitTimestamps")
+    if handle
+        .property("delta.enableInCommitTimestamps")?
         .is_some_and(|v| v == "true")
     {
-        let from: u64 = config
-            .get("delta.inCommitTimestampEnablementVersion")
+        let from: u64 = handle
+            .property("delta.inCommitTimestampEnablementVersion")?
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
         let log_store = handle.table().log_store();

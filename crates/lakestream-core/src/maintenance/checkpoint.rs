@@ -65,7 +65,7 @@ pub async fn checkpoint(
 ) -> Result<CheckpointReport> {
     let h = TableHandle::open_existing(lake, table).await?;
     let version = h.version().unwrap_or(0);
-    let snapshot = h.table().snapshot().map_err(|e| Error::storage(table, e))?;
+    let snapshot = h.snapshot()?;
     let interval = snapshot.table_config().checkpoint_interval().get();
     let log_retention = snapshot.table_config().log_retention_duration();
     let last = last_checkpoint(&h).await?;

@@ -119,7 +119,7 @@ pub async fn compact(
             )));
         }
     }
-    let files = live_files(&h, table)?;
+    let files = live_files(&h)?;
     let mut report = CompactReport {
         table: table.to_string(),
         files_before: files.len(),
@@ -220,12 +220,7 @@ pub async fn compact(
         progress(done_bytes, planned_bytes);
     }
     h.refresh().await?;
-    report.files_after = h
-        .table()
-        .snapshot()
-        .map_err(|e| Error::storage(table, e))?
-        .log_data()
-        .num_files();
+    report.files_after = h.snapshot()?.log_data().num_files();
     Ok(report)
 }
 
@@ -393,9 +388,9 @@ async fn rewrite_bin(
     Ok(adds)
 }
 
-fn live_files(h: &TableHandle, table: &str) -> Result<Vec<FileInfo>> {
-    let snapshot = h.table().snapshot().map_err(|e| Error::storage(table, e))?;
-    let columns = snapshot.metadata().partition_columns().to_vec();
+fn live_files(h: &TableHandle) -> Result<Vec<FileInfo>> {
+    let snapshot = h.snapshot()?;
+    let columns = h.partition_columns()?;
     Ok(snapshot
         .log_data()
         .iter()

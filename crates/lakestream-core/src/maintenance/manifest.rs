@@ -143,8 +143,8 @@ pub async fn manifest(lake: &Lake, table: &str) -> Result<ManifestReport> {
     h.refuse_deletion_vectors()?;
     let store = h.table().object_store();
     let root = lake.table_url(table)?;
-    let snapshot = h.table().snapshot().map_err(|e| Error::storage(table, e))?;
-    let columns = snapshot.metadata().partition_columns().to_vec();
+    let snapshot = h.snapshot()?;
+    let columns = h.partition_columns()?;
     let mut current: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for f in snapshot.log_data().iter() {
         let dir = hive_partition_path(&columns, &f.partition_values_map());

@@ -118,11 +118,7 @@ pub async fn first_unread(h: &TableHandle, consumed: Option<u64>) -> Result<Opti
 
 /// How far behind a reader of `h`'s table may fall: its `delta.logRetentionDuration`.
 pub fn max_lag(h: &TableHandle) -> Result<chrono::Duration> {
-    let snapshot = h
-        .table()
-        .snapshot()
-        .map_err(|e| Error::storage(h.name(), e))?;
-    let retention = snapshot.table_config().log_retention_duration();
+    let retention = h.snapshot()?.table_config().log_retention_duration();
     Ok(chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX))
 }
 

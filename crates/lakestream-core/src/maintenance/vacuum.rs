@@ -185,11 +185,7 @@ fn nested_tables<'a>(table: &str, listed: impl Iterator<Item = &'a Path>) -> Vec
 
 /// The table's tombstones (removed files the log still references), percent-decoded.
 async fn tombstones(h: &TableHandle) -> Result<HashSet<String>> {
-    let snapshot = h
-        .table()
-        .snapshot()
-        .map_err(|e| Error::storage(h.name(), e))?;
-    snapshot
+    h.snapshot()?
         .all_tombstones(h.table().log_store().as_ref())
         .map_ok(|t| decoded(t.path().as_ref()))
         .try_collect()
@@ -208,9 +204,7 @@ async fn delete_logged(
     use deltalake::table::config::TablePropertiesExt;
     let table = h.name().to_string();
     let default_retention_millis = h
-        .table()
-        .snapshot()
-        .map_err(|e| Error::storage(&table, e))?
+        .snapshot()?
         .table_config()
         .deleted_file_retention_duration()
         .as_millis() as i64;

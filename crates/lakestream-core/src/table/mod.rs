@@ -4,8 +4,9 @@
 //! proves a warm handle still sees the table it loaded; [`WarmHandles`] keeps handles across
 //! invocations; [`log_reads`] reads the Delta log once per process.
 //!
-//! This layer sits under the commit engine and every reader: nothing here imports
-//! [`commit`](crate::commit), which builds on it.
+//! This layer sits under the commit engine (`commit/`) and every reader: nothing here imports
+//! the commit engine, which builds on it (a planner's view of the table, `TableState`, is
+//! read there from the handle's accessors).
 
 mod cache;
 mod handle;

@@ -6,8 +6,10 @@
 use anyhow::Result;
 use base64::Engine as _;
 use lakestream_core::seed::SeedGenerator;
-use lakestream_core::{Ingestor, Lake, PipelineConfig, RecordValue, SourceRecord, SystemClock};
-use lakestream_lambda::kafka::KafkaEvent;
+use lakestream_core::{KafkaIngestor, Lake, SystemClock};
+use lakestream_formats::config::PipelineConfig;
+use lakestream_formats::kafka::KafkaEvent;
+use lakestream_formats::record::{RecordValue, SourceRecord};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -47,7 +49,7 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
     let started = Instant::now();
     let lake = Lake::new(&config.lake)?;
     println!("lake: {}", lake.root());
-    let ingestor = Ingestor::new(config.clone(), Arc::new(SystemClock))?;
+    let ingestor = KafkaIngestor::new(config.clone(), Arc::new(SystemClock))?;
     let start = chrono::Utc::now() - chrono::Duration::seconds(n as i64);
     let mut records = SeedGenerator::new(2022, start, 1000).records(n);
     // One poison record and one membership with a field the schema does not have yet.

@@ -137,7 +137,7 @@ pub async fn changes(
 }
 
 /// Print how far behind each job of `config` is.
-pub async fn lag(config: &lakestream_core::PipelineConfig, json: bool) -> Result<()> {
+pub async fn lag(config: &lakestream_formats::config::PipelineConfig, json: bool) -> Result<()> {
     let lake = Lake::new(&config.lake)?;
     let lag = inspect::lag(&lake, config, chrono::Utc::now()).await?;
     if json {

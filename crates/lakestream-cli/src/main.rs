@@ -14,8 +14,9 @@ mod sql;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use lakestream_core::inspect::AsOf;
-use lakestream_core::{Ingestor, Lake, PipelineConfig, SystemClock, read};
-use lakestream_lambda::kafka::KafkaEvent;
+use lakestream_core::{KafkaIngestor, Lake, SystemClock, read};
+use lakestream_formats::config::PipelineConfig;
+use lakestream_formats::kafka::KafkaEvent;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -398,8 +399,11 @@ async fn main() -> Result<()> {
                 std::fs::read(&event).with_context(|| format!("reading {}", event.display()))?;
             let ev = KafkaEvent::from_json(&bytes)
                 .with_context(|| format!("{} is not an MSK event", event.display()))?;
-            let ingestor =
-                Ingestor::with_lake(cfg.clone(), open_lake(&cfg, &lake)?, Arc::new(SystemClock));
+            let ingestor = KafkaIngestor::with_lake(
+                cfg.clone(),
+                open_lake(&cfg, &lake)?,
+                Arc::new(SystemClock),
+            );
             let out = msk_ingest::handle(&ingestor, ev).await?;
             after_commit(&lake);
             println!("{}", serde_json::to_string_pretty(&out)?);
@@ -412,8 +416,11 @@ async fn main() -> Result<()> {
             lake,
         } => {
             let cfg = load_config(&lake)?;
-            let ingestor =
-                Ingestor::with_lake(cfg.clone(), open_lake(&cfg, &lake)?, Arc::new(SystemClock));
+            let ingestor = KafkaIngestor::with_lake(
+                cfg.clone(),
+                open_lake(&cfg, &lake)?,
+                Arc::new(SystemClock),
+            );
             redrive::run(&ingestor, &sources, allow_duplicates, json).await?;
             Ok(())
         }
@@ -427,7 +434,7 @@ async fn main() -> Result<()> {
         } => {
             let mut cfg = load_config(&lake)?;
             // The function's setting: only these buckets are read (the template sets it).
-            let env = lakestream_core::config::LOG_BUCKETS_ENV;
+            let env = lakestream_formats::config::LOG_BUCKETS_ENV;
             if let Some(list) = std::env::var(env).ok().filter(|v| !v.is_empty()) {
                 cfg.access_logs.set_source_buckets(&list)?;
             }
@@ -690,7 +697,7 @@ async fn main() -> Result<()> {
 /// `lakestream access-logs parse FILE`: one JSON object per input line; exit 0 even when
 /// some lines fail.
 fn access_logs_parse(file: &Path) -> Result<()> {
-    use lakestream_core::access_log::parse::{FIELDS, parse_line};
+    use lakestream_formats::access_log::{FIELDS, parse_line};
     use std::io::{BufRead, Write};
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let reader: Box<dyn BufRead> = if bytes.starts_with(&[0x1f, 0x8b]) {

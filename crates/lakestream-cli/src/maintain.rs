@@ -9,7 +9,8 @@ use lakestream_core::maintenance::{
     CompactOptions, Reader, VacuumOptions, checkpoint, compact, maintained_tables_and_skipped,
     manifest, vacuum,
 };
-use lakestream_core::{Error, Lake, PipelineConfig, SystemClock};
+use lakestream_core::{Error, Lake, SystemClock};
+use lakestream_formats::config::PipelineConfig;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -242,7 +243,7 @@ pub fn validate(cfg: &PipelineConfig) {
     println!("tables the pipeline writes (what maintenance and `--all` run on):");
     for t in cfg.tables() {
         let name = match t.kind {
-            lakestream_core::tables::TableKind::AccessLogDirectory => {
+            lakestream_formats::tables::TableKind::AccessLogDirectory => {
                 format!("{}/<bucket>", t.name)
             }
             _ => t.name,

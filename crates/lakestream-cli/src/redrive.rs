@@ -4,8 +4,8 @@
 //! (every object under it; the usual AWS variables and `AWS_ENDPOINT_URL` apply).
 
 use anyhow::{Context, Result, bail};
-use lakestream_core::{Ingestor, Redrive, RedriveReport};
-use lakestream_lambda::failed_batch::FailedKafkaBatch;
+use lakestream_core::{KafkaIngestor, Redrive, RedriveReport};
+use lakestream_formats::failed_batch::FailedKafkaBatch;
 use std::path::{Path, PathBuf};
 
 /// One on-failure record to re-drive: where it came from and its bytes.
@@ -17,7 +17,7 @@ struct Source {
 /// Re-drive every record found under `sources`, one after the other; a record that cannot be
 /// read or re-driven is reported and the rest still run. Errors if any failed.
 pub async fn run(
-    ingestor: &Ingestor,
+    ingestor: &KafkaIngestor,
     sources: &[String],
     allow_duplicates: bool,
     json: bool,

@@ -2,8 +2,9 @@
 //! and print what each did; `--skip-to TABLE=V` records a source version as consumed.
 
 use anyhow::{Context, Result, bail};
+use lakestream_core::Lake;
 use lakestream_core::refine::{self, JobReport, RunContext};
-use lakestream_core::{Lake, PipelineConfig};
+use lakestream_formats::config::PipelineConfig;
 
 /// Run `jobs` (all when empty); print one summary line per job (or JSON).
 pub async fn run(

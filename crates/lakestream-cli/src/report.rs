@@ -2,8 +2,9 @@
 //! self-contained HTML page (inline SVG charts and styles, no script, nothing fetched).
 
 use anyhow::{Context, Result};
+use lakestream_core::Lake;
 use lakestream_core::access_log::report::{AccessReport, ReportOptions, UsageStats, access_report};
-use lakestream_core::{Lake, PipelineConfig};
+use lakestream_formats::config::PipelineConfig;
 use std::fmt::Write as _;
 use std::path::Path;
 

@@ -17,8 +17,9 @@ use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::SessionContext;
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::util::display::{ArrayFormatter, FormatOptions};
+use lakestream_core::Lake;
 use lakestream_core::inspect::{AsOf, ddl::athena_name, read_as_of};
-use lakestream_core::{Lake, PipelineConfig};
+use lakestream_formats::config::PipelineConfig;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 

@@ -7,7 +7,7 @@
 use deltalake::arrow::array::StringBuilder;
 use lakestream_core::access_log::AccessLogBatchBuilder;
 use lakestream_core::access_log::generate::generate_lines;
-use lakestream_core::access_log::parse::parse_line;
+use lakestream_formats::access_log::parse_line;
 use std::time::Instant;
 
 /// AWS's Athena RegexSerDe pattern for S3 access logs (shared FORMATS.md).

@@ -12,10 +12,10 @@ use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalake::kernel::{Action, StructType};
 use deltalake::operations::create::CreateBuilder;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
-use lakestream_core::config::LakeConfig;
 use lakestream_core::maintenance::{CompactOptions, VacuumOptions, compact, vacuum};
 use lakestream_core::table::TableHandle;
 use lakestream_core::{FixedClock, Lake};
+use lakestream_formats::config::LakeConfig;
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -8,11 +8,13 @@
 //! value per line) and `DIR/meta.csv` (partition, offset) are read when present, else generated
 //! and written. `--json FILE` writes the results.
 
-use lakestream_core::config::SchemaMode;
-use lakestream_core::decode::decode_values;
+use lakestream_core::kafka::decode::decode_values;
 use lakestream_core::schema::TableLayout;
 use lakestream_core::seed::SeedGenerator;
-use lakestream_core::{FixedClock, Ingestor, PipelineConfig, RecordValue};
+use lakestream_core::{FixedClock, KafkaIngestor};
+use lakestream_formats::config::PipelineConfig;
+use lakestream_formats::config::SchemaMode;
+use lakestream_formats::record::RecordValue;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -76,7 +78,7 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let ing = Ingestor::new(cfg, Arc::new(FixedClock::new(start)))?;
+    let ing = KafkaIngestor::new(cfg, Arc::new(FixedClock::new(start)))?;
     let t = Instant::now();
     let mut written = 0;
     let mut commits = 0;
@@ -109,7 +111,7 @@ fn shared_records(
     dir: &std::path::Path,
     n: usize,
     start: chrono::DateTime<chrono::Utc>,
-) -> anyhow::Result<Vec<lakestream_core::SourceRecord>> {
+) -> anyhow::Result<Vec<lakestream_formats::record::SourceRecord>> {
     use std::io::Write;
     let (values, meta) = (dir.join("values.ndjson"), dir.join("meta.csv"));
     if let (Ok(v), Ok(m)) = (std::fs::read(&values), std::fs::read_to_string(&meta)) {
@@ -121,7 +123,7 @@ fn shared_records(
                 .zip(metas)
                 .map(|(value, meta)| {
                     let (p, o) = meta.split_once(',').unwrap_or_default();
-                    Ok(lakestream_core::SourceRecord::new(
+                    Ok(lakestream_formats::record::SourceRecord::new(
                         "orders",
                         p.parse()?,
                         o.parse()?,

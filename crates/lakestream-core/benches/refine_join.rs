@@ -9,7 +9,8 @@
 
 use lakestream_core::refine::{RunContext, run_job};
 use lakestream_core::seed::SeedGenerator;
-use lakestream_core::{FixedClock, Ingestor, Lake, PipelineConfig};
+use lakestream_core::{FixedClock, KafkaIngestor, Lake};
+use lakestream_formats::config::PipelineConfig;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,7 +43,7 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let ing = Ingestor::new(cfg.clone(), Arc::new(FixedClock::new(start)))?;
+    let ing = KafkaIngestor::new(cfg.clone(), Arc::new(FixedClock::new(start)))?;
     let lake = Lake::new(&cfg.lake)?;
     let settings = (&cfg.commit).into();
     let ctx = RunContext::new(&cfg, &lake, &settings, start);

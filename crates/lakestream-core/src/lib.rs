@@ -1,17 +1,17 @@
-//! Lakestream core: pipeline config, decoding source records to Arrow, per-partition dedup and
-//! the Delta commit engine. It never imports Lambda or AWS-event types: the function crates
-//! adapt their events into [`SourceRecord`]s and call [`Ingestor::ingest`].
+//! Lakestream core: decoding source records to Arrow, per-partition dedup, dead letters and the
+//! Delta commit engine, over the config and event types of `lakestream_formats`. It never
+//! imports Lambda or AWS-event types: the function crates adapt their events into
+//! `lakestream_formats::record::SourceRecord`s and call [`KafkaIngestor::ingest`] (or the
+//! access-log, refine and maintenance entry points).
 
 pub mod access_log;
 pub mod clock;
 pub mod commit;
-pub mod dead_letter_scan;
-pub mod deadletter;
-pub mod decode;
+pub mod dead_letter;
 pub mod error;
-pub mod ingest;
 pub mod inspect;
 pub mod intercept;
+pub mod kafka;
 pub mod maintenance;
 pub mod partition_path;
 pub mod put_probe;
@@ -24,11 +24,7 @@ pub mod storage;
 pub mod table;
 pub mod timestamp;
 
-pub use lakestream_formats::{config, record, tables};
-
 pub use clock::{Clock, FixedClock, SystemClock};
-pub use config::PipelineConfig;
 pub use error::{Error, Result};
-pub use ingest::{IngestReport, Ingestor, Redrive, RedriveReport, TableReport};
-pub use record::{RecordValue, SourceRecord};
+pub use kafka::{IngestReport, KafkaIngestor, Redrive, RedriveReport, TableReport};
 pub use storage::Lake;

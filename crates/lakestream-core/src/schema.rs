@@ -2,11 +2,11 @@
 //! Kafka metadata columns, derived partition columns) and how an existing table's schema is
 //! reconciled with it.
 
-use crate::config::{
-    ColumnType, KafkaMetadataColumn, PROCESSING_TIME_COLUMNS, Partitioning, SchemaMode, TopicConfig,
-};
 use crate::error::{Error, Result};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use lakestream_formats::config::{
+    ColumnType, KafkaMetadataColumn, PROCESSING_TIME_COLUMNS, Partitioning, SchemaMode, TopicConfig,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -148,6 +148,30 @@ impl TableLayout {
     }
 }
 
+/// Characters Spark cannot write in a column name without column mapping (its Parquet writer
+/// refuses the characters of ` ,;{}()=`, newline and tab); a new column is never created with
+/// one.
+pub const UNWRITABLE_NAME_CHARS: &[char] = &[' ', ',', ';', '{', '}', '(', ')', '\n', '\t', '='];
+
+/// Why `name` cannot be a new column (`None`: it can).
+pub fn unwritable_name(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("an empty name cannot be a column".into());
+    }
+    let bad: String = name
+        .chars()
+        .filter(|c| UNWRITABLE_NAME_CHARS.contains(c))
+        .collect();
+    (!bad.is_empty()).then(|| {
+        format!(
+            "field `{}` cannot become a new column: its name contains {bad:?}, one of \
+             \" ,;{{}}()\\n\\t=\", which Spark cannot write without column mapping; rename the field \
+             in the producer",
+            name.escape_debug()
+        )
+    })
+}
+
 /// Check a schema about to be committed to `table` (`existing`: the table's current schema)
 /// the way a Delta reader will: no two columns whose names differ only in case, and no new
 /// column whose name Spark cannot write without column mapping. A violation is
@@ -166,7 +190,7 @@ pub fn validate_schema(table: &str, schema: &Schema, existing: Option<&Schema>) 
             });
         }
         let is_new = existing.is_none_or(|e| e.field_with_name(f.name()).is_err());
-        if is_new && let Some(reason) = crate::decode::unwritable_name(f.name()) {
+        if is_new && let Some(reason) = unwritable_name(f.name()) {
             return Err(Error::Schema {
                 table: table.to_string(),
                 reason,
@@ -179,7 +203,7 @@ pub fn validate_schema(table: &str, schema: &Schema, existing: Option<&Schema>) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::PipelineConfig;
+    use lakestream_formats::config::PipelineConfig;
 
     #[test]
     fn seed_layouts() -> anyhow::Result<()> {

@@ -2,8 +2,8 @@
 //! `timestamp` keep changing, and their six owners whose membership level keeps changing.
 //! Deterministic for a given seed, so demos, tests and benchmarks are reproducible.
 
-use crate::record::SourceRecord;
 use chrono::{DateTime, SecondsFormat, Utc};
+use lakestream_formats::record::SourceRecord;
 
 /// The six order owners.
 pub const OWNERS: [&str; 6] = ["alice", "bob", "carol", "dave", "erin", "frank"];

@@ -3,11 +3,11 @@
 //! its [`Probe`]: no write reaches it before the endpoint is shown to refuse a second
 //! create-only PUT ([`put_probe`](crate::put_probe)).
 
-use crate::config::LakeConfig;
 use crate::error::{Error, Result};
 use crate::partition_path::{MAX_SEGMENT, PartitionLimits};
 use crate::put_probe::Probe;
 use deltalake::logstore::object_store::ObjectStore;
+use lakestream_formats::config::LakeConfig;
 use lakestream_formats::names::check_table_path;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,7 +1,8 @@
 //! `LAKESTREAM_CONFIG` resolution: inline TOML, a file path, or an `s3://bucket/key` object.
 
 use deltalake::logstore::object_store::{ObjectStoreExt, aws::AmazonS3Builder, path::Path};
-use lakestream_core::{Error, PipelineConfig};
+use lakestream_core::Error;
+use lakestream_formats::config::PipelineConfig;
 
 /// Where the S3 config object is read from (endpoint override for S3-compatible servers).
 #[derive(Debug, Clone, Default)]
@@ -83,7 +84,7 @@ impl FunctionEnv {
             lake_root: get("LAKESTREAM_LAKE_ROOT"),
             log_filter: get("RUST_LOG").unwrap_or_else(|| DEFAULT_LOG_FILTER.into()),
             queue_url: get("LAKESTREAM_QUEUE_URL"),
-            log_buckets: get(lakestream_core::config::LOG_BUCKETS_ENV),
+            log_buckets: get(lakestream_formats::config::LOG_BUCKETS_ENV),
             s3: S3Access {
                 endpoint_url: get("AWS_ENDPOINT_URL_S3").or_else(|| get("AWS_ENDPOINT_URL")),
                 region: get("AWS_REGION"),

@@ -1,10 +1,10 @@
-//! Shared Lambda glue for Lakestream functions: tolerant event types, telemetry (JSON logs and
-//! CloudWatch EMF metrics), config loading and error -> `Diagnostic` mapping. The core crate
-//! never sees any of this.
+//! Shared Lambda glue for Lakestream functions: telemetry (JSON logs and CloudWatch EMF
+//! metrics), config loading and error -> `Diagnostic` mapping. The tolerant event types the
+//! functions parse live in `lakestream_formats` (`kafka`, `notification`, `failed_batch`) and
+//! are imported from there. The core crate never sees any of this.
 
 pub mod config_source;
 pub mod diagnostic;
-pub use lakestream_formats::{failed_batch, kafka, notification as s3_notification};
 pub mod telemetry;
 
 pub use diagnostic::FunctionError;

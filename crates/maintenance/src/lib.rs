@@ -9,7 +9,8 @@ use lakestream_core::maintenance::{
     CompactOptions, Reader, Readers, VacuumOptions, checkpoint, compact, manifest, refine_readers,
     vacuum,
 };
-use lakestream_core::{Clock, Lake, PipelineConfig};
+use lakestream_core::{Clock, Lake};
+use lakestream_formats::config::PipelineConfig;
 use lakestream_lambda::telemetry::{Metric, emf_line};
 use serde::Deserialize;
 use std::sync::Arc;

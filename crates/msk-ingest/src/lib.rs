@@ -1,7 +1,7 @@
 //! The `msk-ingest` handler: an MSK batch in, one Delta commit per table out.
 //!
 //! The handler is an adapter: it unwraps the tolerant [`KafkaEvent`] into core records, hands
-//! them to a [`RecordSink`] (the core [`Ingestor`] in production, anything in tests), prints one
+//! them to a [`RecordSink`] (the core [`KafkaIngestor`] in production, anything in tests), prints one
 //! EMF metrics line and maps failures to a `Diagnostic`. It only fails the invocation for
 //! retryable errors; Lambda then redelivers the batch, and the `txn` versions make that a no-op
 //! for whatever already landed. A permanent failure (retrying cannot help) puts the batch's
@@ -9,12 +9,13 @@
 //! block its partition; only if that fails too does the invocation fail (at once when the lake
 //! refuses every write: an endpoint that ignores `If-None-Match`).
 
-use lakestream_core::{IngestReport, Ingestor, SourceRecord};
+use lakestream_core::{IngestReport, KafkaIngestor};
+use lakestream_formats::kafka::KafkaEvent;
+use lakestream_formats::record::SourceRecord;
 use lakestream_lambda::FunctionError;
-use lakestream_lambda::kafka::KafkaEvent;
 use lakestream_lambda::telemetry::{Metric, emf_line};
 
-/// Where records go. Implemented by the core [`Ingestor`].
+/// Where records go. Implemented by the core [`KafkaIngestor`].
 #[allow(async_fn_in_trait)]
 pub trait RecordSink {
     /// Ingest a batch.
@@ -27,16 +28,16 @@ pub trait RecordSink {
     ) -> lakestream_core::Result<IngestReport>;
 }
 
-impl RecordSink for Ingestor {
+impl RecordSink for KafkaIngestor {
     async fn ingest(&self, records: &[SourceRecord]) -> lakestream_core::Result<IngestReport> {
-        Ingestor::ingest(self, records).await
+        KafkaIngestor::ingest(self, records).await
     }
     async fn dead_letter(
         &self,
         records: &[SourceRecord],
         reason: &str,
     ) -> lakestream_core::Result<IngestReport> {
-        Ingestor::dead_letter_batch(self, records, reason).await
+        KafkaIngestor::dead_letter_batch(self, records, reason).await
     }
 }
 

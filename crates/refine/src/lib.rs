@@ -4,7 +4,8 @@
 //! version (the output's `txn`s), so overlapping or repeated invocations are harmless.
 
 use lakestream_core::refine::{JobReport, RunContext, in_dependency_order, run_job};
-use lakestream_core::{Clock, Error, Lake, PipelineConfig};
+use lakestream_core::{Clock, Error, Lake};
+use lakestream_formats::config::PipelineConfig;
 use lakestream_lambda::telemetry::{Metric, emf_line};
 use serde::Deserialize;
 

@@ -24,7 +24,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         return Err(lakestream_core::Error::Config(format!(
             "s3-log-ingest reads log objects only from the configured raw-logs bucket(s): set {} \
              (the template sets it to RawLogsBucketName) or `access_logs.source_buckets`",
-            lakestream_core::config::LOG_BUCKETS_ENV
+            lakestream_formats::config::LOG_BUCKETS_ENV
         ))
         .into());
     }

@@ -9,8 +9,9 @@
 
 use aws_sdk_s3::Client;
 use aws_sdk_s3::operation::get_object::GetObjectError;
-use lakestream_core::access_log::{Fetched, LogObject, ObjectSource, ReadObject};
+use lakestream_core::access_log::{Fetched, ObjectSource, ReadObject};
 use lakestream_core::{Error, Result};
+use lakestream_formats::notification::LogObject;
 
 /// Reads objects from S3.
 #[derive(Debug, Clone)]

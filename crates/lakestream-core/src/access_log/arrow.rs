@@ -1,12 +1,12 @@
 //! Access-log records -> Arrow, appended straight into column builders (no intermediate rows).
 
-use super::parse::{AccessLogRecord, FIELDS};
 use crate::schema::timestamp_type;
 use deltalake::arrow::array::{
     ArrayRef, Int32Builder, Int64Builder, RecordBatch, StringBuilder, TimestampMicrosecondBuilder,
 };
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::arrow::error::ArrowError;
+use lakestream_formats::access_log::{AccessLogRecord, FIELDS};
 use std::sync::Arc;
 
 /// Column with unknown trailing fields, verbatim.

@@ -75,7 +75,7 @@ pub fn generate_lines(seed: u64, n: usize, buckets: &[&str], start: DateTime<Utc
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access_log::parse::parse_line;
+    use lakestream_formats::access_log::parse_line;
 
     #[test]
     fn generated_lines_parse() {

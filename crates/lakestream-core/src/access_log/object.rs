@@ -3,12 +3,12 @@
 //! whose `bucket` field is not a valid S3 bucket name is a dead letter: the field names a table.
 
 use super::arrow::AccessLogBatchBuilder;
-use super::ingest::LogObject;
-use super::parse::parse_line;
-use crate::deadletter::DeadLetter;
+use crate::dead_letter::DeadLetter;
 use crate::error::Result;
 use deltalake::arrow::record_batch::RecordBatch;
+use lakestream_formats::access_log::parse_line;
 use lakestream_formats::names::check_bucket_name;
+use lakestream_formats::notification::LogObject;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
 
@@ -30,7 +30,7 @@ pub(super) struct Limits {
 }
 
 impl Limits {
-    pub(super) fn of(c: &crate::config::AccessLogsConfig) -> Self {
+    pub(super) fn of(c: &lakestream_formats::config::AccessLogsConfig) -> Self {
         Self {
             max_inflated: c.max_inflated_mib.saturating_mul(1 << 20),
             max_line: usize::try_from(c.max_line_kib.saturating_mul(1 << 10)).unwrap_or(usize::MAX),
@@ -56,18 +56,13 @@ pub(super) fn parse_object(
     let mut builders: BTreeMap<String, AccessLogBatchBuilder> = BTreeMap::new();
     let mut letters = Vec::new();
     let mut reject = |line_no: i64, raw: &[u8], reason: String| {
-        letters.push(DeadLetter {
-            topic: None,
-            partition: None,
-            offset: None,
-            kafka_timestamp_ms: None,
-            object_uri: Some(uri.clone()),
-            line_number: Some(line_no),
-            raw_base64: Some(DeadLetter::encode_raw(raw)),
-            error: reason,
-            target_table: None,
-            txn: Some((app.clone(), 1)),
-        });
+        letters.push(DeadLetter::object_line(
+            uri.clone(),
+            line_no,
+            raw,
+            app.clone(),
+            reason,
+        ));
     };
     // True when the line was dead-lettered.
     let mut on_line = |line_no: i64, raw: &[u8], too_long: bool| -> bool {
@@ -235,16 +230,13 @@ pub(super) fn refused_letter(
     rows: usize,
     e: &crate::error::Error,
 ) -> DeadLetter {
-    DeadLetter {
-        target_table: Some(table.to_string()),
-        txn: Some((format!("{}#refused-by:{table}", obj.app_id(pipeline)), 1)),
-        ..object_letter(
-            obj,
-            pipeline,
-            "refused",
-            format!("{rows} line(s) of this object were refused by table `{table}`: {e}"),
-        )
-    }
+    object_letter(
+        obj,
+        pipeline,
+        &format!("refused-by:{table}"),
+        format!("{rows} line(s) of this object were refused by table `{table}`: {e}"),
+    )
+    .for_table(table)
 }
 
 /// The dead letter that stands for a whole object, idempotent per object and `kind`
@@ -256,16 +248,5 @@ pub(super) fn object_letter(
     kind: &str,
     error: String,
 ) -> DeadLetter {
-    DeadLetter {
-        topic: None,
-        partition: None,
-        offset: None,
-        kafka_timestamp_ms: None,
-        object_uri: Some(obj.uri()),
-        line_number: None,
-        raw_base64: None,
-        error,
-        target_table: None,
-        txn: Some((format!("{}#{kind}", obj.app_id(pipeline)), 1)),
-    }
+    DeadLetter::object(obj.uri(), format!("{}#{kind}", obj.app_id(pipeline)), error)
 }

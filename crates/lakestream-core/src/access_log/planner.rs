@@ -2,13 +2,13 @@
 //! yet, one `txn` per object in the same commit.
 
 use super::arrow::access_log_schema;
-use super::ingest::LogObject;
 use crate::commit::{Planned, Planner, TableState};
-use crate::config::AccessLogLayout;
 use crate::error::Result;
 use deltalake::arrow::compute::concat_batches;
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::kernel::Transaction;
+use lakestream_formats::config::AccessLogLayout;
+use lakestream_formats::notification::LogObject;
 
 pub(super) struct ObjectPlanner<'a> {
     pub(super) pipeline: &'a str,

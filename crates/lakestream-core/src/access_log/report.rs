@@ -17,7 +17,6 @@
 //! (writes, listings, failed reads) but no read in it.
 
 use crate::access_log::window::read_window;
-use crate::config::{AccessLogLayout, PipelineConfig};
 use crate::error::Result;
 use crate::read::child_tables;
 use crate::storage::Lake;
@@ -25,6 +24,7 @@ use chrono::{DateTime, Duration, NaiveDate, Utc};
 use deltalake::arrow::array::{Array, AsArray, RecordBatch};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Int64Type, TimeUnit, TimestampMicrosecondType};
+use lakestream_formats::config::{AccessLogLayout, PipelineConfig};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// What to report on.

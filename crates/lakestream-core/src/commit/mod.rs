@@ -51,8 +51,8 @@ pub struct CommitSettings {
     pub max_backoff: Duration,
 }
 
-impl From<&crate::config::CommitConfig> for CommitSettings {
-    fn from(c: &crate::config::CommitConfig) -> Self {
+impl From<&lakestream_formats::config::CommitConfig> for CommitSettings {
+    fn from(c: &lakestream_formats::config::CommitConfig) -> Self {
         Self {
             checkpoint_interval: c.checkpoint_interval,
             max_attempts: c.max_attempts,

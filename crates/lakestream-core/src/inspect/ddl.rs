@@ -4,11 +4,11 @@
 //! Athena names (`raw/order` -> `raw_order`); two pipeline tables with one name are refused
 //! ([`unique_athena_name`]).
 
-use crate::config::PipelineConfig;
 use crate::error::{Error, Result};
 use crate::storage::Lake;
 use crate::table::TableHandle;
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
+use lakestream_formats::config::PipelineConfig;
 
 /// Which `CREATE EXTERNAL TABLE` to print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

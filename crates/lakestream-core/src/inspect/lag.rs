@@ -11,13 +11,13 @@
 //!   object), and the newest request time in the table (file statistics of `time`).
 
 use super::history::parse_commit;
-use crate::config::{AccessLogLayout, PipelineConfig};
 use crate::error::{Error, Result};
 use crate::maintenance::readers;
 use crate::read::child_tables;
 use crate::storage::Lake;
 use crate::table::TableHandle;
 use chrono::{DateTime, Duration, Utc};
+use lakestream_formats::config::{AccessLogLayout, PipelineConfig};
 use std::collections::BTreeMap;
 
 /// One Kafka topic's table.

@@ -57,7 +57,7 @@ impl Default for CompactOptions {
             zorder_by: vec![],
             memory_budget: 512 << 20,
             dry_run: false,
-            commit: CommitSettings::from(&crate::config::CommitConfig::default()),
+            commit: CommitSettings::from(&lakestream_formats::config::CommitConfig::default()),
         }
     }
 }

@@ -16,7 +16,6 @@
 //! The library takes the readers as values ([`Reader`]); callers read them once per run with
 //! [`refine_readers`] (the maintenance function, the CLI's maintenance commands).
 
-use crate::config::PipelineConfig;
 use crate::error::{Error, Result};
 use crate::inspect::history::parse_commit;
 use crate::refine::source_app_id;
@@ -26,6 +25,7 @@ use chrono::{DateTime, Utc};
 use deltalake::kernel::Action;
 use deltalake::table::config::TablePropertiesExt;
 use futures::{StreamExt, TryStreamExt};
+use lakestream_formats::config::PipelineConfig;
 use std::collections::{BTreeMap, HashSet};
 
 /// Commit files read at once while collecting what later versions removed.

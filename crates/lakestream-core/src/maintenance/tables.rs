@@ -4,11 +4,11 @@
 //! it. The maintenance function and the CLI's `--all` both use [`maintained_tables`], so the
 //! schedule and a manual run cover the same set.
 
-use crate::config::PipelineConfig;
 use crate::error::Result;
 use crate::read::{SkippedFolder, list_child_tables};
 use crate::storage::Lake;
-use crate::tables::TableKind;
+use lakestream_formats::config::PipelineConfig;
+use lakestream_formats::tables::TableKind;
 
 /// One table to maintain.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

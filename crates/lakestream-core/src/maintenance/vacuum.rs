@@ -208,7 +208,8 @@ async fn delete_logged(
         .table_config()
         .deleted_file_retention_duration()
         .as_millis() as i64;
-    let settings = crate::commit::CommitSettings::from(&crate::config::CommitConfig::default());
+    let settings =
+        crate::commit::CommitSettings::from(&lakestream_formats::config::CommitConfig::default());
     let start = DeltaOperation::VacuumStart {
         retention_check_enabled: !opts.force,
         specified_retention_millis: opts.retention.map(|r| r.num_milliseconds()),

@@ -6,10 +6,10 @@
 
 use super::join::{Rows, Verdict, interval_pairs, late_flags};
 use super::source::{Chunk, ChunkLimits, file_error, gone, next_chunk, read_version};
-use super::state::{Snapshot, identity, late_set, late_uri, row_json};
+use super::state::{Snapshot, identity, late_set, row_json};
 use super::{RunReport, SideReport};
 use crate::commit::{Planned, Planner, TableState};
-use crate::deadletter::{DeadLetter, write_dead_letters};
+use crate::dead_letter::{DeadLetter, write_dead_letters};
 use crate::error::{Error, Result};
 use crate::storage::Lake;
 use crate::table::TableHandle;
@@ -38,7 +38,7 @@ pub struct RunContext<'a> {
 impl<'a> RunContext<'a> {
     /// The context of `config`'s pipeline (its name and dead-letter table).
     pub fn new(
-        config: &'a crate::PipelineConfig,
+        config: &'a lakestream_formats::config::PipelineConfig,
         lake: &'a Lake,
         settings: &'a crate::commit::CommitSettings,
         now: chrono::DateTime<chrono::Utc>,
@@ -209,23 +209,14 @@ impl JoinPlanner<'_> {
                             ),
                         ),
                     };
-                    letters.push(DeadLetter {
-                        topic: None,
-                        partition: None,
-                        offset: None,
-                        kafka_timestamp_ms: None,
-                        object_uri: Some(late_uri(&cfg.table, *version)),
-                        line_number: None,
-                        raw_base64: Some(DeadLetter::encode_raw(
-                            serde_json::to_string(&row).unwrap_or_default().as_bytes(),
-                        )),
+                    letters.push(DeadLetter::delta_row(
+                        &cfg.table,
+                        *version,
+                        serde_json::to_string(&row).unwrap_or_default().as_bytes(),
+                        &self.cfg.output,
+                        format!("{}/{kind}/{version}", self.app_id(&cfg.table)),
                         error,
-                        target_table: Some(self.cfg.output.clone()),
-                        txn: Some((
-                            format!("{}/{kind}/{version}", self.app_id(&cfg.table)),
-                            *version as i64,
-                        )),
-                    });
+                    ));
                 }
             }
             late.extend(f.iter().map(|v| *v != Verdict::OnTime));

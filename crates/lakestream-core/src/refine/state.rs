@@ -226,15 +226,10 @@ pub(crate) fn identity(
     serde_json::to_string(&picked).unwrap_or_default()
 }
 
-/// Where a late row's dead letter says it came from.
-pub(crate) fn late_uri(table: &str, version: u64) -> String {
-    format!("delta:{table}@{version}")
-}
-
 /// Identities of the rows of `table` that earlier runs of the job writing `output` found late
 /// or beyond the future cap (from the dead-letter table). Read bounded: only files whose `target_table` statistics can
 /// hold `output`, only the four columns needed, row by row as they stream in
-/// ([`late_rows`](crate::dead_letter_scan::late_rows)); the table is never loaded whole.
+/// ([`late_rows`](crate::dead_letter::scan::late_rows)); the table is never loaded whole.
 pub(crate) async fn late_set(
     lake: &Lake,
     dead_letter_table: &str,
@@ -247,7 +242,7 @@ pub(crate) async fn late_set(
     if !h.refresh().await? {
         return Ok(out);
     }
-    crate::dead_letter_scan::late_rows(&h, output, table, |bytes| {
+    crate::dead_letter::scan::late_rows(&h, output, table, |bytes| {
         if let Ok(row) = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(bytes)
         {
             out.insert(identity(&row, names));

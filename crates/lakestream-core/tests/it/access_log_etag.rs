@@ -8,7 +8,8 @@
 use crate::support::{Backend, TestLake};
 use anyhow::Result;
 use lakestream_core::FixedClock;
-use lakestream_core::access_log::{AccessLogIngestor, LocalObjects, LogObject, ObjectOutcome};
+use lakestream_core::access_log::{AccessLogIngestor, LocalObjects, ObjectOutcome};
+use lakestream_formats::notification::LogObject;
 use lakestream_formats::notification::{Notification, parse_body};
 use std::sync::Arc;
 

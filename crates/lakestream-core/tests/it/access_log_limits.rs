@@ -9,7 +9,8 @@ use anyhow::Result;
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use lakestream_core::FixedClock;
-use lakestream_core::access_log::{AccessLogIngestor, LocalObjects, LogObject, ObjectOutcome};
+use lakestream_core::access_log::{AccessLogIngestor, LocalObjects, ObjectOutcome};
+use lakestream_formats::notification::LogObject;
 use std::io::Write;
 use std::sync::Arc;
 

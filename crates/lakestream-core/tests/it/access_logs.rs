@@ -3,7 +3,8 @@
 use crate::support::{TestLake, backends, strings};
 use anyhow::Result;
 use lakestream_core::FixedClock;
-use lakestream_core::access_log::{AccessLogIngestor, LocalObjects, LogObject, ObjectOutcome};
+use lakestream_core::access_log::{AccessLogIngestor, LocalObjects, ObjectOutcome};
+use lakestream_formats::notification::LogObject;
 use std::sync::Arc;
 
 const PLAIN: &[u8] =

@@ -6,10 +6,11 @@ use crate::support::{TestLake, backends};
 use anyhow::Result;
 use chrono::{DateTime, TimeZone, Utc};
 use lakestream_core::access_log::report::{ReportOptions, access_report};
-use lakestream_core::access_log::{AccessLogIngestor, LocalObjects, LogObject};
-use lakestream_core::config::AccessLogLayout;
+use lakestream_core::access_log::{AccessLogIngestor, LocalObjects};
 use lakestream_core::intercept::observe_calls;
 use lakestream_core::{FixedClock, Lake};
+use lakestream_formats::config::AccessLogLayout;
+use lakestream_formats::notification::LogObject;
 use std::sync::{Arc, Mutex};
 
 const OWNER: &str = "79a59df900b949e55d96a1e698fbacedfd6e09d98eacf8f8d5218e7cd47ef2be";

@@ -5,25 +5,18 @@
 use crate::faults::Faults;
 use anyhow::Result;
 use lakestream_core::commit::CommitSettings;
-use lakestream_core::deadletter::{DeadLetter, write_dead_letters};
+use lakestream_core::dead_letter::{DeadLetter, write_dead_letters};
 use lakestream_core::table::TableHandle;
 use lakestream_core::{Lake, read};
+use lakestream_formats::record::SourceRecord;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 fn letters(n: i64) -> Vec<DeadLetter> {
     (0..n)
-        .map(|o| DeadLetter {
-            topic: Some("orders".into()),
-            partition: Some(0),
-            offset: Some(o),
-            kafka_timestamp_ms: None,
-            object_uri: None,
-            line_number: None,
-            raw_base64: Some("e30=".into()),
-            error: "test".into(),
-            target_table: None,
-            txn: None,
+        .map(|o| {
+            let record = SourceRecord::new("orders", 0, o, -1, b"{}");
+            DeadLetter::kafka(&record, None, "test".into())
         })
         .collect()
 }

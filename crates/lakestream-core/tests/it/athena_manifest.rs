@@ -15,9 +15,11 @@ use deltalake::arrow::datatypes::Int64Type;
 use deltalake::logstore::object_store::ObjectStoreExt;
 use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use futures::TryStreamExt;
+use lakestream_core::Lake;
 use lakestream_core::maintenance::manifest;
 use lakestream_core::table::TableHandle;
-use lakestream_core::{Lake, PipelineConfig, SourceRecord};
+use lakestream_formats::config::PipelineConfig;
+use lakestream_formats::record::SourceRecord;
 use std::collections::{BTreeMap, BTreeSet};
 
 const EVENTS: &str = r#"

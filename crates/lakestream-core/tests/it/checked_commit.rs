@@ -6,9 +6,11 @@ use crate::faults::Faults;
 use crate::support::{Backend, TestLake, backends, offsets, strings};
 use anyhow::Result;
 use deltalake::kernel::{DataType, PrimitiveType, StructField};
-use lakestream_core::access_log::{AccessLogIngestor, LocalObjects, LogObject, ObjectOutcome};
+use lakestream_core::access_log::{AccessLogIngestor, LocalObjects, ObjectOutcome};
 use lakestream_core::maintenance::{CompactOptions, compact};
-use lakestream_core::{FixedClock, Lake, SourceRecord};
+use lakestream_core::{FixedClock, Lake};
+use lakestream_formats::notification::LogObject;
+use lakestream_formats::record::SourceRecord;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Barrier};
 
@@ -208,7 +210,7 @@ async fn retried_files_never_re_add_rows_another_writer_committed() -> Result<()
             .map_err(|_| anyhow::anyhow!("lock"))? = Some(Box::pin(async move {
             let _ = other.ingest(&first_half).await;
         }));
-        let a = lakestream_core::Ingestor::with_lake(
+        let a = lakestream_core::KafkaIngestor::with_lake(
             lake.config.clone(),
             faulty(&lake, &faults)?,
             Arc::new(FixedClock::new(now())),
@@ -419,7 +421,7 @@ async fn a_landed_but_unseen_write_is_reported_as_written() -> Result<()> {
         let lake = TestLake::new(b, "landed-unseen")?;
         let faults = Arc::new(Faults::default());
         faults.land_then_exists.store(2, Ordering::SeqCst);
-        let ing = lakestream_core::Ingestor::with_lake(
+        let ing = lakestream_core::KafkaIngestor::with_lake(
             lake.config.clone(),
             faulty(&lake, &faults)?,
             Arc::new(FixedClock::new(now())),

@@ -9,7 +9,9 @@ use anyhow::{Context, Result};
 use lakestream_core::commit::CommitSettings;
 use lakestream_core::maintenance::{CompactOptions, compact};
 use lakestream_core::refine::{RunContext, run_job};
-use lakestream_core::{Ingestor, Lake, PipelineConfig, SourceRecord, read};
+use lakestream_core::{KafkaIngestor, Lake, read};
+use lakestream_formats::config::PipelineConfig;
+use lakestream_formats::record::SourceRecord;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -169,7 +171,7 @@ op = { column = "op", delete = ["D"] }
 
 struct Cdc {
     cfg: PipelineConfig,
-    ing: Ingestor,
+    ing: KafkaIngestor,
     offset: i64,
 }
 
@@ -178,7 +180,7 @@ impl Cdc {
         let mut cfg = PipelineConfig::from_toml(&format!("{}\n{CDC}", crate::support::EXAMPLE))?;
         cfg.lake = lake.config.lake.clone();
         cfg.commit = lake.config.commit.clone();
-        let ing = Ingestor::new(cfg.clone(), Arc::new(lakestream_core::SystemClock))?;
+        let ing = KafkaIngestor::new(cfg.clone(), Arc::new(lakestream_core::SystemClock))?;
         Ok(Self {
             cfg,
             ing,

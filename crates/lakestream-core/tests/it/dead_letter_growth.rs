@@ -6,8 +6,9 @@
 
 use crate::support::{TestLake, assert_accounted, backends, strings};
 use anyhow::Result;
+use lakestream_core::Lake;
 use lakestream_core::table::TableHandle;
-use lakestream_core::{Lake, SourceRecord};
+use lakestream_formats::record::SourceRecord;
 use std::collections::BTreeMap;
 
 /// Offset `off` of `partition`: valid JSON for `orders` unless `bad`.

@@ -17,7 +17,9 @@ use lakestream_core::commit::CommitSettings;
 use lakestream_core::maintenance::{CompactOptions, compact};
 use lakestream_core::refine::{RunContext, run_job};
 use lakestream_core::table::TableHandle;
-use lakestream_core::{FixedClock, Lake, PipelineConfig, Redrive, SourceRecord, read};
+use lakestream_core::{FixedClock, Lake, Redrive, read};
+use lakestream_formats::config::PipelineConfig;
+use lakestream_formats::record::SourceRecord;
 use std::sync::Arc;
 
 const CDC: &str = r#"
@@ -200,7 +202,7 @@ async fn refine_sources_and_the_upsert_target_refuse_deletion_vectors() -> Resul
         let settings = CommitSettings::from(&cfg.commit);
         let clock =
             FixedClock::new(chrono::DateTime::from_timestamp(1_764_400_000, 0).context("ts")?);
-        let ing = lakestream_core::Ingestor::new(cfg.clone(), Arc::new(clock))?;
+        let ing = lakestream_core::KafkaIngestor::new(cfg.clone(), Arc::new(clock))?;
         let run = |name: String| {
             let (cfg, l, settings) = (&cfg, &l, &settings);
             async move {

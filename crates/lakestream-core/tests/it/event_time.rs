@@ -8,7 +8,8 @@ use crate::support::{TestLake, assert_accounted, backends, strings};
 use anyhow::{Context, Result};
 use lakestream_core::commit::CommitSettings;
 use lakestream_core::refine::{RunContext, run_job};
-use lakestream_core::{Lake, SourceRecord, read};
+use lakestream_core::{Lake, read};
+use lakestream_formats::record::SourceRecord;
 
 fn order(offset: i64, id: i32, owner: &str, ts: &str) -> SourceRecord {
     let json = format!(

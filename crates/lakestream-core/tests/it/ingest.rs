@@ -3,7 +3,7 @@
 use crate::support::{Backend, TestLake, assert_accounted, backends, offsets, strings};
 use anyhow::Result;
 use lakestream_core::seed::SeedGenerator;
-use lakestream_core::{RecordValue, SourceRecord};
+use lakestream_formats::record::{RecordValue, SourceRecord};
 
 fn orders(n: usize) -> Vec<SourceRecord> {
     let start = chrono::DateTime::from_timestamp(1_649_067_330, 0).unwrap_or_default();

@@ -6,7 +6,8 @@ use anyhow::{Context, Result};
 use chrono::{Duration, Utc};
 use lakestream_core::inspect::{AsOf, history, read_as_of, resolve_version};
 use lakestream_core::maintenance::{CompactOptions, checkpoint, compact};
-use lakestream_core::{Error, FixedClock, Lake, SourceRecord};
+use lakestream_core::{Error, FixedClock, Lake};
+use lakestream_formats::record::SourceRecord;
 
 fn order(p: i32, off: i64) -> SourceRecord {
     let json = format!(

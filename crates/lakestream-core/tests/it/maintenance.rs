@@ -8,7 +8,8 @@ use chrono::{DateTime, Duration, Utc};
 use lakestream_core::maintenance::{
     CompactOptions, VacuumOptions, checkpoint, compact, manifest, vacuum,
 };
-use lakestream_core::{FixedClock, Lake, SourceRecord};
+use lakestream_core::{FixedClock, Lake};
+use lakestream_formats::record::SourceRecord;
 use std::sync::Arc;
 
 fn t0() -> DateTime<Utc> {

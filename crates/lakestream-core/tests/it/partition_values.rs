@@ -72,7 +72,7 @@ async fn encoded_length_is_what_delta_rs_writes() -> Result<()> {
 /// bytes for a file name.
 #[test]
 fn s3_room_under_the_key_limit() -> Result<()> {
-    let lake = Lake::new(&lakestream_core::config::LakeConfig {
+    let lake = Lake::new(&lakestream_formats::config::LakeConfig {
         root: "s3://bucket/prefix".into(),
         endpoint_url: Some("http://127.0.0.1:9".into()),
         region: Some("us-east-1".into()),

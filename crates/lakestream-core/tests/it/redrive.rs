@@ -3,7 +3,8 @@
 
 use crate::support::{TestLake, assert_accounted, backends, offsets};
 use anyhow::{Context, Result};
-use lakestream_core::{Redrive, RedriveReport, SourceRecord};
+use lakestream_core::{Redrive, RedriveReport};
+use lakestream_formats::record::SourceRecord;
 
 fn order(partition: i32, offset: i64) -> SourceRecord {
     let json = format!(
@@ -335,7 +336,7 @@ async fn multi_rows(lake: &TestLake) -> Result<Vec<(String, i32, i64)>> {
 async fn two_topics_into_one_table_are_told_apart_by_topic() -> Result<()> {
     for b in backends() {
         let mut lake = TestLake::new(b, "redrive-topics")?;
-        let mut cfg = lakestream_core::PipelineConfig::from_toml(&format!(
+        let mut cfg = lakestream_formats::config::PipelineConfig::from_toml(&format!(
             "{}\n{TWO_TOPICS}",
             crate::support::EXAMPLE
         ))?;

@@ -11,7 +11,9 @@ use lakestream_core::commit::CommitSettings;
 use lakestream_core::maintenance::{CompactOptions, compact};
 use lakestream_core::refine::{RunContext, run_job};
 use lakestream_core::seed::SeedGenerator;
-use lakestream_core::{Lake, PipelineConfig, SourceRecord, read};
+use lakestream_core::{Lake, read};
+use lakestream_formats::config::PipelineConfig;
+use lakestream_formats::record::SourceRecord;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -53,7 +55,7 @@ type Member = (String, String, i64);
 fn parse(records: &[SourceRecord]) -> (Vec<Order>, Vec<Member>) {
     let (mut orders, mut members) = (vec![], vec![]);
     for r in records {
-        let lakestream_core::RecordValue::Bytes(b) = &r.value else {
+        let lakestream_formats::record::RecordValue::Bytes(b) = &r.value else {
             continue;
         };
         let Ok(v) = serde_json::from_slice::<serde_json::Value>(b) else {

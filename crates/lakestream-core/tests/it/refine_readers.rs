@@ -10,7 +10,9 @@ use lakestream_core::maintenance::{
     CompactOptions, Reader, VacuumOptions, checkpoint, compact, refine_readers, vacuum,
 };
 use lakestream_core::refine::{RunContext, run_job};
-use lakestream_core::{FixedClock, Lake, PipelineConfig, SourceRecord, inspect, read};
+use lakestream_core::{FixedClock, Lake, inspect, read};
+use lakestream_formats::config::PipelineConfig;
+use lakestream_formats::record::SourceRecord;
 use std::sync::Arc;
 
 fn order(id: i64) -> SourceRecord {

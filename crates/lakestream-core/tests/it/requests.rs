@@ -11,7 +11,8 @@ use deltalake::Path;
 use deltalake::logstore::CommitOrBytes;
 use lakestream_core::intercept::observe_calls;
 use lakestream_core::table::TableHandle;
-use lakestream_core::{FixedClock, Ingestor, Lake, SourceRecord};
+use lakestream_core::{FixedClock, KafkaIngestor, Lake};
+use lakestream_formats::record::SourceRecord;
 use std::sync::{Arc, Mutex};
 
 /// Requests to the table stores besides data files, as `"<op> <path>"`.
@@ -45,19 +46,23 @@ fn order(off: i64) -> SourceRecord {
     SourceRecord::new("orders", 0, off, 1_649_067_330_000, json.as_bytes())
 }
 
-fn ingestor(lake: &TestLake, calls: &Arc<Calls>) -> Result<Ingestor> {
+fn ingestor(lake: &TestLake, calls: &Arc<Calls>) -> Result<KafkaIngestor> {
     let c = calls.clone();
     let l = Lake::new(&lake.config.lake)?
         .with_store_wrapper(observe_calls(Arc::new(move |op, path| c.push(op, path))));
     let clock =
         FixedClock::new(chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default());
-    Ok(Ingestor::with_lake(lake.config.clone(), l, Arc::new(clock)))
+    Ok(KafkaIngestor::with_lake(
+        lake.config.clone(),
+        l,
+        Arc::new(clock),
+    ))
 }
 
 /// Ingest one record per offset in `offsets`, one commit each, and check every commit that is
 /// not a checkpoint commit (the example's interval is 10). Returns the requests of each commit.
 async fn warm_commits(
-    ing: &Ingestor,
+    ing: &KafkaIngestor,
     calls: &Calls,
     offsets: std::ops::Range<i64>,
     label: &str,

@@ -5,8 +5,9 @@
 
 use crate::support::{TestLake, assert_accounted, backends, offsets, strings};
 use anyhow::{Context, Result};
-use lakestream_core::config::KafkaMetadataColumn;
-use lakestream_core::{Redrive, SourceRecord};
+use lakestream_core::Redrive;
+use lakestream_formats::config::KafkaMetadataColumn;
+use lakestream_formats::record::SourceRecord;
 
 /// A member record (merge mode) with the table's offset columns, so a redrive can check it.
 fn m(offset: i64, fields: &str) -> SourceRecord {

@@ -3,7 +3,8 @@
 use anyhow::{Context, Result, bail};
 use deltalake::arrow::array::{Array, AsArray, RecordBatch};
 use deltalake::arrow::datatypes::{Int32Type, Int64Type};
-use lakestream_core::{FixedClock, IngestReport, Ingestor, PipelineConfig, read};
+use lakestream_core::{FixedClock, IngestReport, KafkaIngestor, read};
+use lakestream_formats::config::PipelineConfig;
 use std::sync::Arc;
 
 pub const EXAMPLE: &str = include_str!("../../../../lakestream.toml");
@@ -66,10 +67,10 @@ impl TestLake {
         }
     }
 
-    pub fn ingestor(&self) -> Result<Ingestor> {
+    pub fn ingestor(&self) -> Result<KafkaIngestor> {
         let clock =
             FixedClock::new(chrono::DateTime::from_timestamp(1_764_400_000, 0).context("ts")?);
-        Ok(Ingestor::new(self.config.clone(), Arc::new(clock))?)
+        Ok(KafkaIngestor::new(self.config.clone(), Arc::new(clock))?)
     }
 
     pub async fn read(&self, table: &str) -> Result<RecordBatch> {

@@ -9,7 +9,8 @@ use anyhow::{Context, Result};
 use deltalake::logstore::object_store::{ObjectStore, aws::AmazonS3Builder, path::Path};
 use futures::TryStreamExt;
 use lakestream_core::seed::SeedGenerator;
-use lakestream_core::{FixedClock, Ingestor, Lake, PipelineConfig};
+use lakestream_core::{FixedClock, KafkaIngestor, Lake};
+use lakestream_formats::config::PipelineConfig;
 use std::sync::Arc;
 
 /// Names the lake must refuse (`{t}` is a token unique to the run, so an escape on S3 is found).
@@ -142,7 +143,7 @@ async fn every_table_open_refuses_a_name_that_is_not_a_plain_path_under_the_root
             let clock = FixedClock::new(
                 chrono::DateTime::from_timestamp(1_764_400_000, 0).context("timestamp")?,
             );
-            let ingestor = Ingestor::with_lake(cfg, lake.clone(), Arc::new(clock));
+            let ingestor = KafkaIngestor::with_lake(cfg, lake.clone(), Arc::new(clock));
             let start = chrono::DateTime::from_timestamp(1_649_067_330, 0).unwrap_or_default();
             let mut g = SeedGenerator::new(7, start, 1000);
             let records: Vec<_> = (0..3).map(|_| g.order()).collect();

@@ -8,8 +8,9 @@ use crate::support::{TestLake, assert_accounted, backends, offsets};
 use anyhow::Result;
 use deltalake::logstore::object_store::{ObjectStore, ObjectStoreExt, path::Path};
 use futures::TryStreamExt;
+use lakestream_core::Lake;
 use lakestream_core::table::TableHandle;
-use lakestream_core::{Lake, SourceRecord};
+use lakestream_formats::record::SourceRecord;
 
 fn order(partition: i32, off: i64) -> SourceRecord {
     let json = format!(

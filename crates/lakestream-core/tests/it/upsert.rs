@@ -9,7 +9,9 @@ use anyhow::{Context, Result};
 use lakestream_core::commit::CommitSettings;
 use lakestream_core::maintenance::{CompactOptions, compact};
 use lakestream_core::refine::{RunContext, run_job};
-use lakestream_core::{Ingestor, Lake, PipelineConfig, SourceRecord, read};
+use lakestream_core::{KafkaIngestor, Lake, read};
+use lakestream_formats::config::PipelineConfig;
+use lakestream_formats::record::SourceRecord;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -138,7 +140,7 @@ async fn latest_wins_deletes_stick_and_columns_evolve() -> Result<()> {
         for after_each in [true, false] {
             let lake = TestLake::new(backend, "upsert-semantics")?;
             let cfg = config(&lake)?;
-            let ing = Ingestor::new(cfg.clone(), Arc::new(lakestream_core::SystemClock))?;
+            let ing = KafkaIngestor::new(cfg.clone(), Arc::new(lakestream_core::SystemClock))?;
             let l = Lake::new(&cfg.lake)?;
             let s: CommitSettings = (&cfg.commit).into();
             let h = history();
@@ -199,7 +201,7 @@ async fn racing_upserts_compactions_and_a_killed_run_keep_one_row_per_key() -> R
     for backend in backends() {
         let lake = TestLake::new(backend, "upsert-races")?;
         let cfg = config(&lake)?;
-        let ing = Ingestor::new(cfg.clone(), Arc::new(lakestream_core::SystemClock))?;
+        let ing = KafkaIngestor::new(cfg.clone(), Arc::new(lakestream_core::SystemClock))?;
         let faults = Arc::new(Faults::default());
         let l = faults.install(Lake::new(&cfg.lake)?);
         let s: CommitSettings = (&cfg.commit).into();
@@ -316,7 +318,7 @@ async fn an_empty_string_key_in_a_partition_column_is_updated_in_place() -> Resu
             PipelineConfig::from_toml(&format!("{}\n{regions}", super::support::EXAMPLE))?;
         cfg.lake = lake.config.lake.clone();
         cfg.commit = lake.config.commit.clone();
-        let ing = Ingestor::new(cfg.clone(), Arc::new(lakestream_core::SystemClock))?;
+        let ing = KafkaIngestor::new(cfg.clone(), Arc::new(lakestream_core::SystemClock))?;
         let l = Lake::new(&cfg.lake)?;
         let s: CommitSettings = (&cfg.commit).into();
         let job = cfg.refine_job("regions").context("job")?;

@@ -13,7 +13,8 @@ use futures::TryStreamExt;
 use lakestream_core::commit::{Change, CommitSettings, Fixed, NewTable, Proposal, run};
 use lakestream_core::maintenance::{CompactOptions, VacuumOptions, checkpoint, compact, vacuum};
 use lakestream_core::table::TableHandle;
-use lakestream_core::{FixedClock, Lake, SourceRecord};
+use lakestream_core::{FixedClock, Lake};
+use lakestream_formats::record::SourceRecord;
 use std::sync::Arc;
 
 fn order(off: i64) -> SourceRecord {
@@ -38,7 +39,7 @@ async fn files_under(l: &Lake, table: &str) -> Result<Vec<String>> {
 }
 
 fn settings() -> CommitSettings {
-    (&lakestream_core::config::CommitConfig::default()).into()
+    (&lakestream_formats::config::CommitConfig::default()).into()
 }
 
 fn write_op() -> DeltaOperation {

@@ -4,10 +4,13 @@
 //! tables. Compacting a refine output that a downstream job reads changes nothing downstream
 //! (the source reader skips `dataChange=false` commits).
 
-use lakestream_core::access_log::{AccessLogIngestor, LocalObjects, LogObject};
+use lakestream_core::access_log::{AccessLogIngestor, LocalObjects};
 use lakestream_core::commit::CommitSettings;
 use lakestream_core::refine::{JobReport, RunContext, in_dependency_order, run_job};
-use lakestream_core::{FixedClock, Ingestor, Lake, PipelineConfig, SourceRecord, read};
+use lakestream_core::{FixedClock, KafkaIngestor, Lake, read};
+use lakestream_formats::config::PipelineConfig;
+use lakestream_formats::notification::LogObject;
+use lakestream_formats::record::SourceRecord;
 use maintenance::{JobResult, Request, run};
 use std::sync::Arc;
 
@@ -75,7 +78,7 @@ impl Pipeline {
     /// Round `k`: a membership, an order an hour inside it, a CDC insert of key `k` and a
     /// delete of key `k - 1` (a tombstone), an access-log object; then every refine job.
     async fn round(&self, k: i64) -> anyhow::Result<Vec<JobReport>> {
-        let ing = Ingestor::new(self.cfg.clone(), self.clock.clone())?;
+        let ing = KafkaIngestor::new(self.cfg.clone(), self.clock.clone())?;
         let t = |m: i64| format!("2026-01-01T10:{:02}:00Z", m);
         let member = format!(
             r#"{{"order_owner":"a","membership":"m{k}","timestamp":"{}"}}"#,
@@ -263,7 +266,7 @@ async fn the_schedule_compacts_and_checkpoints_refine_outputs_tombstones_and_sin
 async fn a_new_lake_lists_the_configured_tables() -> anyhow::Result<()> {
     let p = Pipeline::new().await?;
     let mut cfg = p.cfg.clone();
-    cfg.access_logs.layout = lakestream_core::config::AccessLogLayout::PerBucket;
+    cfg.access_logs.layout = lakestream_formats::config::AccessLogLayout::PerBucket;
     let tables = maintenance::all_tables(&cfg, &p.lake).await?;
     assert_eq!(
         tables,

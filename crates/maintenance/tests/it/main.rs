@@ -3,8 +3,11 @@
 
 mod refine_readers;
 
-use lakestream_core::access_log::{AccessLogIngestor, LocalObjects, LogObject};
-use lakestream_core::{FixedClock, Ingestor, Lake, PipelineConfig, SourceRecord};
+use lakestream_core::access_log::{AccessLogIngestor, LocalObjects};
+use lakestream_core::{FixedClock, KafkaIngestor, Lake};
+use lakestream_formats::config::PipelineConfig;
+use lakestream_formats::notification::LogObject;
+use lakestream_formats::record::SourceRecord;
 use maintenance::{Job, Request, run};
 use std::sync::Arc;
 
@@ -24,7 +27,7 @@ async fn lake_with_six_small_files()
     let clock = Arc::new(FixedClock::new(
         chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default(),
     ));
-    let ing = Ingestor::new(cfg.clone(), clock.clone())?;
+    let ing = KafkaIngestor::new(cfg.clone(), clock.clone())?;
     for off in 0..6 {
         let v = format!(
             r#"{{"order_id":1,"order_owner":"a","order_value":{off},"timestamp":"2022-04-04T10:15:30Z"}}"#

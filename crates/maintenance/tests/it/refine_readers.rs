@@ -6,7 +6,9 @@ use anyhow::Context;
 use deltalake::arrow::array::AsArray;
 use deltalake::arrow::datatypes::DataType;
 use lakestream_core::refine::{RunContext, run_job};
-use lakestream_core::{FixedClock, Ingestor, Lake, PipelineConfig, SourceRecord, read};
+use lakestream_core::{FixedClock, KafkaIngestor, Lake, read};
+use lakestream_formats::config::PipelineConfig;
+use lakestream_formats::record::SourceRecord;
 use maintenance::{Request, run};
 use std::sync::Arc;
 
@@ -66,7 +68,7 @@ async fn a_lagging_refine_job_reads_every_row_once_after_optimize_vacuum_and_che
     let mut cfg = PipelineConfig::from_toml(CONFIG)?;
     cfg.lake.root = dir.path().join("lake").to_string_lossy().into_owned();
     let ingest_clock = Arc::new(FixedClock::new(chrono::Utc::now()));
-    let ing = Ingestor::new(cfg.clone(), ingest_clock.clone())?;
+    let ing = KafkaIngestor::new(cfg.clone(), ingest_clock.clone())?;
     let lake = Lake::new(&cfg.lake)?;
     ing.ingest(&[member()]).await?;
     for id in 0..3 {

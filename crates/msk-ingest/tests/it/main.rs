@@ -1,10 +1,10 @@
 //! The msk-ingest handler with the real event samples under `events/`: against a recording
 //! sink (adapter behaviour) and against the core ingestor on a filesystem lake.
 
-use lakestream_core::{
-    Error, FixedClock, IngestReport, Ingestor, PipelineConfig, RecordValue, SourceRecord,
-};
-use lakestream_lambda::kafka::KafkaEvent;
+use lakestream_core::{Error, FixedClock, IngestReport, KafkaIngestor};
+use lakestream_formats::config::PipelineConfig;
+use lakestream_formats::kafka::KafkaEvent;
+use lakestream_formats::record::{RecordValue, SourceRecord};
 use lambda_runtime::Diagnostic;
 use msk_ingest::{RecordSink, handle};
 use std::sync::{Arc, Mutex};
@@ -117,7 +117,7 @@ async fn sample_events_through_the_real_ingestor() -> anyhow::Result<()> {
     cfg.lake.root = dir.path().to_string_lossy().into_owned();
     let clock =
         FixedClock::new(chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default());
-    let ing = Ingestor::new(cfg, Arc::new(clock))?;
+    let ing = KafkaIngestor::new(cfg, Arc::new(clock))?;
 
     let first = handle(&ing, event(ORDERS)).await?.report;
     assert_eq!((first.received, first.written), (6, 6));

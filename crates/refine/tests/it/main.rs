@@ -3,8 +3,9 @@
 //! changes nothing, and a bad input is refused with what to send.
 
 use anyhow::{Context, Result};
-use lakestream_core::{Ingestor, Lake, PipelineConfig, SystemClock, read};
-use lakestream_lambda::kafka::KafkaEvent;
+use lakestream_core::{KafkaIngestor, Lake, SystemClock, read};
+use lakestream_formats::config::PipelineConfig;
+use lakestream_formats::kafka::KafkaEvent;
 use refine::{Request, run};
 use std::sync::Arc;
 
@@ -18,7 +19,7 @@ async fn scheduled_ticks_join_once() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let mut config = PipelineConfig::from_toml(EXAMPLE)?;
     config.lake.root = dir.path().to_string_lossy().into_owned();
-    let ingestor = Ingestor::new(config.clone(), Arc::new(SystemClock))?;
+    let ingestor = KafkaIngestor::new(config.clone(), Arc::new(SystemClock))?;
     for ev in [ORDERS, MEMBERS] {
         msk_ingest::handle(&ingestor, KafkaEvent::from_json(ev)?).await?;
     }

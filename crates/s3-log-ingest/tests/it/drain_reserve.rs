@@ -3,8 +3,9 @@
 //! its first receive, and the queue's messages expired unread after 7 days. Every timeout the
 //! template allows (and 30..900 s) is driven through `drain` with an injected clock.
 
+use lakestream_core::FixedClock;
 use lakestream_core::access_log::{AccessLogIngestor, LocalObjects};
-use lakestream_core::{FixedClock, PipelineConfig};
+use lakestream_formats::config::PipelineConfig;
 use s3_log_ingest::QueueMessage;
 use s3_log_ingest::drain::{DrainSettings, Queue, drain};
 use std::sync::{Arc, Mutex};

@@ -6,7 +6,8 @@ mod drain_reserve;
 
 use aws_sdk_s3::config::{Credentials, Region};
 use lakestream_core::access_log::AccessLogIngestor;
-use lakestream_core::{FixedClock, Lake, PipelineConfig, read};
+use lakestream_core::{FixedClock, Lake, read};
+use lakestream_formats::config::PipelineConfig;
 use s3_log_ingest::drain::{DrainSettings, SqsQueue, drain};
 use s3_log_ingest::s3::S3Objects;
 use std::sync::Arc;
@@ -258,7 +259,7 @@ async fn objects_are_read_with_the_notified_etag() -> anyhow::Result<()> {
     let old = put(PLAIN).await?.e_tag.unwrap_or_default();
     let new = put(EB_LINE.as_bytes()).await?.e_tag.unwrap_or_default();
     assert_ne!(old, new);
-    let object = |etag: &str| lakestream_core::access_log::LogObject {
+    let object = |etag: &str| lakestream_formats::notification::LogObject {
         bucket: "raw-logs".into(),
         key: key.clone(),
         alt_key: None,
@@ -285,7 +286,7 @@ struct Counting<'a> {
 impl lakestream_core::access_log::ObjectSource for Counting<'_> {
     async fn fetch(
         &self,
-        object: &lakestream_core::access_log::LogObject,
+        object: &lakestream_formats::notification::LogObject,
         max_bytes: u64,
     ) -> lakestream_core::Result<lakestream_core::access_log::Fetched> {
         if let Ok(mut f) = self.fetched.lock() {

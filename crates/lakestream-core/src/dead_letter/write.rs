@@ -1,6 +1,5 @@
-//! The dead-letter table: every record that cannot be ingested lands here with its raw bytes
-//! (base64), where it came from and why, so nothing is ever dropped silently. Writes are
-//! idempotent per record, with `txn` actions that do not grow with the records:
+//! Writing letters to the dead-letter table, idempotent per record with `txn` actions that do
+//! not grow with the records:
 //! - Kafka letters: one watermark per source partition, appId
 //!   `<pipeline>/<topic>/<partition>/dl`, version = the highest offset dead-lettered. A letter
 //!   above it is new. A letter at or below it (a redelivery, or a second dead-letter write of
@@ -8,82 +7,23 @@
 //!   records) is looked up in the table itself ([`kafka_letters_present`]: files pruned by
 //!   statistics, three columns read), so a burst of bad records leaves one `txn` per partition,
 //!   not one per record, and no offset is skipped or written twice.
-//! - Other sources give their own key (one per log object, per refine source version).
+//! - Other origins carry their own key ([`DeadLetter::own_key`]: one per log object and kind,
+//!   per unusable input, per refine source version).
 //!
 //! The table keeps these keys for [`DEAD_LETTER_TXN_RETENTION`]
 //! (`delta.setTransactionRetentionDuration`).
 
+use super::letter::{DeadLetter, Origin};
+use super::scan::{KafkaLetter, kafka_letters_present};
+use super::table::{DATE_COLUMN, DEAD_LETTER_TXN_RETENTION, dead_letter_schema, letters_batch};
 use crate::commit::{self, CommitOutcome, CommitSettings, Planned, Planner, TableState};
-use crate::dead_letter_scan::{KafkaLetter, kafka_letters_present};
 use crate::error::{Error, Result};
-use crate::record::app_id;
-use crate::schema::timestamp_type;
 use crate::storage::Lake;
 use crate::table::TableHandle;
-use base64::Engine as _;
 use chrono::{DateTime, Utc};
-use deltalake::arrow::array::{
-    ArrayRef, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray,
-};
-use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::kernel::Transaction;
+use lakestream_formats::record::app_id;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
-
-/// One record that could not be ingested.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeadLetter {
-    /// Kafka topic, when the record came from Kafka.
-    pub topic: Option<String>,
-    /// Kafka partition.
-    pub partition: Option<i32>,
-    /// Kafka offset.
-    pub offset: Option<i64>,
-    /// Kafka timestamp (epoch ms).
-    pub kafka_timestamp_ms: Option<i64>,
-    /// Source object URI, when the record came from a file (e.g. `s3://bucket/key`).
-    pub object_uri: Option<String>,
-    /// 1-based line number within the object.
-    pub line_number: Option<i64>,
-    /// Raw value, base64 (exactly the bytes received; `None` for a null value).
-    pub raw_base64: Option<String>,
-    /// Why it was rejected.
-    pub error: String,
-    /// Table it was meant for, if known.
-    pub target_table: Option<String>,
-    /// Idempotency key for non-Kafka sources: (`txn` appId, version). Kafka letters derive it
-    /// from topic/partition/offset.
-    pub txn: Option<(String, i64)>,
-}
-
-impl DeadLetter {
-    /// Raw bytes to base64.
-    pub fn encode_raw(bytes: &[u8]) -> String {
-        base64::engine::general_purpose::STANDARD.encode(bytes)
-    }
-}
-
-/// How long the dead-letter table keeps its idempotency keys: longer than any redelivery
-/// window (Kafka retention, SQS's 14-day maximum).
-pub const DEAD_LETTER_TXN_RETENTION: &str = "interval 30 days";
-
-/// Schema of the dead-letter table (partitioned by `date`, the UTC ingestion date).
-pub fn dead_letter_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("topic", DataType::Utf8, true),
-        Field::new("partition", DataType::Int32, true),
-        Field::new("offset", DataType::Int64, true),
-        Field::new("kafka_timestamp", timestamp_type(), true),
-        Field::new("object_uri", DataType::Utf8, true),
-        Field::new("line_number", DataType::Int64, true),
-        Field::new("raw_base64", DataType::Utf8, true),
-        Field::new("error", DataType::Utf8, false),
-        Field::new("target_table", DataType::Utf8, true),
-        Field::new("ingested_at", timestamp_type(), false),
-        Field::new("date", DataType::Utf8, false),
-    ]))
-}
 
 /// Result of a dead-letter write: which inputs were written, which were already there.
 #[derive(Debug, Default)]
@@ -106,10 +46,8 @@ const MAX_LOOKUPS: usize = 5;
 enum Key {
     /// A Kafka record: its partition's watermark appId and its identity.
     Kafka(String, KafkaLetter),
-    /// The source's own key (appId, version).
+    /// The origin's own key (appId, version).
     Own(String, i64),
-    /// None (a Kafka letter without topic, partition or offset): always written.
-    None,
 }
 
 struct DeadLetterPlanner<'a> {
@@ -132,14 +70,23 @@ pub fn watermark_app_id(pipeline: &str, topic: &str, partition: i32) -> String {
 
 impl DeadLetterPlanner<'_> {
     fn key(&self, l: &DeadLetter) -> Key {
-        if let Some((id, v)) = &l.txn {
-            return Key::Own(id.clone(), *v);
-        }
-        match (l.topic.as_deref(), l.partition, l.offset) {
-            (Some(t), Some(p), Some(o)) => {
-                Key::Kafka(watermark_app_id(self.pipeline, t, p), (t.to_string(), p, o))
+        match &l.origin {
+            Origin::Kafka {
+                topic,
+                partition,
+                offset,
+                ..
+            } => Key::Kafka(
+                watermark_app_id(self.pipeline, topic, *partition),
+                (topic.clone(), *partition, *offset),
+            ),
+            Origin::Object { app_id, .. } | Origin::Input { app_id, .. } => {
+                Key::Own(app_id.clone(), 1)
             }
-            _ => Key::None,
+            // A source version is far below i64::MAX; saturate rather than wrap if ever not.
+            Origin::DeltaRow {
+                app_id, version, ..
+            } => Key::Own(app_id.clone(), i64::try_from(*version).unwrap_or(i64::MAX)),
         }
     }
 
@@ -176,9 +123,8 @@ impl Planner for DeadLetterPlanner<'_> {
         let mut ids: Vec<String> = self
             .letters
             .iter()
-            .filter_map(|l| match self.key(l) {
-                Key::Kafka(id, _) | Key::Own(id, _) => Some(id),
-                Key::None => None,
+            .map(|l| match self.key(l) {
+                Key::Kafka(id, _) | Key::Own(id, _) => id,
             })
             .collect();
         ids.sort();
@@ -187,10 +133,13 @@ impl Planner for DeadLetterPlanner<'_> {
     }
 
     fn wants_all_txns(&self) -> bool {
-        let own: HashSet<&str> = self
+        let own: HashSet<String> = self
             .letters
             .iter()
-            .filter_map(|l| l.txn.as_ref().map(|t| t.0.as_str()))
+            .filter_map(|l| match self.key(l) {
+                Key::Own(id, _) => Some(id),
+                Key::Kafka(..) => None,
+            })
             .collect();
         own.len() > MANY_KEYS
     }
@@ -220,7 +169,6 @@ impl Planner for DeadLetterPlanner<'_> {
                     let top = txns.entry(id).or_insert(watermark.unwrap_or(letter.2));
                     *top = (*top).max(letter.2);
                 }
-                Key::None => {}
             }
             self.written[i] = true;
             keep.push(l);
@@ -229,7 +177,7 @@ impl Planner for DeadLetterPlanner<'_> {
             return Ok(None);
         }
         let schema = state.schema.clone().unwrap_or_else(dead_letter_schema);
-        let batch = build_batch(&keep, self.now)?;
+        let batch = letters_batch(&keep, self.now)?;
         let txns = txns
             .into_iter()
             .map(|(id, v)| Transaction::new(id, v))
@@ -237,7 +185,7 @@ impl Planner for DeadLetterPlanner<'_> {
         Ok(Some(Planned {
             batch,
             schema,
-            partition_columns: vec!["date".into()],
+            partition_columns: vec![DATE_COLUMN.into()],
             txns,
             commit_if_empty: false,
             table_properties: vec![(
@@ -246,47 +194,6 @@ impl Planner for DeadLetterPlanner<'_> {
             )],
         }))
     }
-}
-
-fn build_batch(letters: &[&DeadLetter], now: DateTime<Utc>) -> Result<RecordBatch> {
-    let now_us = now.timestamp_micros();
-    let date = now.format("%Y-%m-%d").to_string();
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from_iter(
-            letters.iter().map(|l| l.topic.as_deref()),
-        )),
-        Arc::new(Int32Array::from_iter(letters.iter().map(|l| l.partition))),
-        Arc::new(Int64Array::from_iter(letters.iter().map(|l| l.offset))),
-        Arc::new(
-            TimestampMicrosecondArray::from_iter(
-                letters
-                    .iter()
-                    .map(|l| l.kafka_timestamp_ms.and_then(|m| m.checked_mul(1000))),
-            )
-            .with_timezone("UTC"),
-        ),
-        Arc::new(StringArray::from_iter(
-            letters.iter().map(|l| l.object_uri.as_deref()),
-        )),
-        Arc::new(Int64Array::from_iter(letters.iter().map(|l| l.line_number))),
-        Arc::new(StringArray::from_iter(
-            letters.iter().map(|l| l.raw_base64.as_deref()),
-        )),
-        Arc::new(StringArray::from_iter_values(
-            letters.iter().map(|l| l.error.as_str()),
-        )),
-        Arc::new(StringArray::from_iter(
-            letters.iter().map(|l| l.target_table.as_deref()),
-        )),
-        Arc::new(
-            TimestampMicrosecondArray::from_iter_values(letters.iter().map(|_| now_us))
-                .with_timezone("UTC"),
-        ),
-        Arc::new(StringArray::from_iter_values(
-            letters.iter().map(|_| date.as_str()),
-        )),
-    ];
-    Ok(RecordBatch::try_new(dead_letter_schema(), columns)?)
 }
 
 /// Append dead letters to `table`, skipping those a previous delivery already wrote.

@@ -8,6 +8,7 @@
 //! partition's watermark, [`kafka_letters_present`]) and the rows a refine job found late
 //! ([`late_rows`]).
 
+use super::letter::delta_row_uri_prefix;
 use crate::error::Result;
 use crate::read::{FileStats, scan_live_files};
 use crate::table::TableHandle;
@@ -145,7 +146,7 @@ pub async fn late_rows(
     mut each: impl FnMut(&[u8]),
 ) -> Result<()> {
     use base64::Engine as _;
-    let prefix = format!("delta:{table}@");
+    let prefix = delta_row_uri_prefix(table);
     let keep = |s: &Stats| may_hold_text(s, "target_table", output);
     let columns = ["object_uri", "raw_base64", "error", "target_table"];
     scan(handle, &columns, keep, |batch| {

@@ -20,16 +20,16 @@
 //! again if Kafka re-delivered it (a consumer-group reset) before the partition's next batch
 //! lands; the next batch closes it (its `txn` version covers the offset).
 
-use super::{IngestReport, Ingestor};
-use crate::config::KafkaMetadataColumn;
+use super::{IngestReport, KafkaIngestor};
 use crate::error::{Error, Result};
 use crate::read::read_data_file;
-use crate::record::SourceRecord;
 use crate::schema::TableLayout;
 use crate::table::TableHandle;
 use deltalake::arrow::array::{Array, ArrayRef, AsArray};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Int64Type};
+use lakestream_formats::config::KafkaMetadataColumn;
+use lakestream_formats::record::SourceRecord;
 use std::collections::{BTreeMap, HashSet};
 
 /// A failed batch to put back into the lake.
@@ -65,7 +65,7 @@ pub struct RedriveReport {
     pub redriven: IngestReport,
 }
 
-impl Ingestor {
+impl KafkaIngestor {
     /// Put a failed batch back into the lake exactly once (see the module docs).
     pub async fn redrive(&self, batch: Redrive<'_>) -> Result<RedriveReport> {
         let id = batch.id;

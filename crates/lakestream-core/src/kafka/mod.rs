@@ -1,6 +1,10 @@
+//! The Kafka (MSK) ingestor: batches of Kafka records into their topics' tables, exactly once
+//! per record through per-partition `txn` watermarks; [`redrive`] puts a batch Lambda gave up
+//! on back, [`decode`] turns record values into Arrow.
+//!
 //! One invocation, top to bottom: **route** each record to its table, **plan** each table
 //! (drop what is committed, decode, find bad records), **dead-letter** the bad ones, **commit**
-//! each table once, **settle** every record. Each record's [`RecordState`] is explicit; one left
+//! each table once, **settle** every record. Each record's [`RecordOutcome`] is explicit; one left
 //! `Pending` at the end is a bug and fails the invocation (the batch is redelivered, nothing is
 //! lost).
 //!
@@ -10,24 +14,24 @@
 //! record, so a second dead-letter commit in the same invocation never hides the first.
 
 mod dead_letters;
+pub mod decode;
 mod planner;
 mod redrive;
 mod report;
 
 pub use redrive::{Redrive, RedriveReport};
-pub use report::{IngestReport, RecordState, TableReport};
+pub use report::{IngestReport, RecordOutcome, TableReport};
 
 use crate::clock::Clock;
 use crate::commit::{self, CommitSettings};
-use crate::config::PipelineConfig;
-use crate::deadletter::DeadLetter;
+use crate::dead_letter::DeadLetter;
 use crate::error::{Error, Result};
-use crate::record::{RecordValue, SourceRecord};
 use crate::schema::TableLayout;
 use crate::storage::Lake;
 use crate::table::{TableHandle, WarmHandles};
 use chrono::{DateTime, Utc};
-use dead_letters::letter;
+use lakestream_formats::config::PipelineConfig;
+use lakestream_formats::record::{RecordValue, SourceRecord};
 use planner::TopicPlanner;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -36,7 +40,7 @@ use std::sync::Arc;
 const MAX_REJECT_ROUNDS: usize = 3;
 
 /// Ingests batches of source records into the lake. Build once (in `main`), use per event.
-pub struct Ingestor {
+pub struct KafkaIngestor {
     config: PipelineConfig,
     lake: Lake,
     layouts: HashMap<String, TableLayout>,
@@ -52,7 +56,7 @@ struct Routed<'a> {
     letters: Vec<(usize, DeadLetter)>,
 }
 
-impl Ingestor {
+impl KafkaIngestor {
     /// Build from a validated config.
     pub fn new(config: PipelineConfig, clock: Arc<dyn Clock>) -> Result<Self> {
         let lake = Lake::new(&config.lake)?;
@@ -94,7 +98,7 @@ impl Ingestor {
         self.ingest_under(records, &self.config.pipeline).await
     }
 
-    /// [`Ingestor::ingest`] with the data tables' `txn` appIds under `app_prefix`
+    /// [`KafkaIngestor::ingest`] with the data tables' `txn` appIds under `app_prefix`
     /// (`<app_prefix>/<topic>/<partition>`); dead letters keep the pipeline's keys.
     async fn ingest_under(
         &self,
@@ -102,7 +106,7 @@ impl Ingestor {
         app_prefix: &str,
     ) -> Result<IngestReport> {
         let now = self.clock.now();
-        let mut states = vec![RecordState::Pending; records.len()];
+        let mut outcomes = vec![RecordOutcome::Pending; records.len()];
         let mut report = IngestReport {
             received: records.len(),
             bytes_received: records.iter().map(SourceRecord::value_len).sum(),
@@ -114,7 +118,7 @@ impl Ingestor {
             ..Default::default()
         };
 
-        let Routed { by_table, letters } = self.route(records, &mut states);
+        let Routed { by_table, letters } = self.route(records, &mut outcomes);
         let mut tables = Vec::new();
         let committed = async {
             self.plan(records, by_table, app_prefix, now, &mut tables)
@@ -123,9 +127,9 @@ impl Ingestor {
             for t in &mut tables {
                 letters.extend(t.planner.take_new_rejects());
             }
-            self.dead_letter(letters, &mut states, &mut report, now)
+            self.dead_letter(letters, &mut outcomes, &mut report, now)
                 .await?;
-            self.commit(records, &mut tables, &mut states, &mut report, now)
+            self.commit(records, &mut tables, &mut outcomes, &mut report, now)
                 .await
         }
         .await;
@@ -135,13 +139,13 @@ impl Ingestor {
             }
         }
         committed?;
-        self.settle(&tables, &states, &mut report)?;
+        self.settle(&tables, &outcomes, &mut report)?;
         Ok(report)
     }
 
     /// Route records to their tables; repeats of (topic, partition, offset) in the batch,
     /// unknown topics and values that are not bytes are settled here.
-    fn route<'a>(&'a self, records: &[SourceRecord], states: &mut [RecordState]) -> Routed<'a> {
+    fn route<'a>(&'a self, records: &[SourceRecord], outcomes: &mut [RecordOutcome]) -> Routed<'a> {
         let mut seen = HashSet::with_capacity_and_hasher(
             records.len(),
             foldhash::fast::RandomState::default(),
@@ -153,7 +157,7 @@ impl Ingestor {
         let mut last: Option<(&str, Option<&TableLayout>)> = None;
         for (i, r) in records.iter().enumerate() {
             if !seen.insert((r.topic.as_str(), r.partition, r.offset)) {
-                states[i] = RecordState::RepeatedInBatch;
+                outcomes[i] = RecordOutcome::RepeatedInBatch;
                 continue;
             }
             // Batches hold a handful of topics: look a topic up once per run of it.
@@ -167,7 +171,7 @@ impl Ingestor {
             };
             let Some(layout) = layout else {
                 let reason = format!("no table is configured for topic `{}`", r.topic);
-                routed.letters.push((i, letter(r, None, reason)));
+                routed.letters.push((i, DeadLetter::kafka(r, None, reason)));
                 continue;
             };
             let table = Some(layout.table.as_str());
@@ -178,12 +182,13 @@ impl Ingestor {
                     .or_insert((layout, vec![]))
                     .1
                     .push(i),
-                RecordValue::Null => routed
+                RecordValue::Null => routed.letters.push((
+                    i,
+                    DeadLetter::kafka(r, table, "null value (tombstone)".into()),
+                )),
+                RecordValue::Invalid { reason, .. } => routed
                     .letters
-                    .push((i, letter(r, table, "null value (tombstone)".into()))),
-                RecordValue::Invalid { reason, .. } => {
-                    routed.letters.push((i, letter(r, table, reason.clone())))
-                }
+                    .push((i, DeadLetter::kafka(r, table, reason.clone()))),
             }
         }
         routed
@@ -233,7 +238,7 @@ impl Ingestor {
         &self,
         records: &[SourceRecord],
         tables: &mut [TableRun<'_>],
-        states: &mut [RecordState],
+        outcomes: &mut [RecordOutcome],
         report: &mut IngestReport,
         now: DateTime<Utc>,
     ) -> Result<()> {
@@ -255,7 +260,7 @@ impl Ingestor {
                         t.report.record_commit(&outcome);
                         t.done = rejects.is_empty();
                         if t.done {
-                            t.planner.settle(outcome.version.is_some(), states);
+                            t.planner.settle(outcome.version.is_some(), outcomes);
                         }
                     }
                     Err(e) if e.is_retryable() => {
@@ -265,17 +270,20 @@ impl Ingestor {
                     Err(e) => {
                         t.done = true;
                         tracing::error!(table, error = %e.redacted(), "table refused the write; dead-lettering its records");
-                        t.planner.settle(false, states);
+                        t.planner.settle(false, outcomes);
                         let reason = format!("table `{table}` refused the write: {e}");
-                        for i in t.planner.pending(states) {
-                            late.push((i, letter(&records[i], Some(table), reason.clone())));
+                        for i in t.planner.pending(outcomes) {
+                            late.push((
+                                i,
+                                DeadLetter::kafka(&records[i], Some(table), reason.clone()),
+                            ));
                         }
                         t.report.rejected = Some(reason);
                     }
                 }
                 late.extend(rejects);
             }
-            self.dead_letter(late, states, report, now).await?;
+            self.dead_letter(late, outcomes, report, now).await?;
             if let Some(e) = first_err {
                 return Err(e);
             }
@@ -297,16 +305,16 @@ impl Ingestor {
         })
     }
 
-    /// Per-table reports and totals from the final record states; a record still pending is a
+    /// Per-table reports and totals from the final record outcomes; a record still pending is a
     /// bug, reported as an error so the batch is redelivered rather than a record lost.
     fn settle(
         &self,
         tables: &[TableRun<'_>],
-        states: &[RecordState],
+        outcomes: &[RecordOutcome],
         report: &mut IngestReport,
     ) -> Result<()> {
-        let pending: Vec<usize> = (0..states.len())
-            .filter(|&i| states[i] == RecordState::Pending)
+        let pending: Vec<usize> = (0..outcomes.len())
+            .filter(|&i| outcomes[i] == RecordOutcome::Pending)
             .collect();
         if !pending.is_empty() {
             return Err(Error::Internal(format!(
@@ -317,12 +325,13 @@ impl Ingestor {
             )));
         }
         for t in tables {
-            let count = |s: RecordState| t.planner.idx.iter().filter(|&&i| states[i] == s).count();
+            let count =
+                |s: RecordOutcome| t.planner.idx.iter().filter(|&&i| outcomes[i] == s).count();
             let mut tr = t.report.clone();
             tr.received = t.planner.idx.len();
-            tr.written = count(RecordState::Written);
-            tr.dead_lettered = count(RecordState::DeadLettered);
-            tr.duplicates = count(RecordState::AlreadyCommitted);
+            tr.written = count(RecordOutcome::Written);
+            tr.dead_lettered = count(RecordOutcome::DeadLettered);
+            tr.duplicates = count(RecordOutcome::AlreadyCommitted);
             tr.unknown_fields_ignored = t.planner.unknown_ignored;
             tr.columns_added = t.planner.columns_added.clone();
             if tr.written == 0 {
@@ -331,7 +340,7 @@ impl Ingestor {
             }
             report.tables.push(tr);
         }
-        report.count(states);
+        report.count(outcomes);
         Ok(())
     }
 }

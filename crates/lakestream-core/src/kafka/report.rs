@@ -1,11 +1,11 @@
 //! What an invocation did, per record and in total. Every record ends in exactly one
-//! [`RecordState`] other than `Pending`; one left pending is a bug and fails the invocation.
+//! [`RecordOutcome`] other than `Pending`; one left pending is a bug and fails the invocation.
 
 use crate::commit::CommitOutcome;
 
 /// Where one record of the batch ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecordState {
+pub enum RecordOutcome {
     /// Not settled yet (only during an invocation).
     Pending,
     /// Appended to its table by this invocation.
@@ -62,7 +62,7 @@ impl TableReport {
     }
 }
 
-/// Result of one invocation. Invariant, checked from the per-record states:
+/// Result of one invocation. Invariant, checked from the per-record outcomes:
 /// `received == written + dead_lettered + duplicates_already_committed +
 /// duplicates_repeated_in_batch`, with `duplicates` the sum of the last two.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -95,15 +95,15 @@ impl IngestReport {
         self.tables.iter().map(|t| t.conflicts).sum()
     }
 
-    /// Fill the totals from the final per-record states.
-    pub(crate) fn count(&mut self, states: &[RecordState]) {
-        for s in states {
+    /// Fill the totals from the final per-record outcomes.
+    pub(crate) fn count(&mut self, outcomes: &[RecordOutcome]) {
+        for s in outcomes {
             match s {
-                RecordState::Written => self.written += 1,
-                RecordState::DeadLettered => self.dead_lettered += 1,
-                RecordState::AlreadyCommitted => self.duplicates_already_committed += 1,
-                RecordState::RepeatedInBatch => self.duplicates_repeated_in_batch += 1,
-                RecordState::Pending => {}
+                RecordOutcome::Written => self.written += 1,
+                RecordOutcome::DeadLettered => self.dead_lettered += 1,
+                RecordOutcome::AlreadyCommitted => self.duplicates_already_committed += 1,
+                RecordOutcome::RepeatedInBatch => self.duplicates_repeated_in_batch += 1,
+                RecordOutcome::Pending => {}
             }
         }
         self.duplicates = self.duplicates_already_committed + self.duplicates_repeated_in_batch;

@@ -2,14 +2,12 @@
 //! decode the rest against the table's current schema, and hand decode rejects back to the
 //! invocation to dead-letter *before* any plan that advances the partition's `txn` is committed.
 
-use super::report::RecordState;
+use super::decode::decode_values_reserving;
+use super::report::RecordOutcome;
 use crate::commit::{Planned, Planner, TableState};
-use crate::config::KafkaMetadataColumn;
-use crate::deadletter::DeadLetter;
-use crate::decode::decode_values_reserving;
+use crate::dead_letter::DeadLetter;
 use crate::error::Result;
 use crate::partition_path::{PartitionLimits, oversized_rows};
-use crate::record::{RecordValue, SourceRecord, app_id};
 use crate::schema::{ColumnSource, TableLayout, validate_schema};
 use chrono::{DateTime, Datelike, Timelike, Utc};
 use deltalake::arrow::array::{
@@ -20,6 +18,8 @@ use deltalake::arrow::compute::filter_record_batch;
 use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::kernel::Transaction;
+use lakestream_formats::config::KafkaMetadataColumn;
+use lakestream_formats::record::{RecordValue, SourceRecord, app_id};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -103,28 +103,28 @@ impl<'a> TopicPlanner<'a> {
     }
 
     /// Settle this table's records after its commit (`landed`: the latest plan is in the log).
-    pub(super) fn settle(&self, landed: bool, states: &mut [RecordState]) {
+    pub(super) fn settle(&self, landed: bool, outcomes: &mut [RecordOutcome]) {
         let Some(plan) = &self.plan else {
             return;
         };
         for &i in &plan.already_committed {
-            if states[i] == RecordState::Pending {
-                states[i] = RecordState::AlreadyCommitted;
+            if outcomes[i] == RecordOutcome::Pending {
+                outcomes[i] = RecordOutcome::AlreadyCommitted;
             }
         }
         if landed {
             for &i in &plan.rows {
-                states[i] = RecordState::Written;
+                outcomes[i] = RecordOutcome::Written;
             }
         }
     }
 
     /// The table's records still pending (for dead-lettering after a permanent failure).
-    pub(super) fn pending(&self, states: &[RecordState]) -> Vec<usize> {
+    pub(super) fn pending(&self, outcomes: &[RecordOutcome]) -> Vec<usize> {
         self.idx
             .iter()
             .copied()
-            .filter(|&i| states[i] == RecordState::Pending && !self.dead_lettered.contains(&i))
+            .filter(|&i| outcomes[i] == RecordOutcome::Pending && !self.dead_lettered.contains(&i))
             .collect()
     }
 
@@ -190,7 +190,8 @@ impl<'a> TopicPlanner<'a> {
             .iter()
             .map(|(j, reason)| {
                 let i = todo[*j];
-                let l = super::letter(&self.records[i], Some(&self.layout.table), reason.clone());
+                let l =
+                    DeadLetter::kafka(&self.records[i], Some(&self.layout.table), reason.clone());
                 (i, l)
             })
             .collect();
@@ -216,7 +217,7 @@ impl<'a> TopicPlanner<'a> {
             for (k, reason) in oversized {
                 keep[k] = false;
                 let i = rows[k];
-                let l = super::letter(&self.records[i], Some(&self.layout.table), reason);
+                let l = DeadLetter::kafka(&self.records[i], Some(&self.layout.table), reason);
                 self.new_rejects.push((i, l));
             }
             batch = filter_record_batch(&batch, &BooleanArray::from(keep.clone()))?;

@@ -1,7 +1,8 @@
 //! The Kafka ingestor's side of the dead-letter table: committing a batch's letters and
 //! settling their records, and dead-lettering a whole batch the pipeline cannot ingest.
 
-use super::{IngestReport, KafkaIngestor, RecordOutcome};
+use super::ingestor::KafkaIngestor;
+use super::report::{IngestReport, RecordOutcome};
 use crate::dead_letter::{DeadLetter, write_dead_letters};
 use crate::error::Result;
 use chrono::{DateTime, Utc};

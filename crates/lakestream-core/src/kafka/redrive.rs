@@ -20,7 +20,8 @@
 //! again if Kafka re-delivered it (a consumer-group reset) before the partition's next batch
 //! lands; the next batch closes it (its `txn` version covers the offset).
 
-use super::{IngestReport, KafkaIngestor};
+use super::ingestor::KafkaIngestor;
+use super::report::IngestReport;
 use crate::error::{Error, Result};
 use crate::read::read_data_file;
 use crate::schema::TableLayout;

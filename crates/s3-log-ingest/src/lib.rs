@@ -8,8 +8,7 @@ pub mod s3;
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use lakestream_core::access_log::{AccessLogIngestor, ObjectIngestReport, ObjectSource};
 use lakestream_core::redact::reason_class;
-use lakestream_formats::notification::LogObject;
-use lakestream_formats::notification::{Notification, parse_body};
+use lakestream_formats::notification::{LogObject, Notification, parse_body};
 use std::collections::BTreeSet;
 
 /// One queue message, from an SQS event or from ReceiveMessage.

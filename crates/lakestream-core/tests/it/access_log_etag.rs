@@ -9,8 +9,7 @@ use crate::support::{Backend, TestLake};
 use anyhow::Result;
 use lakestream_core::FixedClock;
 use lakestream_core::access_log::{AccessLogIngestor, LocalObjects, ObjectOutcome};
-use lakestream_formats::notification::LogObject;
-use lakestream_formats::notification::{Notification, parse_body};
+use lakestream_formats::notification::{LogObject, Notification, parse_body};
 use std::sync::Arc;
 
 const GOOD: &str = "owner datalake-prod [29/Nov/2026:10:00:00 +0000] 1.2.3.4 req ID REST.GET.OBJECT k \"GET /k HTTP/1.1\" 200 - 1 1 1 1 \"-\" \"ua\" -\n";

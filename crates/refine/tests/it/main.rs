@@ -85,3 +85,46 @@ async fn unknown_job_is_bad_input() -> Result<()> {
     assert!(err.to_string().contains("curated"), "{err}");
     Ok(())
 }
+
+/// A job that fails stops only the jobs reading its output: with `raw/order` re-created after
+/// the curated job consumed it, `curated` fails (a human must act: `Lakestream.SourceError`
+/// with the `--skip-to` to run) and `processed`, which reads `curated/order`, is skipped.
+#[tokio::test]
+async fn a_failed_job_skips_its_dependants() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut config = PipelineConfig::from_toml(EXAMPLE)?;
+    config.lake.root = dir.path().to_string_lossy().into_owned();
+    let ingest =
+        || -> Result<Ingestor> { Ok(Ingestor::new(config.clone(), Arc::new(SystemClock))?) };
+    for ev in [ORDERS, MEMBERS] {
+        msk_ingest::handle(&ingest()?, KafkaEvent::from_json(ev)?).await?;
+    }
+    let refiner = Refiner::new(config.clone(), Arc::new(SystemClock))?;
+    refine::handle(&refiner, &serde_json::json!({}))
+        .await?
+        .into_result()?;
+    std::fs::remove_dir_all(dir.path().join("raw/order"))?;
+    msk_ingest::handle(&ingest()?, KafkaEvent::from_json(ORDERS)?).await?;
+    let response = refine::handle(&refiner, &serde_json::json!({})).await?;
+    let outcomes: Vec<(&str, bool)> = response
+        .jobs
+        .iter()
+        .map(|j| (j.job.as_str(), j.outcome.is_ok()))
+        .collect();
+    assert_eq!(outcomes, [("curated", false), ("processed", false)]);
+    assert!(
+        response.jobs[1]
+            .outcome
+            .as_ref()
+            .is_err_and(|e| e.starts_with("skipped")),
+        "{:?}",
+        response.jobs[1].outcome
+    );
+    let err = response
+        .into_result()
+        .err()
+        .context("a failed job fails the invocation")?;
+    assert_eq!(err.error_type(), "Lakestream.SourceError", "{err}");
+    assert!(err.to_string().starts_with("curated: "), "{err}");
+    Ok(())
+}

@@ -4,62 +4,42 @@
 //! the `single` one, or every per-bucket one found under the prefix —, refine outputs and CDC
 //! tombstone tables; the same list as the CLI's `--all`). Each job is safe to overlap with
 //! ingestion and with itself.
+//!
+//! [`handle`] is the whole function without the Lambda runtime (`lakestream invoke
+//! maintenance` calls it too); `main` only builds a [`Maintainer`] once and serves.
 
-use lakestream_core::maintenance::{
-    CompactOptions, Reader, Readers, VacuumOptions, checkpoint, compact, manifest, refine_readers,
-    vacuum,
-};
+mod jobs;
+pub mod request;
+
+pub use jobs::metrics_line;
+pub use request::{Job, Request};
+
+use lakestream_core::maintenance::{Readers, refine_readers};
 use lakestream_core::{Clock, Lake};
 use lakestream_formats::config::PipelineConfig;
-use lakestream_lambda::telemetry::{Metric, emf_line};
-use serde::Deserialize;
+use lakestream_lambda::FunctionError;
 use std::sync::Arc;
 
-/// A maintenance job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Job {
-    /// Compact small files.
-    Optimize,
-    /// Delete unreferenced files past retention.
-    Vacuum,
-    /// Write a checkpoint when due, clean expired logs.
-    Checkpoint,
-    /// Regenerate changed symlink manifests.
-    Manifest,
+/// What a maintenance invocation needs, built once per process: the config, its lake and a
+/// clock.
+pub struct Maintainer {
+    /// The pipeline config (which tables it writes, what refine jobs read).
+    pub config: PipelineConfig,
+    /// The lake the jobs maintain.
+    pub lake: Lake,
+    /// Retention windows are measured against it.
+    pub clock: Arc<dyn Clock>,
 }
 
-/// The schedule's input.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Request {
-    /// The job.
-    pub job: Job,
-    /// Tables; all configured tables when absent.
-    #[serde(default)]
-    pub tables: Option<Vec<String>>,
-    /// Only report what would happen; every job writes nothing.
-    #[serde(default)]
-    pub dry_run: bool,
-    /// Only partitions changed within this many hours (optimize).
-    #[serde(default)]
-    pub changed_within_hours: Option<i64>,
-    /// Stop after rewriting this many MiB (optimize); the rest is picked up next run.
-    #[serde(default)]
-    pub max_mib: Option<u64>,
-    /// Minimum small files in a partition before it is compacted (optimize; default 4).
-    #[serde(default)]
-    pub min_files: Option<usize>,
-}
-
-impl Request {
-    /// Parse the invocation payload: a ScheduleV2 `Input`; a classic scheduled event without
-    /// input is refused with what to do.
-    pub fn from_event(v: &serde_json::Value) -> Result<Self, String> {
-        if v.get("detail-type").and_then(|d| d.as_str()) == Some("Scheduled Event") {
-            return Err("a scheduled event without input: give the schedule an Input such as {\"job\":\"optimize\"}".into());
-        }
-        serde_json::from_value(v.clone()).map_err(|e| format!("bad maintenance input ({e}); expected {{\"job\":\"optimize|vacuum|checkpoint|manifest\",\"tables\":[...]}}"))
+impl Maintainer {
+    /// Build the lake of `config` (the function's `main` does this once).
+    pub fn new(config: PipelineConfig, clock: Arc<dyn Clock>) -> Result<Self, FunctionError> {
+        let lake = Lake::new(&config.lake)?;
+        Ok(Self {
+            config,
+            lake,
+            clock,
+        })
     }
 }
 
@@ -74,6 +54,64 @@ pub struct JobResult {
     pub outcome: Result<serde_json::Value, String>,
     /// Wall time.
     pub duration_ms: u64,
+    /// When the job finished (epoch milliseconds), the EMF timestamp; `None` for entries that
+    /// are reported but were not run (no EMF line).
+    #[serde(skip)]
+    pub finished_at_ms: Option<i64>,
+}
+
+/// What the function returns: one result per table (serialized as the list of results).
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(transparent)]
+pub struct MaintenanceResponse {
+    /// The results.
+    pub results: Vec<JobResult>,
+}
+
+impl MaintenanceResponse {
+    /// The CloudWatch EMF lines, one per table the job ran on successfully
+    /// (`\n`-separated).
+    pub fn metrics_line(&self) -> String {
+        self.results
+            .iter()
+            .filter_map(|r| {
+                let (report, ts) = (r.outcome.as_ref().ok()?, r.finished_at_ms?);
+                Some(metrics_line(r.job, &r.table, report, r.duration_ms, ts))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The failed tables as one error, or `None` when every table succeeded.
+    pub fn failure(&self) -> Option<FunctionError> {
+        failures(&self.results).map(FunctionError::MaintenanceFailed)
+    }
+
+    /// The invocation's result: the response, or `Lakestream.MaintenanceFailed` when a table's
+    /// job failed (scheduled invocations are retried twice by Lambda; every job is idempotent).
+    pub fn into_result(self) -> Result<Self, FunctionError> {
+        match self.failure() {
+            Some(e) => Err(e),
+            None => Ok(self),
+        }
+    }
+}
+
+/// Handle one scheduled invocation: parse the input and [`run`] it. The caller prints
+/// [`MaintenanceResponse::metrics_line`], then returns [`MaintenanceResponse::into_result`].
+pub async fn handle(
+    maintainer: &Maintainer,
+    event: &serde_json::Value,
+) -> Result<MaintenanceResponse, FunctionError> {
+    let req = Request::from_event(event)?;
+    let Maintainer {
+        config,
+        lake,
+        clock,
+    } = maintainer;
+    Ok(MaintenanceResponse {
+        results: run(config, lake, &req, clock.clone()).await,
+    })
 }
 
 /// The failed tables of a run as one message (`table: error; ...`), or `None` when every table
@@ -129,6 +167,7 @@ pub async fn run(
                         job: req.job,
                         outcome: Err(format!("listing the pipeline's tables: {e}")),
                         duration_ms: 0,
+                        finished_at_ms: None,
                     }];
                 }
             }
@@ -151,24 +190,14 @@ pub async fn run(
         let outcome = match &readers {
             Ok(r) => {
                 let r = r.get(&table).map(Vec::as_slice).unwrap_or_default();
-                run_one(lake, &table, req, clock.clone(), r).await
+                jobs::run_one(lake, &table, req, clock.clone(), r).await
             }
             Err(e) => Err(e.clone()),
         };
         let duration_ms = started.elapsed().as_millis() as u64;
         match &outcome {
             Ok(v) => {
-                tracing::info!(table = %table, job = ?req.job, report = %v, "maintenance done");
-                println!(
-                    "{}",
-                    metrics_line(
-                        req.job,
-                        &table,
-                        v,
-                        duration_ms,
-                        clock.now().timestamp_millis()
-                    )
-                );
+                tracing::info!(table = %table, job = ?req.job, report = %v, "maintenance done")
             }
             Err(e) => {
                 tracing::error!(table = %table, job = ?req.job, error = %e, "maintenance failed")
@@ -179,6 +208,7 @@ pub async fn run(
             job: req.job,
             outcome,
             duration_ms,
+            finished_at_ms: Some(clock.now().timestamp_millis()),
         });
     }
     // Folders under the access-log prefix whose name cannot be a table (warned when listed):
@@ -188,103 +218,7 @@ pub async fn run(
         table: s.name,
         job: req.job,
         duration_ms: 0,
+        finished_at_ms: None,
     }));
     out
-}
-
-async fn run_one(
-    lake: &Lake,
-    table: &str,
-    req: &Request,
-    clock: Arc<dyn Clock>,
-    readers: &[Reader],
-) -> Result<serde_json::Value, String> {
-    match req.job {
-        Job::Optimize => {
-            let opts = CompactOptions {
-                changed_within: req.changed_within_hours.map(chrono::Duration::hours),
-                max_bytes: req.max_mib.map(|m| m << 20),
-                min_small_files: req
-                    .min_files
-                    .unwrap_or(CompactOptions::default().min_small_files),
-                dry_run: req.dry_run,
-                ..Default::default()
-            };
-            json(compact(lake, table, &opts, clock.now(), &|_, _| {}).await)
-        }
-        Job::Vacuum => {
-            let opts = VacuumOptions {
-                dry_run: req.dry_run,
-                readers: readers.to_vec(),
-                ..Default::default()
-            };
-            json(vacuum(lake, table, &opts, clock).await)
-        }
-        // A dry run reports the version it would describe and writes nothing.
-        Job::Checkpoint | Job::Manifest if req.dry_run => {
-            match lakestream_core::read::summarize(lake, table).await {
-                Ok(Some(s)) => Ok(serde_json::json!({
-                    "table": table, "dry_run": true, "version": s.version, "files": s.files,
-                })),
-                Ok(None) => json::<()>(Err(lakestream_core::Error::TableNotFound(table.into()))),
-                Err(e) => Err(e.redacted()),
-            }
-        }
-        Job::Checkpoint => json(checkpoint(lake, table, false, clock.as_ref(), readers).await),
-        Job::Manifest => json(manifest(lake, table).await),
-    }
-}
-
-fn json<T: serde::Serialize>(
-    r: Result<T, lakestream_core::Error>,
-) -> Result<serde_json::Value, String> {
-    match r {
-        Ok(v) => serde_json::to_value(v).map_err(|e| e.to_string()),
-        // A configured table that nothing has written yet has nothing to maintain.
-        Err(lakestream_core::Error::TableNotFound(table)) => {
-            Ok(serde_json::json!({"table": table, "skipped": "table does not exist yet"}))
-        }
-        // Redacted: the message may name an object under `col=value/` (a record value) and
-        // reaches the logs, the EMF-adjacent error line and the function's Diagnostic.
-        Err(e) => Err(e.redacted()),
-    }
-}
-
-/// The EMF line of one job on one table.
-pub fn metrics_line(
-    job: Job,
-    table: &str,
-    report: &serde_json::Value,
-    duration_ms: u64,
-    ts: i64,
-) -> String {
-    let n = |k: &str| report.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
-    let job_name = match job {
-        Job::Optimize => "optimize",
-        Job::Vacuum => "vacuum",
-        Job::Checkpoint => "checkpoint",
-        Job::Manifest => "manifest",
-    };
-    let files_vacuumed = report
-        .get("files")
-        .and_then(|f| f.as_array())
-        .map_or(0.0, |a| a.len() as f64);
-    emf_line(
-        "Lakestream",
-        &[
-            ("Function", "maintenance"),
-            ("Job", job_name),
-            ("Table", table),
-        ],
-        &[
-            Metric::new("FilesBefore", "Count", n("files_before")),
-            Metric::new("FilesAfter", "Count", n("files_after")),
-            Metric::new("BytesRewritten", "Bytes", n("bytes_rewritten")),
-            Metric::new("FilesVacuumed", "Count", files_vacuumed),
-            Metric::new("BytesVacuumed", "Bytes", n("bytes")),
-            Metric::new("ManifestsWritten", "Count", n("written")),
-            Metric::new("DurationMs", "Milliseconds", duration_ms as f64),
-        ],
-        ts,
-    )
 }

@@ -4,6 +4,7 @@
 //! kept for the last round is a fifth of the invocation's time, at most 60 s, so a 30 s or 60 s
 //! function drains too); failures stay in the queue and come back after the visibility timeout.
 
+use crate::error::{Error, Result};
 use crate::{QueueMessage, process_messages};
 use lakestream_core::access_log::{AccessLogIngestor, ObjectSource};
 use std::time::Duration;
@@ -12,9 +13,9 @@ use std::time::Duration;
 #[allow(async_fn_in_trait)]
 pub trait Queue {
     /// Receive up to `max` (<= 10) messages, waiting up to `wait` for the first.
-    async fn receive(&self, max: i32, wait: Duration) -> anyhow::Result<Vec<QueueMessage>>;
+    async fn receive(&self, max: i32, wait: Duration) -> Result<Vec<QueueMessage>>;
     /// Delete messages by receipt handle.
-    async fn delete(&self, messages: &[&QueueMessage]) -> anyhow::Result<()>;
+    async fn delete(&self, messages: &[&QueueMessage]) -> Result<()>;
 }
 
 /// Drain settings.
@@ -73,7 +74,7 @@ pub async fn drain(
     queue: &impl Queue,
     settings: &DrainSettings,
     remaining: impl Fn() -> Duration,
-) -> anyhow::Result<DrainReport> {
+) -> Result<DrainReport> {
     let mut report = DrainReport::default();
     let mut pending: Vec<QueueMessage> = Vec::new();
     let reserve = settings.reserve_for(remaining());
@@ -103,7 +104,7 @@ async fn round(
     queue: &impl Queue,
     pending: &mut Vec<QueueMessage>,
     report: &mut DrainReport,
-) -> anyhow::Result<()> {
+) -> Result<()> {
     if pending.is_empty() {
         return Ok(());
     }
@@ -145,7 +146,7 @@ impl SqsQueue {
 }
 
 impl Queue for SqsQueue {
-    async fn receive(&self, max: i32, wait: Duration) -> anyhow::Result<Vec<QueueMessage>> {
+    async fn receive(&self, max: i32, wait: Duration) -> Result<Vec<QueueMessage>> {
         let out = self
             .client
             .receive_message()
@@ -154,12 +155,10 @@ impl Queue for SqsQueue {
             .wait_time_seconds(wait.as_secs().min(20) as i32)
             .send()
             .await
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "ReceiveMessage on {}: {}",
-                    self.url,
-                    aws_sdk_sqs::error::DisplayErrorContext(&e)
-                )
+            .map_err(|e| Error::Queue {
+                operation: "ReceiveMessage",
+                queue: self.url.clone(),
+                message: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
             })?;
         Ok(out
             .messages
@@ -173,7 +172,7 @@ impl Queue for SqsQueue {
             .collect())
     }
 
-    async fn delete(&self, messages: &[&QueueMessage]) -> anyhow::Result<()> {
+    async fn delete(&self, messages: &[&QueueMessage]) -> Result<()> {
         if messages.is_empty() {
             return Ok(());
         }
@@ -186,7 +185,12 @@ impl Queue for SqsQueue {
                     .receipt_handle(&m.receipt)
                     .build()
             })
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| Error::Queue {
+                operation: "DeleteMessageBatch",
+                queue: self.url.clone(),
+                message: format!("building the request: {e}"),
+            })?;
         let out = self
             .client
             .delete_message_batch()
@@ -194,12 +198,10 @@ impl Queue for SqsQueue {
             .set_entries(Some(entries))
             .send()
             .await
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "DeleteMessageBatch on {}: {}",
-                    self.url,
-                    aws_sdk_sqs::error::DisplayErrorContext(&e)
-                )
+            .map_err(|e| Error::Queue {
+                operation: "DeleteMessageBatch",
+                queue: self.url.clone(),
+                message: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
             })?;
         if !out.failed.is_empty() {
             // Not deleted means redelivered later: harmless (ingestion is idempotent), logged.

@@ -1,9 +1,19 @@
 //! The `s3-log-ingest` handler: S3 server access log objects named by S3 notifications,
 //! delivered by an SQS trigger (partial batch responses) or pulled from the queue by a
 //! scheduled drain, parsed into per-bucket Delta tables.
+//!
+//! [`handler::handle`] is the whole function without the Lambda runtime; `main` only reads the
+//! environment, builds the clients and a [`handler::LogIngest`] once, and serves. The pieces:
+//! [`process_messages`] (message bodies -> objects -> one ingest), [`handle_sqs`] (the SQS
+//! trigger's partial batch response), [`drain`] (scheduled drain mode), [`s3`] (reading
+//! objects).
 
 pub mod drain;
+pub mod error;
+pub mod handler;
 pub mod s3;
+
+pub use error::{Error, Result};
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use lakestream_core::access_log::{AccessLogIngestor, ObjectIngestReport, ObjectSource};

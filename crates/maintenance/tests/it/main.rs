@@ -3,17 +3,19 @@
 
 mod refine_readers;
 
+use anyhow::Context;
 use lakestream_core::access_log::{AccessLogIngestor, LocalObjects};
 use lakestream_core::{FixedClock, KafkaIngestor, Lake};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::notification::LogObject;
 use lakestream_formats::record::SourceRecord;
-use maintenance::{Job, Request, run};
+use maintenance::{Job, Maintainer, Request, run};
 use std::sync::Arc;
 
 mod every_table;
 
 const CONFIG: &str = include_str!("../../../../lakestream.toml");
+const OPTIMIZE_EVENT: &str = include_str!("../../../../events/maintenance-optimize.json");
 const LOGS: &[u8] =
     include_bytes!("../../../../tests/fixtures/access-logs/2026-11-29-08-00-00-A1B2C3D4E5F6.log");
 
@@ -46,10 +48,11 @@ fn schedule_inputs() {
     );
     let classic =
         serde_json::json!({"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}});
-    assert!(Request::from_event(&classic).is_err_and(|e| e.contains("Input")));
+    assert!(Request::from_event(&classic).is_err_and(|e| e.to_string().contains("Input")));
     assert!(
         Request::from_event(&serde_json::json!({"job": "defrag"}))
-            .is_err_and(|e| e.contains("optimize|vacuum"))
+            .is_err_and(|e| e.error_type() == "Lakestream.BadInput"
+                && e.to_string().contains("optimize|vacuum"))
     );
 }
 
@@ -113,6 +116,45 @@ async fn every_table_when_none_is_named() -> anyhow::Result<()> {
             .all(|r| r.outcome.as_ref().is_ok_and(|v| v["written"] == 1)),
         "{results:?}"
     );
+    Ok(())
+}
+
+/// The handler as the Lambda runs it, on the sample schedule input
+/// (`events/maintenance-optimize.json`: optimize `raw/order` with `min_files` 2): one result,
+/// one EMF line naming the table, and a failing table turns into `Lakestream.MaintenanceFailed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_with_the_sample_input() -> anyhow::Result<()> {
+    let (_dir, cfg, clock) = lake_with_six_small_files().await?;
+    let maintainer = Maintainer::new(cfg, clock)?;
+    let event: serde_json::Value = serde_json::from_str(OPTIMIZE_EVENT)?;
+    let response = maintenance::handle(&maintainer, &event)
+        .await?
+        .into_result()?;
+    let json = serde_json::to_value(&response)?;
+    assert_eq!(json[0]["table"], "raw/order", "{json}");
+    assert_eq!(json[0]["outcome"]["Ok"]["files_after"], 1, "{json}");
+    let metrics: serde_json::Value = serde_json::from_str(&response.metrics_line())?;
+    assert_eq!(
+        (
+            &metrics["Table"],
+            &metrics["FilesBefore"],
+            &metrics["FilesAfter"]
+        ),
+        (
+            &serde_json::json!("raw/order"),
+            &serde_json::json!(6.0),
+            &serde_json::json!(1.0)
+        )
+    );
+    // A table name that is not a table fails that table's job, and so the invocation.
+    let bad = serde_json::json!({"job": "checkpoint", "tables": ["../outside"]});
+    let err = maintenance::handle(&maintainer, &bad)
+        .await?
+        .into_result()
+        .err()
+        .context("a failed table must fail the invocation")?;
+    assert_eq!(err.error_type(), "Lakestream.MaintenanceFailed");
+    assert!(err.to_string().starts_with("../outside: "), "{err}");
     Ok(())
 }
 

@@ -1,12 +1,13 @@
 //! The refine handler on a filesystem lake fed by the sample MSK events: the schedule's input
-//! is parsed, the curated job joins each order with its owner's membership, a repeated tick
-//! changes nothing, and a bad input is refused with what to send.
+//! (`events/refine-curated.json`) goes through `handle` as the Lambda gets it, the curated job
+//! joins each order with its owner's membership, a repeated tick changes nothing, and a bad
+//! input is refused with what to send.
 
 use anyhow::{Context, Result};
-use lakestream_core::{KafkaIngestor, Lake, SystemClock, read};
+use lakestream_core::{KafkaIngestor, SystemClock, read};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::kafka::KafkaEvent;
-use refine::{Request, run};
+use refine::{Refiner, Request};
 use std::sync::Arc;
 
 const EXAMPLE: &str = include_str!("../../../../lakestream.toml");
@@ -23,10 +24,15 @@ async fn scheduled_ticks_join_once() -> Result<()> {
     for ev in [ORDERS, MEMBERS] {
         msk_ingest::handle(&ingestor, KafkaEvent::from_json(ev)?).await?;
     }
-    let lake = Lake::new(&config.lake)?;
-    let req = Request::from_event(&serde_json::from_str(INPUT)?).map_err(anyhow::Error::msg)?;
-    let first = run(&config, &lake, &req, &SystemClock).await?;
-    let report = first[0]
+    let refiner = Refiner::new(config, Arc::new(SystemClock))?;
+    let event: serde_json::Value = serde_json::from_str(INPUT)?;
+    let first = refine::handle(&refiner, &event).await?.into_result()?;
+    assert!(
+        first.metrics_line().contains("\"RowsJoined\":6"),
+        "{}",
+        first.metrics_line()
+    );
+    let report = first.jobs[0]
         .outcome
         .as_ref()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -35,15 +41,16 @@ async fn scheduled_ticks_join_once() -> Result<()> {
         6,
         "each order joins its owner's membership"
     );
-    let again = run(&config, &lake, &req, &SystemClock).await?;
-    let report = again[0]
+    let again = refine::handle(&refiner, &event).await?.into_result()?;
+    let report = again.jobs[0]
         .outcome
         .as_ref()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     assert!(report.runs.is_empty(), "a repeated tick must not run again");
-    let curated = read::read_table(&lake, "curated/order", None).await?;
+    let lake = &refiner.lake;
+    let curated = read::read_table(lake, "curated/order", None).await?;
     assert_eq!(curated.num_rows(), 6);
-    let memberships = read::read_table(&lake, "curated/order", None)
+    let memberships = read::read_table(lake, "curated/order", None)
         .await?
         .column_by_name("membership")
         .context("membership column")?
@@ -57,5 +64,69 @@ fn inputs() {
     let classic = serde_json::json!({"detail-type": "Scheduled Event", "source": "aws.events"});
     assert!(Request::from_event(&classic).is_ok_and(|r| r.jobs.is_empty() && r.max_runs == 20));
     let bad = serde_json::json!({"job": "curated"});
-    assert!(Request::from_event(&bad).is_err_and(|e| e.contains("\"jobs\"")));
+    assert!(Request::from_event(&bad).is_err_and(
+        |e| e.error_type() == "Lakestream.BadInput" && e.to_string().contains("\"jobs\"")
+    ));
+}
+
+/// A job name the config does not have is the caller's mistake, not a failed job: refused
+/// before anything runs, naming the configured jobs.
+#[tokio::test]
+async fn unknown_job_is_bad_input() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut config = PipelineConfig::from_toml(EXAMPLE)?;
+    config.lake.root = dir.path().to_string_lossy().into_owned();
+    let refiner = Refiner::new(config, Arc::new(SystemClock))?;
+    let event = serde_json::json!({"jobs": ["nope"]});
+    let err = refine::handle(&refiner, &event)
+        .await
+        .err()
+        .context("an unknown job must fail")?;
+    assert_eq!(err.error_type(), "Lakestream.BadInput");
+    assert!(err.to_string().contains("curated"), "{err}");
+    Ok(())
+}
+
+/// A job that fails stops only the jobs reading its output: with `raw/order` re-created after
+/// the curated job consumed it, `curated` fails (a human must act: `Lakestream.SourceError`
+/// with the `--skip-to` to run) and `processed`, which reads `curated/order`, is skipped.
+#[tokio::test]
+async fn a_failed_job_skips_its_dependants() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut config = PipelineConfig::from_toml(EXAMPLE)?;
+    config.lake.root = dir.path().to_string_lossy().into_owned();
+    let ingest = || -> Result<KafkaIngestor> {
+        Ok(KafkaIngestor::new(config.clone(), Arc::new(SystemClock))?)
+    };
+    for ev in [ORDERS, MEMBERS] {
+        msk_ingest::handle(&ingest()?, KafkaEvent::from_json(ev)?).await?;
+    }
+    let refiner = Refiner::new(config.clone(), Arc::new(SystemClock))?;
+    refine::handle(&refiner, &serde_json::json!({}))
+        .await?
+        .into_result()?;
+    std::fs::remove_dir_all(dir.path().join("raw/order"))?;
+    msk_ingest::handle(&ingest()?, KafkaEvent::from_json(ORDERS)?).await?;
+    let response = refine::handle(&refiner, &serde_json::json!({})).await?;
+    let outcomes: Vec<(&str, bool)> = response
+        .jobs
+        .iter()
+        .map(|j| (j.job.as_str(), j.outcome.is_ok()))
+        .collect();
+    assert_eq!(outcomes, [("curated", false), ("processed", false)]);
+    assert!(
+        response.jobs[1]
+            .outcome
+            .as_ref()
+            .is_err_and(|e| e.starts_with("skipped")),
+        "{:?}",
+        response.jobs[1].outcome
+    );
+    let err = response
+        .into_result()
+        .err()
+        .context("a failed job fails the invocation")?;
+    assert_eq!(err.error_type(), "Lakestream.SourceError", "{err}");
+    assert!(err.to_string().starts_with("curated: "), "{err}");
+    Ok(())
 }

@@ -16,20 +16,25 @@ const CONFIG: &str = include_str!("../../../../lakestream.toml");
 
 /// A queue of test events on a fake clock: each receive waits its long poll (the clock moves by
 /// `wait`), each delete takes 100 ms.
-struct FakeQueue {
-    left: Mutex<usize>,
-    elapsed: Arc<Mutex<Duration>>,
+pub(crate) struct FakeQueue {
+    pub(crate) left: Mutex<usize>,
+    pub(crate) elapsed: Arc<Mutex<Duration>>,
+}
+
+fn poisoned() -> s3_log_ingest::Error {
+    s3_log_ingest::Error::Queue {
+        operation: "fake",
+        queue: "fake".into(),
+        message: "poisoned".into(),
+    }
 }
 
 impl Queue for FakeQueue {
-    async fn receive(&self, max: i32, wait: Duration) -> anyhow::Result<Vec<QueueMessage>> {
-        let mut left = self.left.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+    async fn receive(&self, max: i32, wait: Duration) -> s3_log_ingest::Result<Vec<QueueMessage>> {
+        let mut left = self.left.lock().map_err(|_| poisoned())?;
         let n = (*left).min(max as usize);
         *left -= n;
-        *self
-            .elapsed
-            .lock()
-            .map_err(|_| anyhow::anyhow!("poisoned"))? += if n == 0 {
+        *self.elapsed.lock().map_err(|_| poisoned())? += if n == 0 {
             wait
         } else {
             Duration::from_millis(50)
@@ -42,11 +47,8 @@ impl Queue for FakeQueue {
             })
             .collect())
     }
-    async fn delete(&self, _: &[&QueueMessage]) -> anyhow::Result<()> {
-        *self
-            .elapsed
-            .lock()
-            .map_err(|_| anyhow::anyhow!("poisoned"))? += Duration::from_millis(100);
+    async fn delete(&self, _: &[&QueueMessage]) -> s3_log_ingest::Result<()> {
+        *self.elapsed.lock().map_err(|_| poisoned())? += Duration::from_millis(100);
         Ok(())
     }
 }

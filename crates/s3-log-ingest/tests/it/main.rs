@@ -3,6 +3,7 @@
 //! drain mode against a real queue.
 
 mod drain_reserve;
+mod handler;
 
 use aws_sdk_s3::config::{Credentials, Region};
 use lakestream_core::access_log::AccessLogIngestor;

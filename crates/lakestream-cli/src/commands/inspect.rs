@@ -1,10 +1,71 @@
-//! `lakestream history`, `show --version/--as-of`, `changes` and `lag`: a table's commits, its
-//! rows as of an older version or time, what commits inserted or deleted, how far behind each
-//! job is (library side: `lakestream_core::inspect`).
+//! `lakestream history`, `show`, `changes` and `lag`: a table's commits, its rows (now, or as
+//! of an older version or time), what commits inserted or deleted, how far behind each job is
+//! (library side: `lakestream_core::inspect`).
 
+use super::load_config;
+use crate::args::{ChangesArgs, HistoryArgs, LakeArgs, ShowArgs};
 use anyhow::{Context, Result};
-use lakestream_core::Lake;
 use lakestream_core::inspect::{self, AsOf, HistoryEntry};
+use lakestream_core::{Lake, read};
+
+/// `lakestream show`: the latest rows with the table's summary, or the rows as of a version or
+/// time (`--json`: JSON lines).
+pub async fn show_command(args: ShowArgs) -> Result<()> {
+    let cfg = load_config(&args.lake)?;
+    let l = Lake::new(&cfg.lake)?;
+    let as_of = match (args.version, args.as_of) {
+        (Some(v), _) => AsOf::Version(v),
+        (None, Some(t)) => AsOf::Time(parse_time(&t)?),
+        (None, None) if args.json => AsOf::Latest,
+        (None, None) => return show(&l, &args.table, args.limit).await,
+    };
+    show_as_of(&l, &args.table, as_of, args.limit, args.json).await
+}
+
+/// `lakestream changes`.
+pub async fn changes_command(args: ChangesArgs) -> Result<()> {
+    let cfg = load_config(&args.lake)?;
+    let lake = Lake::new(&cfg.lake)?;
+    changes(
+        &lake,
+        &args.table,
+        args.from,
+        args.to,
+        args.limit,
+        args.json,
+    )
+    .await
+}
+
+/// `lakestream history`.
+pub async fn history_command(args: HistoryArgs) -> Result<()> {
+    let cfg = load_config(&args.lake)?;
+    history(&Lake::new(&cfg.lake)?, &args.table, args.limit, args.json).await
+}
+
+/// `lakestream lag`.
+pub async fn lag_command(lake: &LakeArgs, json: bool) -> Result<()> {
+    lag(&load_config(lake)?, json).await
+}
+
+/// Print a summary and the first rows of a table.
+pub async fn show(lake: &Lake, table: &str, limit: usize) -> Result<()> {
+    let s = read::summarize(lake, table)
+        .await?
+        .with_context(|| format!("no table `{table}` under {}", lake.root()))?;
+    println!(
+        "{table}: version {}, {} files, {} rows, {} bytes, partitioned by [{}]",
+        s.version,
+        s.files,
+        s.rows,
+        s.bytes,
+        s.partition_columns.join(", ")
+    );
+    let batch = read::read_table(lake, table, None).await?;
+    let head = batch.slice(0, limit.min(batch.num_rows()));
+    println!("{}", arrow::util::pretty::pretty_format_batches(&[head])?);
+    Ok(())
+}
 
 /// Parse `--as-of`: RFC 3339 (`2026-11-30T21:00:00Z`), or a date (`2026-11-30`, midnight UTC).
 pub fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>> {

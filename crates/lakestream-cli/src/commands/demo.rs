@@ -115,7 +115,7 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
     }
     println!();
     // The curated job: orders joined with their owner's membership of the hour before.
-    crate::refine::run(&config, &lake, &[], 10_000, false).await?;
+    super::refine::run(config.clone(), lake.clone(), &[], 10_000, false).await?;
     println!();
     for table in [
         "raw/order",
@@ -124,11 +124,11 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
         "access_logs/datalake-prod",
         config.dead_letter_table.as_str(),
     ] {
-        crate::show(&lake, table, 5).await?;
+        super::inspect::show(&lake, table, 5).await?;
         println!();
     }
     // What the dashboards read: the latest value and membership of each of the six orders.
-    crate::show(&lake, "processed/order", 10).await?;
+    super::inspect::show(&lake, "processed/order", 10).await?;
     println!();
     let root = &config.lake.root;
     println!("Look around:");

@@ -1,18 +1,84 @@
 //! `lakestream optimize|vacuum|checkpoint|manifest` on one table or, with `--all`, on every
 //! table the pipeline writes — the list the scheduled maintenance function uses
-//! ([`lakestream_core::maintenance::maintained_tables`]) —, `lakestream invoke maintenance`
-//! (the function's handler on a schedule input) and `lakestream validate` (the config and that
-//! list).
+//! ([`lakestream_core::maintenance::maintained_tables`]) —, and `lakestream validate` (the
+//! config and that list). Each prints a line per table; the first failing table stops the
+//! command (the function's handler, `lakestream invoke maintenance`, goes on to the others).
 
+use super::{load_config, open_lake};
+use crate::args::{OptimizeArgs, TablesArgs, VacuumArgs};
 use anyhow::{Context, Result, bail};
 use lakestream_core::maintenance::{
     CompactOptions, Reader, VacuumOptions, checkpoint, compact, maintained_tables_and_skipped,
-    manifest, vacuum,
+    manifest, refine_readers, vacuum,
 };
 use lakestream_core::{Error, Lake, SystemClock};
 use lakestream_formats::config::PipelineConfig;
-use std::path::Path;
 use std::sync::Arc;
+
+/// `lakestream optimize`.
+pub async fn run_optimize(args: OptimizeArgs) -> Result<()> {
+    let config = load_config(&args.lake)?;
+    let l = open_lake(&config, &args.lake)?;
+    let opts = CompactOptions {
+        target_size: args.target_mib << 20,
+        small_file_threshold: (args.target_mib << 20) / 4,
+        min_small_files: args.min_files,
+        changed_within: args.changed_within_hours.map(chrono::Duration::hours),
+        zorder_by: args.zorder,
+        dry_run: args.dry_run,
+        commit: (&config.commit).into(),
+        ..Default::default()
+    };
+    for table in targets(&config, &l, args.table, args.all).await? {
+        optimize_one(&l, &table, &opts, args.all).await?;
+    }
+    Ok(())
+}
+
+/// `lakestream vacuum`: keeps what the refine jobs reading each table still need.
+pub async fn run_vacuum(args: VacuumArgs) -> Result<()> {
+    let cfg = load_config(&args.lake)?;
+    let l = open_lake(&cfg, &args.lake)?;
+    let readers = refine_readers(&l, &cfg).await?;
+    for table in targets(&cfg, &l, args.table, args.all).await? {
+        let opts = VacuumOptions {
+            retention: args.retention_hours.map(chrono::Duration::hours),
+            force: args.force,
+            dry_run: args.dry_run,
+            readers: readers
+                .get(table.trim_matches('/'))
+                .cloned()
+                .unwrap_or_default(),
+        };
+        vacuum_one(&l, &table, &opts, args.all).await?;
+    }
+    Ok(())
+}
+
+/// `lakestream checkpoint`: log cleanup keeps what the refine jobs reading each table need.
+pub async fn run_checkpoint(args: TablesArgs) -> Result<()> {
+    let cfg = load_config(&args.lake)?;
+    let l = open_lake(&cfg, &args.lake)?;
+    let readers = refine_readers(&l, &cfg).await?;
+    for table in targets(&cfg, &l, args.table, args.all).await? {
+        let r = readers
+            .get(table.trim_matches('/'))
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        checkpoint_one(&l, &table, args.dry_run, args.all, r).await?;
+    }
+    Ok(())
+}
+
+/// `lakestream manifest`.
+pub async fn run_manifest(args: TablesArgs) -> Result<()> {
+    let cfg = load_config(&args.lake)?;
+    let l = open_lake(&cfg, &args.lake)?;
+    for table in targets(&cfg, &l, args.table, args.all).await? {
+        manifest_one(&l, &table, args.dry_run, args.all).await?;
+    }
+    Ok(())
+}
 
 /// The tables a maintenance command runs on: `table`, or with `all` every table the pipeline
 /// writes (the maintenance function's list).
@@ -214,23 +280,6 @@ async fn summary(
     lakestream_core::read::summarize(lake, table)
         .await?
         .ok_or_else(|| Error::TableNotFound(table.to_string()))
-}
-
-/// `lakestream invoke maintenance`: the function's handler on a schedule input (e.g.
-/// `events/maintenance-optimize.json`); prints its results as JSON (one line, last), fails if a
-/// table failed.
-pub async fn invoke(cfg: &PipelineConfig, lake: &Lake, event: &Path) -> Result<()> {
-    let text =
-        std::fs::read_to_string(event).with_context(|| format!("reading {}", event.display()))?;
-    let payload: serde_json::Value = serde_json::from_str(&text)?;
-    let req = maintenance::Request::from_event(&payload).map_err(anyhow::Error::msg)?;
-    let results = maintenance::run(cfg, lake, &req, Arc::new(SystemClock)).await;
-    // After the handler's EMF lines (stdout, as in Lambda): the results, on the last line.
-    println!("{}", serde_json::to_string(&results)?);
-    if let Some(failed) = maintenance::failures(&results) {
-        bail!("maintenance failed: {failed}");
-    }
-    Ok(())
 }
 
 /// `lakestream validate`: the config is valid (loading it checked everything); print every

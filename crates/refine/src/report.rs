@@ -1,0 +1,82 @@
+//! What one refine job did, said two ways from its report: the EMF metrics line the function
+//! prints for CloudWatch, and the one-line summary `lakestream refine` prints. Kept here so the
+//! report's shape is read in one place.
+
+use lakestream_core::refine::{JobReport, SideReport};
+use lakestream_lambda::telemetry::{Metric, emf_line};
+
+/// One EMF line per job (dimensions `Function`, `Job`): rows read and late per side, rows
+/// joined, keys upserted, runs, and the versions still unread (lag).
+pub fn metrics_line(r: &JobReport, duration_ms: f64, ts: i64) -> String {
+    let totals = r.totals();
+    let side = |i: usize| totals.get(i).cloned().unwrap_or_default();
+    let (l, rt) = (side(0), side(1));
+    let lag = |s: &SideReport| s.latest.saturating_sub(s.to.unwrap_or(0)) as f64;
+    emf_line(
+        "Lakestream",
+        &[("Function", "refine"), ("Job", &r.job)],
+        &[
+            Metric::new("Runs", "Count", r.runs.len() as f64),
+            Metric::new("LeftRowsRead", "Count", l.rows as f64),
+            Metric::new("RightRowsRead", "Count", rt.rows as f64),
+            Metric::new("LateRows", "Count", (l.late + rt.late) as f64),
+            Metric::new("RowsJoined", "Count", r.joined() as f64),
+            Metric::new("KeysInserted", "Count", r.upserted()[0] as f64),
+            Metric::new("KeysUpdated", "Count", r.upserted()[1] as f64),
+            Metric::new("KeysDeleted", "Count", r.upserted()[2] as f64),
+            Metric::new("OlderRowsIgnored", "Count", r.upserted()[3] as f64),
+            Metric::new("VersionsBehind", "Count", lag(&l).max(lag(&rt))),
+            Metric::new("DurationMs", "Milliseconds", duration_ms),
+        ],
+        ts,
+    )
+}
+
+/// The line `lakestream refine` prints for a job that wrote into `output`, e.g.
+/// `refine curated: 1 run(s), read raw/order v-..v3 (6 rows, 0 late), ... -> 6 rows joined
+/// into curated/order (0.12s)`.
+pub fn summary_line(r: &JobReport, output: &str, took: std::time::Duration) -> String {
+    if let Some(t) = &r.waiting_for {
+        return format!(
+            "refine {}: waiting for source `{t}` (not created yet)",
+            r.job
+        );
+    }
+    if r.runs.is_empty() {
+        return format!("refine {}: nothing new", r.job);
+    }
+    let sides: Vec<String> = r
+        .totals()
+        .iter()
+        .map(|s| {
+            format!(
+                "{} v{}..v{} ({} rows, {} late)",
+                s.table,
+                s.from.map_or("-".into(), |v| v.to_string()),
+                s.to.map_or("-".into(), |v| v.to_string()),
+                s.rows,
+                s.late
+            )
+        })
+        .collect();
+    let [inserted, updated, deleted, older] = r.upserted();
+    let result = if inserted + updated + deleted + older > 0 {
+        format!(
+            "{inserted} inserted, {updated} updated, {deleted} deleted, {older} older rows ignored in {output}"
+        )
+    } else {
+        format!("{} rows joined into {output}", r.joined())
+    };
+    format!(
+        "refine {}: {} run(s), read {} -> {result} ({:.2}s){}",
+        r.job,
+        r.runs.len(),
+        sides.join(", "),
+        took.as_secs_f64(),
+        if r.more {
+            "; more to read (run budget reached)"
+        } else {
+            ""
+        }
+    )
+}

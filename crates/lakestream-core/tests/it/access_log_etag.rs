@@ -5,49 +5,24 @@
 //! letters (B); an object refused by a limit is charged the bytes it read against
 //! `max_round_mib`, not the whole `max_inflated_mib` (C).
 
-use crate::support::{Backend, TestLake};
 use anyhow::Result;
-use lakestream_core::FixedClock;
-use lakestream_core::access_log::{AccessLogIngestor, LocalObjects, ObjectOutcome};
-use lakestream_formats::notification::{LogObject, Notification, parse_body};
-use std::sync::Arc;
+use lakestream_core::access_log::ObjectOutcome;
+use lakestream_formats::notification::{Notification, parse_body};
+use lakestream_testkit::access_logs::{LOG_LINE, LocalLogs, log_object};
+use lakestream_testkit::{Backend, TestLake};
 
-const GOOD: &str = "owner datalake-prod [29/Nov/2026:10:00:00 +0000] 1.2.3.4 req ID REST.GET.OBJECT k \"GET /k HTTP/1.1\" 200 - 1 1 1 1 \"-\" \"ua\" -\n";
 const TABLE: &str = "access_logs/datalake-prod";
-
-fn object(key: &str, etag: Option<&str>) -> LogObject {
-    LogObject {
-        bucket: "raw-logs".into(),
-        key: key.into(),
-        alt_key: None,
-        etag: etag.map(str::to_string),
-    }
-}
-
-fn ingestor(lake: &TestLake) -> Result<AccessLogIngestor> {
-    let clock =
-        FixedClock::new(chrono::DateTime::from_timestamp(1_795_939_200, 0).unwrap_or_default());
-    Ok(AccessLogIngestor::new(
-        lake.config.clone(),
-        Arc::new(clock),
-    )?)
-}
-
-async fn count(lake: &TestLake, table: &str) -> Result<usize> {
-    Ok(lake.read(table).await.map(|b| b.num_rows()).unwrap_or(0))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forged_notification_does_not_ingest_an_object_again() -> Result<()> {
     let lake = TestLake::new(Backend::Fs, "log-etag-forged")?;
-    let dir = tempfile::tempdir()?;
-    std::fs::create_dir_all(dir.path().join("raw-logs/logs/my logs"))?;
+    let logs = LocalLogs::new()?;
     let key = "logs/my logs/a+b.log";
-    std::fs::write(dir.path().join("raw-logs").join(key), GOOD.repeat(3))?;
-    let src = LocalObjects(dir.path().to_path_buf());
-    let ing = ingestor(&lake)?;
+    logs.put(key, LOG_LINE.repeat(3).as_bytes())?;
+    let src = logs.source();
+    let ing = lake.access_log_ingestor()?;
     let first = ing
-        .ingest(&[object(key, Some("0123456789abcdef"))], &src)
+        .ingest(&[log_object(key, Some("0123456789abcdef"))], &src)
         .await?;
     assert_eq!(first.rows_written, 3, "{first:?}");
     // The EventBridge form, key percent-encoded (tried as given, then decoded).
@@ -56,8 +31,8 @@ async fn a_forged_notification_does_not_ingest_an_object_again() -> Result<()> {
         panic!("EventBridge body not parsed");
     };
     let variants = [
-        object(key, None),
-        object(key, Some("\"0123456789abcdef\"")),
+        log_object(key, None),
+        log_object(key, Some("\"0123456789abcdef\"")),
         eb[0].clone(),
     ];
     for v in &variants {
@@ -65,8 +40,8 @@ async fn a_forged_notification_does_not_ingest_an_object_again() -> Result<()> {
         assert_eq!(r.rows_written, 0, "{v:?}: {r:?}");
         assert!(!r.failed(v), "{r:?}");
     }
-    assert_eq!(count(&lake, TABLE).await?, 3, "each line once");
-    assert_eq!(count(&lake, "dead_letters").await?, 0);
+    assert_eq!(lake.count(TABLE).await?, 3, "each line once");
+    assert_eq!(lake.count("dead_letters").await?, 0);
     Ok(())
 }
 
@@ -74,23 +49,23 @@ async fn a_forged_notification_does_not_ingest_an_object_again() -> Result<()> {
 async fn a_refused_object_resent_after_raising_the_limit_keeps_its_line_letters() -> Result<()> {
     let mut lake = TestLake::new(Backend::Fs, "log-etag-letters")?;
     lake.config.access_logs.max_bad_lines = 1;
-    let dir = tempfile::tempdir()?;
-    std::fs::create_dir_all(dir.path().join("raw-logs/logs"))?;
+    let logs = LocalLogs::new()?;
     // 2 good lines, 3 malformed: refused by max_bad_lines = 1.
-    let text = format!("{GOOD}not a log 1\n{GOOD}not a log 2\nnot a log 3\n");
-    std::fs::write(dir.path().join("raw-logs/logs/mixed.log"), text)?;
-    let src = LocalObjects(dir.path().to_path_buf());
-    let obj = object("logs/mixed.log", Some("e1"));
-    let r = ingestor(&lake)?
+    let text = format!("{LOG_LINE}not a log 1\n{LOG_LINE}not a log 2\nnot a log 3\n");
+    logs.put("logs/mixed.log", text.as_bytes())?;
+    let src = logs.source();
+    let obj = log_object("logs/mixed.log", Some("e1"));
+    let r = lake
+        .access_log_ingestor()?
         .ingest(std::slice::from_ref(&obj), &src)
         .await?;
     assert!(
         matches!(&r.objects[0].1, ObjectOutcome::Refused { reason } if reason.contains("max_bad_lines")),
         "{r:?}"
     );
-    assert_eq!(count(&lake, "dead_letters").await?, 1, "the refusal");
+    assert_eq!(lake.count("dead_letters").await?, 1, "the refusal");
     lake.config.access_logs.max_bad_lines = 10;
-    let r = ingestor(&lake)?.ingest(&[obj], &src).await?;
+    let r = lake.access_log_ingestor()?.ingest(&[obj], &src).await?;
     assert_eq!(
         r.objects[0].1,
         ObjectOutcome::Committed {
@@ -98,9 +73,9 @@ async fn a_refused_object_resent_after_raising_the_limit_keeps_its_line_letters(
             dead_lettered: 3
         }
     );
-    assert_eq!(count(&lake, TABLE).await?, 2);
+    assert_eq!(lake.count(TABLE).await?, 2);
     // Lines in (5) = rows (2) + line dead letters (3); plus the earlier refusal's letter.
-    assert_eq!(count(&lake, "dead_letters").await?, 1 + 3);
+    assert_eq!(lake.count("dead_letters").await?, 1 + 3);
     Ok(())
 }
 
@@ -110,20 +85,19 @@ async fn refused_objects_are_charged_what_they_read_against_the_round() -> Resul
     lake.config.access_logs.max_bad_lines = 0;
     lake.config.access_logs.max_inflated_mib = 1;
     lake.config.access_logs.max_round_mib = 1;
-    let dir = tempfile::tempdir()?;
-    let logs = dir.path().join("raw-logs/logs");
-    std::fs::create_dir_all(&logs)?;
+    let logs = LocalLogs::new()?;
     let mut objs = Vec::new();
     for i in 0..2 {
-        std::fs::write(logs.join(format!("bad{i}.log")), "not a log\n")?;
-        objs.push(object(&format!("logs/bad{i}.log"), Some("b")));
+        logs.put(&format!("logs/bad{i}.log"), b"not a log\n")?;
+        objs.push(log_object(&format!("logs/bad{i}.log"), Some("b")));
     }
     for i in 0..3 {
-        std::fs::write(logs.join(format!("good{i}.log")), GOOD)?;
-        objs.push(object(&format!("logs/good{i}.log"), Some("g")));
+        logs.put(&format!("logs/good{i}.log"), LOG_LINE.as_bytes())?;
+        objs.push(log_object(&format!("logs/good{i}.log"), Some("g")));
     }
-    let r = ingestor(&lake)?
-        .ingest(&objs, &LocalObjects(dir.path().to_path_buf()))
+    let r = lake
+        .access_log_ingestor()?
+        .ingest(&objs, &logs.source())
         .await?;
     for (uri, o) in &r.objects[..2] {
         assert!(matches!(o, ObjectOutcome::Refused { .. }), "{uri}: {o:?}");
@@ -138,6 +112,6 @@ async fn refused_objects_are_charged_what_they_read_against_the_round() -> Resul
             "{uri}"
         );
     }
-    assert_eq!(count(&lake, TABLE).await?, 3);
+    assert_eq!(lake.count(TABLE).await?, 3);
     Ok(())
 }

@@ -4,26 +4,13 @@
 //! `max_inflated_mib` (a gzip bomb) fails that object with a clear reason, in bounded memory
 //! and time; the other objects of the batch land.
 
-use crate::support::{Backend, TestLake, strings};
 use anyhow::Result;
 use flate2::Compression;
 use flate2::write::GzEncoder;
-use lakestream_core::FixedClock;
-use lakestream_core::access_log::{AccessLogIngestor, LocalObjects, ObjectOutcome};
-use lakestream_formats::notification::LogObject;
+use lakestream_core::access_log::ObjectOutcome;
+use lakestream_testkit::access_logs::{LOG_LINE, LocalLogs, log_object};
+use lakestream_testkit::{Backend, TestLake, strings};
 use std::io::Write;
-use std::sync::Arc;
-
-const GOOD: &str = "owner datalake-prod [29/Nov/2026:10:00:00 +0000] 1.2.3.4 req ID REST.GET.OBJECT k \"GET /k HTTP/1.1\" 200 - 1 1 1 1 \"-\" \"ua\" -\n";
-
-fn object(key: &str) -> LogObject {
-    LogObject {
-        bucket: "raw-logs".into(),
-        key: key.into(),
-        alt_key: None,
-        etag: None,
-    }
-}
 
 fn gzip(data: &[u8]) -> Result<Vec<u8>> {
     let mut e = GzEncoder::new(Vec::new(), Compression::best());
@@ -50,22 +37,13 @@ fn peak_rss_mib() -> u64 {
         .map_or(0, |kb| kb / 1024)
 }
 
-fn setup(limits: impl FnOnce(&mut TestLake)) -> Result<(TestLake, tempfile::TempDir)> {
+/// A lake with `limits` applied and the objects, holding `logs/good.log` (one line).
+fn setup(limits: impl FnOnce(&mut TestLake)) -> Result<(TestLake, LocalLogs)> {
     let mut lake = TestLake::new(Backend::Fs, "log-limits")?;
     limits(&mut lake);
-    let dir = tempfile::tempdir()?;
-    std::fs::create_dir_all(dir.path().join("raw-logs/logs"))?;
-    std::fs::write(dir.path().join("raw-logs/logs/good.log"), GOOD)?;
-    Ok((lake, dir))
-}
-
-fn ingestor(lake: &TestLake) -> Result<AccessLogIngestor> {
-    let clock =
-        FixedClock::new(chrono::DateTime::from_timestamp(1_795_939_200, 0).unwrap_or_default());
-    Ok(AccessLogIngestor::new(
-        lake.config.clone(),
-        Arc::new(clock),
-    )?)
+    let logs = LocalLogs::new()?;
+    logs.put("logs/good.log", LOG_LINE.as_bytes())?;
+    Ok((lake, logs))
 }
 
 fn refused_reason(outcome: &ObjectOutcome) -> Option<&str> {
@@ -97,22 +75,21 @@ async fn letters(lake: &TestLake) -> Result<Vec<(String, Option<String>, String,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gzip_bomb_fails_its_object_in_bounded_memory_and_time() -> Result<()> {
-    let (lake, dir) = setup(|l| l.config.access_logs.max_inflated_mib = 16)?;
-    let logs = dir.path().join("raw-logs/logs");
+    let (lake, logs) = setup(|l| l.config.access_logs.max_inflated_mib = 16)?;
     // 256 MiB of zeros (no newline: one line) from ~256 KB, then 4 GiB of newlines from ~4 MB.
-    std::fs::write(logs.join("zeros.gz"), bomb(0, 1 << 20, 256)?)?;
-    std::fs::write(logs.join("newlines.gz"), bomb(b'\n', 1 << 20, 4096)?)?;
-    let ing = ingestor(&lake)?;
+    logs.put("logs/zeros.gz", bomb(0, 1 << 20, 256)?)?;
+    logs.put("logs/newlines.gz", bomb(b'\n', 1 << 20, 4096)?)?;
+    let ing = lake.access_log_ingestor()?;
     let before = peak_rss_mib();
     let started = std::time::Instant::now();
     let r = ing
         .ingest(
             &[
-                object("logs/zeros.gz"),
-                object("logs/good.log"),
-                object("logs/newlines.gz"),
+                log_object("logs/zeros.gz", None),
+                log_object("logs/good.log", None),
+                log_object("logs/newlines.gz", None),
             ],
-            &LocalObjects(dir.path().to_path_buf()),
+            &logs.source(),
         )
         .await?;
     let took = started.elapsed();
@@ -147,16 +124,18 @@ async fn a_gzip_bomb_fails_its_object_in_bounded_memory_and_time() -> Result<()>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_over_long_line_is_dead_lettered_not_buffered() -> Result<()> {
-    let (lake, dir) = setup(|l| l.config.access_logs.max_line_kib = 64)?;
-    let logs = dir.path().join("raw-logs/logs");
-    let long = format!("{GOOD}{}\n{GOOD}", "x".repeat(3 << 20));
-    std::fs::write(logs.join("long.log"), &long)?;
-    std::fs::write(logs.join("long.gz"), gzip(long.as_bytes())?)?;
-    let ing = ingestor(&lake)?;
+    let (lake, logs) = setup(|l| l.config.access_logs.max_line_kib = 64)?;
+    let long = format!("{LOG_LINE}{}\n{LOG_LINE}", "x".repeat(3 << 20));
+    logs.put("logs/long.log", &long)?;
+    logs.put("logs/long.gz", gzip(long.as_bytes())?)?;
+    let ing = lake.access_log_ingestor()?;
     let r = ing
         .ingest(
-            &[object("logs/long.log"), object("logs/long.gz")],
-            &LocalObjects(dir.path().to_path_buf()),
+            &[
+                log_object("logs/long.log", None),
+                log_object("logs/long.gz", None),
+            ],
+            &logs.source(),
         )
         .await?;
     for (uri, outcome) in &r.objects {
@@ -186,14 +165,16 @@ async fn an_over_long_line_is_dead_lettered_not_buffered() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_object_over_the_size_limit_is_refused_before_it_is_read() -> Result<()> {
-    let (lake, dir) = setup(|l| l.config.access_logs.max_object_mib = 1)?;
-    let logs = dir.path().join("raw-logs/logs");
-    std::fs::write(logs.join("big.log"), GOOD.repeat((2 << 20) / GOOD.len()))?;
-    let ing = ingestor(&lake)?;
+    let (lake, logs) = setup(|l| l.config.access_logs.max_object_mib = 1)?;
+    logs.put("logs/big.log", LOG_LINE.repeat((2 << 20) / LOG_LINE.len()))?;
+    let ing = lake.access_log_ingestor()?;
     let r = ing
         .ingest(
-            &[object("logs/big.log"), object("logs/good.log")],
-            &LocalObjects(dir.path().to_path_buf()),
+            &[
+                log_object("logs/big.log", None),
+                log_object("logs/good.log", None),
+            ],
+            &logs.source(),
         )
         .await?;
     let reason = refused_reason(&r.objects[0].1).unwrap_or_default();
@@ -202,7 +183,7 @@ async fn an_object_over_the_size_limit_is_refused_before_it_is_read() -> Result<
         "{:?}",
         r.objects
     );
-    assert_eq!(r.bytes_read, GOOD.len(), "the big object was not read");
+    assert_eq!(r.bytes_read, LOG_LINE.len(), "the big object was not read");
     let l = letters(&lake).await?;
     assert_eq!(l.len(), 1);
     assert_eq!(l[0].0, "s3://raw-logs/logs/big.log");

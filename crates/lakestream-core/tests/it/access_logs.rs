@@ -1,10 +1,10 @@
 //! Access-log objects -> per-bucket tables, on every backend.
 
-use crate::support::{TestLake, backends, strings};
 use anyhow::Result;
 use lakestream_core::FixedClock;
 use lakestream_core::access_log::{AccessLogIngestor, LocalObjects, ObjectOutcome};
 use lakestream_formats::notification::LogObject;
+use lakestream_testkit::{TestLake, backends, strings};
 use std::sync::Arc;
 
 const PLAIN: &[u8] =

@@ -2,7 +2,6 @@
 //! read, not a write; and `--since` reads only the data files that can hold requests of the
 //! window (pruned by the `date` partition and the `time` statistics), counted at the store.
 
-use crate::support::{TestLake, backends};
 use anyhow::Result;
 use chrono::{DateTime, TimeZone, Utc};
 use lakestream_core::access_log::report::{ReportOptions, access_report};
@@ -11,6 +10,7 @@ use lakestream_core::intercept::observe_calls;
 use lakestream_core::{FixedClock, Lake};
 use lakestream_formats::config::AccessLogLayout;
 use lakestream_formats::notification::LogObject;
+use lakestream_testkit::{TestLake, backends};
 use std::sync::{Arc, Mutex};
 
 const OWNER: &str = "79a59df900b949e55d96a1e698fbacedfd6e09d98eacf8f8d5218e7cd47ef2be";

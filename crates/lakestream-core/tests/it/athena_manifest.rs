@@ -8,7 +8,6 @@
 //! The expected directory names below are written out by hand from Hive's rules, not computed
 //! by the code under test; the files are checked by reading them back (their `id`s).
 
-use crate::support::{Backend, EXAMPLE, TestLake, backends};
 use anyhow::{Context, Result, bail};
 use deltalake::arrow::array::AsArray;
 use deltalake::arrow::datatypes::Int64Type;
@@ -20,6 +19,7 @@ use lakestream_core::maintenance::manifest;
 use lakestream_core::table::TableHandle;
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::{Backend, EXAMPLE, TestLake, backends};
 use std::collections::{BTreeMap, BTreeSet};
 
 const EVENTS: &str = r#"

@@ -3,7 +3,6 @@
 //! send the *same* records from each writer and count distinct rows.
 
 use crate::faults::Faults;
-use crate::support::{Backend, TestLake, backends, offsets, strings};
 use anyhow::Result;
 use deltalake::kernel::{DataType, PrimitiveType, StructField};
 use lakestream_core::access_log::{AccessLogIngestor, LocalObjects, ObjectOutcome};
@@ -11,6 +10,7 @@ use lakestream_core::maintenance::{CompactOptions, compact};
 use lakestream_core::{FixedClock, Lake};
 use lakestream_formats::notification::LogObject;
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::{Backend, TestLake, backends, offsets, strings};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Barrier};
 

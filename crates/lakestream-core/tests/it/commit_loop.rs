@@ -4,7 +4,6 @@
 //! tombstone when the upsert re-plans or re-runs.
 
 use crate::faults::Faults;
-use crate::support::{TestLake, backends, strings};
 use anyhow::{Context, Result};
 use lakestream_core::commit::CommitSettings;
 use lakestream_core::maintenance::{CompactOptions, compact};
@@ -12,6 +11,7 @@ use lakestream_core::refine::{RunContext, run_job};
 use lakestream_core::{KafkaIngestor, Lake, read};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::{TestLake, backends, strings};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -177,7 +177,8 @@ struct Cdc {
 
 impl Cdc {
     fn new(lake: &TestLake) -> Result<Self> {
-        let mut cfg = PipelineConfig::from_toml(&format!("{}\n{CDC}", crate::support::EXAMPLE))?;
+        let mut cfg =
+            PipelineConfig::from_toml(&format!("{}\n{CDC}", lakestream_testkit::EXAMPLE))?;
         cfg.lake = lake.config.lake.clone();
         cfg.commit = lake.config.commit.clone();
         let ing = KafkaIngestor::new(cfg.clone(), Arc::new(lakestream_core::SystemClock))?;

@@ -4,11 +4,11 @@
 //! twice — also when a later dead-letter write of the same partition covers offsets below the
 //! highest one already dead-lettered (the whole batch dead-lettered after its bad records).
 
-use crate::support::{TestLake, assert_accounted, backends, strings};
 use anyhow::Result;
 use lakestream_core::Lake;
 use lakestream_core::table::TableHandle;
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::{TestLake, assert_accounted, backends, strings};
 use std::collections::BTreeMap;
 
 /// Offset `off` of `partition`: valid JSON for `orders` unless `bad`.

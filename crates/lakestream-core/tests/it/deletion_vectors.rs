@@ -9,7 +9,6 @@
 //! to reader 3 / writer 7 with the `deletionVectors` feature, and the file removed and added
 //! again with a `deletionVector` descriptor (one row deleted).
 
-use crate::support::{EXAMPLE, TestLake, backends};
 use anyhow::{Context, Result, bail};
 use deltalake::logstore::CommitOrBytes;
 use futures::TryStreamExt;
@@ -20,6 +19,7 @@ use lakestream_core::table::TableHandle;
 use lakestream_core::{FixedClock, Lake, Redrive, read};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::{EXAMPLE, TestLake, backends};
 use std::sync::Arc;
 
 const CDC: &str = r#"

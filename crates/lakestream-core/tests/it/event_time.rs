@@ -4,12 +4,12 @@
 //! side's watermark, so later on-time rows still join — on every backend, however the source
 //! versions are batched into refine runs.
 
-use crate::support::{TestLake, assert_accounted, backends, strings};
 use anyhow::{Context, Result};
 use lakestream_core::commit::CommitSettings;
 use lakestream_core::refine::{RunContext, run_job};
 use lakestream_core::{Lake, read};
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::{TestLake, assert_accounted, backends, strings};
 
 fn order(offset: i64, id: i32, owner: &str, ts: &str) -> SourceRecord {
     let json = format!(

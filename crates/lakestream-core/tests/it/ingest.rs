@@ -1,9 +1,9 @@
 //! The commit engine's promises, on every backend.
 
-use crate::support::{Backend, TestLake, assert_accounted, backends, offsets, strings};
 use anyhow::Result;
 use lakestream_core::seed::SeedGenerator;
 use lakestream_formats::record::{RecordValue, SourceRecord};
+use lakestream_testkit::{Backend, TestLake, assert_accounted, backends, offsets, strings};
 
 fn orders(n: usize) -> Vec<SourceRecord> {
     let start = chrono::DateTime::from_timestamp(1_649_067_330, 0).unwrap_or_default();

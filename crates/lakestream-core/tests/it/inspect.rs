@@ -1,13 +1,13 @@
 //! History and time travel on every backend: what each commit did, the rows as of a version
 //! or a time, and clear errors for versions that are not there.
 
-use crate::support::{Backend, TestLake, backends, offsets};
 use anyhow::{Context, Result};
 use chrono::{Duration, Utc};
 use lakestream_core::inspect::{AsOf, history, read_as_of, resolve_version};
 use lakestream_core::maintenance::{CompactOptions, checkpoint, compact};
 use lakestream_core::{Error, FixedClock, Lake};
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::{Backend, TestLake, backends, offsets};
 
 fn order(p: i32, off: i64) -> SourceRecord {
     let json = format!(

@@ -24,7 +24,6 @@ mod refine;
 mod refine_readers;
 mod requests;
 mod schema_case;
-mod support;
 mod table_paths;
 mod table_reset;
 mod upsert;

@@ -2,7 +2,6 @@
 //! compaction survive, vacuum respects retention (and dry-run deletes nothing), orphans go only
 //! after retention, manifests list exactly the live files.
 
-use crate::support::{Backend, TestLake, backends, offsets};
 use anyhow::Result;
 use chrono::{DateTime, Duration, Utc};
 use lakestream_core::maintenance::{
@@ -10,6 +9,7 @@ use lakestream_core::maintenance::{
 };
 use lakestream_core::{FixedClock, Lake};
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::{Backend, TestLake, backends, offsets};
 use std::sync::Arc;
 
 fn t0() -> DateTime<Utc> {
@@ -341,7 +341,7 @@ async fn zorder_rewrites_sorted_or_refuses_clearly() -> Result<()> {
     let r = compact(&l, "raw/order", &ok, t0(), &no_progress).await?;
     assert_eq!(r.files_after, 1);
     let rows = lake.read("raw/order").await?;
-    let values = crate::support::strings(&rows, "order_value")?;
+    let values = lakestream_testkit::strings(&rows, "order_value")?;
     let values: Vec<i64> = values
         .into_iter()
         .flatten()

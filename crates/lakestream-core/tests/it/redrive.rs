@@ -1,10 +1,10 @@
 //! Re-driving failed Kafka batches (the on-failure destination's copy) after the partition's
 //! `txn` moved past them: every record lands exactly once, on every backend.
 
-use crate::support::{TestLake, assert_accounted, backends, offsets};
 use anyhow::{Context, Result};
 use lakestream_core::{Redrive, RedriveReport};
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::{TestLake, assert_accounted, backends, offsets};
 
 fn order(partition: i32, offset: i64) -> SourceRecord {
     let json = format!(
@@ -312,7 +312,7 @@ async fn multi_rows(lake: &TestLake) -> Result<Vec<(String, i32, i64)>> {
     use deltalake::arrow::array::AsArray;
     use deltalake::arrow::datatypes::{Int32Type, Int64Type};
     let b = lake.read("raw/multi").await?;
-    let topics = crate::support::strings(&b, "kafka_topic")?;
+    let topics = lakestream_testkit::strings(&b, "kafka_topic")?;
     let p = b
         .column_by_name("kafka_partition")
         .context("kafka_partition")?
@@ -338,7 +338,7 @@ async fn two_topics_into_one_table_are_told_apart_by_topic() -> Result<()> {
         let mut lake = TestLake::new(b, "redrive-topics")?;
         let mut cfg = lakestream_formats::config::PipelineConfig::from_toml(&format!(
             "{}\n{TWO_TOPICS}",
-            crate::support::EXAMPLE
+            lakestream_testkit::EXAMPLE
         ))?;
         cfg.lake = lake.config.lake.clone();
         cfg.commit = lake.config.commit.clone();

@@ -5,7 +5,6 @@
 //! bounds; late rows on each side.
 
 use super::faults::Faults;
-use super::support::{TestLake, backends, strings};
 use anyhow::{Context, Result};
 use lakestream_core::commit::CommitSettings;
 use lakestream_core::maintenance::{CompactOptions, compact};
@@ -14,6 +13,7 @@ use lakestream_core::seed::SeedGenerator;
 use lakestream_core::{Lake, read};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::{TestLake, backends, strings};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -38,7 +38,7 @@ async fn curated(lake: &Lake) -> Result<Vec<Row>> {
     let cols: Vec<Vec<Option<String>>> = COLUMNS
         .iter()
         .map(|c| strings(&batch, c))
-        .collect::<Result<_>>()?;
+        .collect::<lakestream_testkit::Result<_>>()?;
     let mut rows: Vec<Row> = (0..batch.num_rows())
         .map(|i| cols.iter().map(|c| c[i].clone()).collect())
         .collect();
@@ -301,7 +301,7 @@ async fn output_is_the_same_however_ingestion_and_runs_are_batched() -> Result<(
                 how,
                 Schedule::TwoRunsAtOnce | Schedule::KilledRunThenCompaction
             );
-            if backend == super::support::Backend::S3 && !storage_matters {
+            if backend == lakestream_testkit::Backend::S3 && !storage_matters {
                 continue;
             }
             let lake = TestLake::new(backend, "refine-batching")?;
@@ -417,7 +417,7 @@ async fn bounds_are_inclusive_and_late_rows_go_to_dead_letters() -> Result<()> {
 
 #[tokio::test]
 async fn a_source_delete_fails_the_job_clearly() -> Result<()> {
-    let lake = TestLake::new(super::support::Backend::Fs, "refine-delete")?;
+    let lake = TestLake::new(lakestream_testkit::Backend::Fs, "refine-delete")?;
     let ingestor = lake.ingestor()?;
     let l = Lake::new(&lake.config.lake)?;
     let s = settings(&lake);
@@ -467,7 +467,7 @@ async fn a_source_delete_fails_the_job_clearly() -> Result<()> {
 
 #[tokio::test]
 async fn re_created_source_and_lost_versions_fail_with_what_to_do() -> Result<()> {
-    let lake = TestLake::new(super::support::Backend::Fs, "refine-gone")?;
+    let lake = TestLake::new(lakestream_testkit::Backend::Fs, "refine-gone")?;
     let ingestor = lake.ingestor()?;
     let l = Lake::new(&lake.config.lake)?;
     let s = settings(&lake);

@@ -3,49 +3,16 @@
 //! the log to load that version; a job further behind than the source's log retention is not
 //! waited for, `lag` says so, and the job fails with what to do instead of skipping rows.
 
-use crate::support::{Backend, TestLake, backends};
 use anyhow::{Context, Result};
 use chrono::{Duration, Utc};
 use lakestream_core::maintenance::{
     CompactOptions, Reader, VacuumOptions, checkpoint, compact, refine_readers, vacuum,
 };
-use lakestream_core::refine::{RunContext, run_job};
-use lakestream_core::{FixedClock, Lake, inspect, read};
+use lakestream_core::{FixedClock, Lake, inspect};
 use lakestream_formats::config::PipelineConfig;
-use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::lagging::{curated_order_ids, member, order, run_curated};
+use lakestream_testkit::{Backend, TestLake, backends};
 use std::sync::Arc;
-
-fn order(id: i64) -> SourceRecord {
-    let json = format!(
-        r#"{{"order_id":{id},"order_owner":"alice","order_value":{id},"timestamp":"2026-01-01T12:{id:02}:00Z"}}"#
-    );
-    SourceRecord::new("orders", 0, id, 0, json.as_bytes())
-}
-
-fn member() -> SourceRecord {
-    let json = r#"{"order_owner":"alice","membership":"gold","timestamp":"2026-01-01T12:00:00Z"}"#;
-    SourceRecord::new("members", 0, 0, 0, json.as_bytes())
-}
-
-/// Run the curated job until nothing is new; rows joined.
-async fn curated(cfg: &PipelineConfig, lake: &Lake) -> Result<usize> {
-    let settings = (&cfg.commit).into();
-    let ctx = RunContext::new(cfg, lake, &settings, Utc::now());
-    let job = cfg.refine_job("curated").context("curated job")?;
-    Ok(run_job(&ctx, job, 1000).await?.joined())
-}
-
-/// The output's order ids, sorted.
-async fn output_ids(lake: &Lake) -> Result<Vec<i64>> {
-    let batch = read::read_table(lake, "curated/order", None).await?;
-    let mut ids: Vec<i64> = crate::support::strings(&batch, "order_id")?
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    ids.sort();
-    Ok(ids)
-}
 
 async fn order_readers(lake: &Lake, cfg: &PipelineConfig) -> Result<Vec<Reader>> {
     Ok(refine_readers(lake, cfg)
@@ -61,7 +28,7 @@ async fn lagging(lake: &TestLake, l: &Lake) -> Result<()> {
     for id in 0..3 {
         ing.ingest(&[order(id)]).await?;
     }
-    assert_eq!(curated(&lake.config, l).await?, 3);
+    assert_eq!(run_curated(&lake.config, l).await?, 3);
     for id in 3..9 {
         ing.ingest(&[order(id)]).await?;
     }
@@ -139,7 +106,7 @@ async fn vacuum_keeps_what_a_lagging_job_needs_until_the_log_retention() -> Resu
         );
         let err = format!(
             "{:#}",
-            curated(&lake.config, &l)
+            run_curated(&lake.config, &l)
                 .await
                 .err()
                 .context("the job's versions are gone: it must fail")?
@@ -149,7 +116,7 @@ async fn vacuum_keeps_what_a_lagging_job_needs_until_the_log_retention() -> Resu
             "{b:?}: {err}"
         );
         assert_eq!(
-            output_ids(&l).await?,
+            curated_order_ids(&l).await?,
             [0, 1, 2],
             "{b:?}: nothing half-written"
         );
@@ -166,7 +133,11 @@ async fn log_cleanup_keeps_the_log_to_load_the_consumed_version() -> Result<()> 
     for id in 0..3 {
         ing.ingest(&[order(id)]).await?;
     }
-    assert_eq!(curated(&lake.config, &l).await?, 3, "consumed raw/order v2");
+    assert_eq!(
+        run_curated(&lake.config, &l).await?,
+        3,
+        "consumed raw/order v2"
+    );
     let now = FixedClock::new(Utc::now());
     ing.ingest(&[order(3)]).await?;
     checkpoint(&l, "raw/order", true, &now, &[]).await?; // a checkpoint at v3
@@ -196,7 +167,7 @@ async fn log_cleanup_keeps_the_log_to_load_the_consumed_version() -> Result<()> 
     assert_eq!(r.logs_removed, 3, "{r:?}");
     let err = format!(
         "{:#}",
-        curated(&lake.config, &l)
+        run_curated(&lake.config, &l)
             .await
             .err()
             .context("the consumed version cannot be loaded: the job must fail")?
@@ -217,7 +188,11 @@ async fn a_vacuumed_join_state_fails_the_job_with_what_to_do() -> Result<()> {
     for id in 0..3 {
         ing.ingest(&[order(id)]).await?;
     }
-    assert_eq!(curated(&lake.config, &l).await?, 3, "consumed raw/order v2");
+    assert_eq!(
+        run_curated(&lake.config, &l).await?,
+        3,
+        "consumed raw/order v2"
+    );
     // The job's state (the files live at v2) is compacted away and vacuumed by maintenance that
     // does not know the job; the version it reads next is intact.
     let opts = CompactOptions {
@@ -229,7 +204,7 @@ async fn a_vacuumed_join_state_fails_the_job_with_what_to_do() -> Result<()> {
     let month = Arc::new(FixedClock::new(Utc::now() + Duration::days(8)));
     let r = vacuum(&l, "raw/order", &VacuumOptions::default(), month).await?;
     assert_eq!(r.files.len(), 3, "{r:?}");
-    let err = curated(&lake.config, &l)
+    let err = run_curated(&lake.config, &l)
         .await
         .err()
         .context("the join state is gone: the job must fail")?;
@@ -238,9 +213,9 @@ async fn a_vacuumed_join_state_fails_the_job_with_what_to_do() -> Result<()> {
         text.contains("version 2") && text.contains("is gone") && text.contains("--skip-to"),
         "a gone version with what to do, not a storage error retried forever: {text}"
     );
-    let core = err
-        .downcast_ref::<lakestream_core::Error>()
-        .context("a core error")?;
+    let lakestream_testkit::Error::Core(core) = &err else {
+        anyhow::bail!("not a core error: {err:?}");
+    };
     assert!(!core.is_retryable(), "{core:?}");
     Ok(())
 }

@@ -5,7 +5,6 @@
 //! checkpoint commit re-reads no commit file the process holds, and a cold start reads the
 //! checkpoint with one GET.
 
-use crate::support::{TestLake, backends};
 use anyhow::Result;
 use deltalake::Path;
 use deltalake::logstore::CommitOrBytes;
@@ -13,6 +12,7 @@ use lakestream_core::intercept::observe_calls;
 use lakestream_core::table::TableHandle;
 use lakestream_core::{FixedClock, KafkaIngestor, Lake};
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::{TestLake, backends};
 use std::sync::{Arc, Mutex};
 
 /// Requests to the table stores besides data files, as `"<op> <path>"`.

@@ -3,11 +3,11 @@
 //! that differ only in case become one column, names Spark cannot write without column mapping
 //! are refused per record, and a redrive of such a batch works — on every backend.
 
-use crate::support::{TestLake, assert_accounted, backends, offsets, strings};
 use anyhow::{Context, Result};
 use lakestream_core::Redrive;
 use lakestream_formats::config::KafkaMetadataColumn;
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::{TestLake, assert_accounted, backends, offsets, strings};
 
 /// A member record (merge mode) with the table's offset columns, so a redrive can check it.
 fn m(offset: i64, fields: &str) -> SourceRecord {
@@ -15,7 +15,7 @@ fn m(offset: i64, fields: &str) -> SourceRecord {
     SourceRecord::new("members", 0, offset, 1_764_537_184_835, json.as_bytes())
 }
 
-fn lake_with_offsets(backend: crate::support::Backend, name: &str) -> Result<TestLake> {
+fn lake_with_offsets(backend: lakestream_testkit::Backend, name: &str) -> Result<TestLake> {
     let mut lake = TestLake::new(backend, name)?;
     let members = lake
         .config

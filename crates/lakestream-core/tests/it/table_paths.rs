@@ -4,13 +4,13 @@
 //! written anywhere. Checked by walking the directory around a filesystem lake and by listing
 //! everything under a unique prefix around an S3 lake.
 
-use crate::support::{Backend, EXAMPLE, backends};
 use anyhow::{Context, Result};
 use deltalake::logstore::object_store::{ObjectStore, aws::AmazonS3Builder, path::Path};
 use futures::TryStreamExt;
 use lakestream_core::seed::SeedGenerator;
 use lakestream_core::{FixedClock, KafkaIngestor, Lake};
 use lakestream_formats::config::PipelineConfig;
+use lakestream_testkit::{Backend, EXAMPLE, backends};
 use std::sync::Arc;
 
 /// Names the lake must refuse (`{t}` is a token unique to the run, so an escape on S3 is found).

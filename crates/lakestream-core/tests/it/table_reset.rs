@@ -4,13 +4,13 @@
 //! batch lands in the new table and a new batch creates a readable table (version 0 with
 //! protocol and metadata), never a commit at `head + 1` in an empty log.
 
-use crate::support::{TestLake, assert_accounted, backends, offsets};
 use anyhow::Result;
 use deltalake::logstore::object_store::{ObjectStore, ObjectStoreExt, path::Path};
 use futures::TryStreamExt;
 use lakestream_core::Lake;
 use lakestream_core::table::TableHandle;
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::{TestLake, assert_accounted, backends, offsets};
 
 fn order(partition: i32, off: i64) -> SourceRecord {
     let json = format!(

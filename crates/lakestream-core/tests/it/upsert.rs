@@ -4,7 +4,6 @@
 //! end, with replays, a killed run, two upserts at once and a compaction racing the upsert.
 
 use super::faults::Faults;
-use super::support::{TestLake, backends, strings};
 use anyhow::{Context, Result};
 use lakestream_core::commit::CommitSettings;
 use lakestream_core::maintenance::{CompactOptions, compact};
@@ -12,6 +11,7 @@ use lakestream_core::refine::{RunContext, run_job};
 use lakestream_core::{KafkaIngestor, Lake, read};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::{TestLake, backends, strings};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -38,7 +38,7 @@ op = { column = "op", delete = ["D"] }
 "#;
 
 fn config(lake: &TestLake) -> Result<PipelineConfig> {
-    let mut cfg = PipelineConfig::from_toml(&format!("{}\n{CDC}", super::support::EXAMPLE))?;
+    let mut cfg = PipelineConfig::from_toml(&format!("{}\n{CDC}", lakestream_testkit::EXAMPLE))?;
     cfg.lake = lake.config.lake.clone();
     cfg.commit = lake.config.commit.clone();
     Ok(cfg)
@@ -315,7 +315,7 @@ async fn an_empty_string_key_in_a_partition_column_is_updated_in_place() -> Resu
         let lake = TestLake::new(backend, "upsert-empty-partition")?;
         let regions = REGIONS.replace("NULLABLE", &nullable.to_string());
         let mut cfg =
-            PipelineConfig::from_toml(&format!("{}\n{regions}", super::support::EXAMPLE))?;
+            PipelineConfig::from_toml(&format!("{}\n{regions}", lakestream_testkit::EXAMPLE))?;
         cfg.lake = lake.config.lake.clone();
         cfg.commit = lake.config.commit.clone();
         let ing = KafkaIngestor::new(cfg.clone(), Arc::new(lakestream_core::SystemClock))?;

@@ -3,7 +3,6 @@
 //! `--force --retention-hours 0` (defect 11: the untracked-file floor). Walks the table's
 //! directory (filesystem and S3) before and after.
 
-use crate::support::{TestLake, backends, offsets};
 use anyhow::{Context, Result};
 use chrono::{Duration, Utc};
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
@@ -15,6 +14,7 @@ use lakestream_core::maintenance::{CompactOptions, VacuumOptions, checkpoint, co
 use lakestream_core::table::TableHandle;
 use lakestream_core::{FixedClock, Lake};
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::{TestLake, backends, offsets};
 use std::sync::Arc;
 
 fn order(off: i64) -> SourceRecord {

@@ -204,11 +204,22 @@ async fn retried_files_never_re_add_rows_another_writer_committed() -> Result<()
         let faults = Arc::new(Faults::default());
         let first_half = batch[..5].to_vec();
         let other = plain.clone();
+        // B's outcome, checked below: B must have committed its half (a failed B would leave
+        // A nothing to rebase on and the test would not test the reuse).
+        let other_outcome = Arc::new(std::sync::Mutex::new(None));
+        let other_slot = other_outcome.clone();
         *faults
             .before_log_put
             .lock()
             .map_err(|_| anyhow::anyhow!("lock"))? = Some(Box::pin(async move {
-            let _ = other.ingest(&first_half).await;
+            let r = other
+                .ingest(&first_half)
+                .await
+                .map(|r| (r.written, r.duplicates))
+                .map_err(|e| e.to_string());
+            if let Ok(mut slot) = other_slot.lock() {
+                *slot = Some(r);
+            }
         }));
         let a = lakestream_core::KafkaIngestor::with_lake(
             lake.config.clone(),
@@ -216,6 +227,15 @@ async fn retried_files_never_re_add_rows_another_writer_committed() -> Result<()
             Arc::new(FixedClock::new(now())),
         );
         let r = a.ingest(&batch).await?;
+        let other_result = other_outcome
+            .lock()
+            .map_err(|_| anyhow::anyhow!("lock"))?
+            .clone();
+        assert_eq!(
+            other_result,
+            Some(Ok((5, 0))),
+            "{b:?}: the other writer commits the first half while A's commit is in flight"
+        );
         assert_eq!((r.written, r.duplicates), (5, 5), "{b:?}: {r:?}");
         let mut want = expected(&batch);
         want.push((1, 0));

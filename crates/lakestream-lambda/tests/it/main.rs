@@ -4,8 +4,7 @@ use deltalake::logstore::object_store::{
     ObjectStoreExt, PutPayload, aws::AmazonS3Builder, path::Path,
 };
 use lakestream_lambda::config_source::{S3Access, load_config};
-
-const EXAMPLE: &str = include_str!("../../../../lakestream.toml");
+use lakestream_testkit::{EXAMPLE, s3_endpoint, unique_suffix};
 
 #[tokio::test]
 async fn file_and_inline_sources() -> anyhow::Result<()> {
@@ -23,12 +22,7 @@ async fn file_and_inline_sources() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn s3_source_on_the_emulator() -> anyhow::Result<()> {
-    let Ok(endpoint) = std::env::var("LAKESTREAM_TEST_S3_ENDPOINT") else {
-        assert!(
-            !std::env::var("LAKESTREAM_REQUIRE_S3").is_ok_and(|v| v == "1"),
-            "LAKESTREAM_REQUIRE_S3=1 but LAKESTREAM_TEST_S3_ENDPOINT is not set"
-        );
-        eprintln!("note: S3 config source skipped (no LAKESTREAM_TEST_S3_ENDPOINT)");
+    let Some(endpoint) = s3_endpoint() else {
         return Ok(());
     };
     let store = AmazonS3Builder::new()
@@ -39,7 +33,7 @@ async fn s3_source_on_the_emulator() -> anyhow::Result<()> {
         .with_access_key_id("test")
         .with_secret_access_key("test")
         .build()?;
-    let key = format!("configs/{:x}/lakestream.toml", fastrand_u64());
+    let key = format!("configs/{}/lakestream.toml", unique_suffix());
     store
         .put(
             &Path::from(key.as_str()),
@@ -56,13 +50,6 @@ async fn s3_source_on_the_emulator() -> anyhow::Result<()> {
     let missing = load_config("s3://lakestream-test/configs/none.toml", &access).await;
     assert!(missing.is_err_and(|e| e.to_string().contains("could not be read")));
     Ok(())
-}
-
-fn fastrand_u64() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
 }
 
 /// `LAKESTREAM_LOG_BUCKETS` (set by the template to the raw-logs bucket) replaces

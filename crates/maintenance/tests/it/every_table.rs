@@ -11,10 +11,10 @@ use lakestream_core::{FixedClock, KafkaIngestor, Lake, read};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::notification::LogObject;
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::EXAMPLE;
 use maintenance::{JobResult, Request, run};
 use std::sync::Arc;
 
-const CONFIG: &str = include_str!("../../../../lakestream.toml");
 const LOGS: &[u8] =
     include_bytes!("../../../../tests/fixtures/access-logs/2026-11-29-08-00-00-A1B2C3D4E5F6.log");
 
@@ -58,8 +58,8 @@ struct Pipeline {
 impl Pipeline {
     async fn new() -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
-        let text = CONFIG.replace("layout = \"per_bucket\"", "layout = \"single\"");
-        anyhow::ensure!(text != CONFIG, "example config layout changed");
+        let text = EXAMPLE.replace("layout = \"per_bucket\"", "layout = \"single\"");
+        anyhow::ensure!(text != EXAMPLE, "example config layout changed");
         let mut cfg = PipelineConfig::from_toml(&format!("{text}\n{CDC}"))?;
         cfg.lake.root = dir.path().join("lake").to_string_lossy().into_owned();
         // 2026-01-01T12:00:00Z: the rows below are an hour or two old.

@@ -9,12 +9,12 @@ use lakestream_core::{FixedClock, KafkaIngestor, Lake};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::notification::LogObject;
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::EXAMPLE;
 use maintenance::{Job, Maintainer, Request, run};
 use std::sync::Arc;
 
 mod every_table;
 
-const CONFIG: &str = include_str!("../../../../lakestream.toml");
 const OPTIMIZE_EVENT: &str = include_str!("../../../../events/maintenance-optimize.json");
 const LOGS: &[u8] =
     include_bytes!("../../../../tests/fixtures/access-logs/2026-11-29-08-00-00-A1B2C3D4E5F6.log");
@@ -24,7 +24,7 @@ const LOGS: &[u8] =
 async fn lake_with_six_small_files()
 -> anyhow::Result<(tempfile::TempDir, PipelineConfig, Arc<FixedClock>)> {
     let dir = tempfile::tempdir()?;
-    let mut cfg = PipelineConfig::from_toml(CONFIG)?;
+    let mut cfg = PipelineConfig::from_toml(EXAMPLE)?;
     cfg.lake.root = dir.path().join("lake").to_string_lossy().into_owned();
     let clock = Arc::new(FixedClock::new(
         chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default(),
@@ -158,24 +158,6 @@ async fn handler_with_the_sample_input() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Every file under `dir`, for "a dry run writes nothing".
-fn listing(dir: &std::path::Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p.display().to_string());
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 /// `{"dry_run": true}` on every job of the function leaves the table's files and version as
 /// they were (it was ignored by checkpoint and manifest, and compaction wrote).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -183,7 +165,7 @@ async fn dry_run_of_every_job_writes_nothing() -> anyhow::Result<()> {
     let (dir, cfg, clock) = lake_with_six_small_files().await?;
     let lake = Lake::new(&cfg.lake)?;
     let table_dir = dir.path().join("lake/raw/order");
-    let before = listing(&table_dir);
+    let before = lakestream_testkit::files_under(&table_dir);
     for job in ["optimize", "vacuum", "checkpoint", "manifest"] {
         let req = Request::from_event(
             &serde_json::json!({"job": job, "tables": ["raw/order"], "dry_run": true}),
@@ -195,7 +177,7 @@ async fn dry_run_of_every_job_writes_nothing() -> anyhow::Result<()> {
             "{job}: {results:?}"
         );
         assert_eq!(
-            listing(&table_dir),
+            lakestream_testkit::files_under(&table_dir),
             before,
             "{job} with dry_run wrote: {results:?}"
         );

@@ -5,6 +5,7 @@ use lakestream_core::{Error, FixedClock, IngestReport, KafkaIngestor};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::kafka::KafkaEvent;
 use lakestream_formats::record::{RecordValue, SourceRecord};
+use lakestream_testkit::EXAMPLE;
 use lambda_runtime::Diagnostic;
 use msk_ingest::{RecordSink, handle};
 use std::sync::{Arc, Mutex};
@@ -13,7 +14,6 @@ const ORDERS: &[u8] = include_bytes!("../../../../events/msk-orders.json");
 const REPLAY: &[u8] = include_bytes!("../../../../events/msk-replay.json");
 const BAD: &[u8] = include_bytes!("../../../../events/msk-bad-records.json");
 const SELF_MANAGED: &[u8] = include_bytes!("../../../../events/msk-self-managed.json");
-const CONFIG: &str = include_str!("../../../../lakestream.toml");
 
 #[derive(Default)]
 struct Recording(Mutex<Vec<SourceRecord>>, Option<fn() -> Error>);
@@ -113,7 +113,7 @@ async fn only_retryable_failures_fail_the_invocation_with_a_named_cause() {
 #[tokio::test]
 async fn sample_events_through_the_real_ingestor() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let mut cfg = PipelineConfig::from_toml(CONFIG)?;
+    let mut cfg = PipelineConfig::from_toml(EXAMPLE)?;
     cfg.lake.root = dir.path().to_string_lossy().into_owned();
     let clock =
         FixedClock::new(chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default());

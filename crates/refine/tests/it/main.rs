@@ -4,22 +4,20 @@
 //! input is refused with what to send.
 
 use anyhow::{Context, Result};
-use lakestream_core::{KafkaIngestor, SystemClock, read};
-use lakestream_formats::config::PipelineConfig;
+use lakestream_core::{KafkaIngestor, SystemClock};
 use lakestream_formats::kafka::KafkaEvent;
+use lakestream_testkit::{Backend, TestLake, strings};
 use refine::{Refiner, Request};
 use std::sync::Arc;
 
-const EXAMPLE: &str = include_str!("../../../../lakestream.toml");
 const ORDERS: &[u8] = include_bytes!("../../../../events/msk-orders.json");
 const MEMBERS: &[u8] = include_bytes!("../../../../events/msk-members.json");
 const INPUT: &str = include_str!("../../../../events/refine-curated.json");
 
 #[tokio::test]
 async fn scheduled_ticks_join_once() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let mut config = PipelineConfig::from_toml(EXAMPLE)?;
-    config.lake.root = dir.path().to_string_lossy().into_owned();
+    let test_lake = TestLake::new(Backend::Fs, "refine-ticks")?;
+    let config = test_lake.config.clone();
     let ingestor = KafkaIngestor::new(config.clone(), Arc::new(SystemClock))?;
     for ev in [ORDERS, MEMBERS] {
         msk_ingest::handle(&ingestor, KafkaEvent::from_json(ev)?).await?;
@@ -47,15 +45,29 @@ async fn scheduled_ticks_join_once() -> Result<()> {
         .as_ref()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     assert!(report.runs.is_empty(), "a repeated tick must not run again");
-    let lake = &refiner.lake;
-    let curated = read::read_table(lake, "curated/order", None).await?;
-    assert_eq!(curated.num_rows(), 6);
-    let memberships = read::read_table(lake, "curated/order", None)
-        .await?
-        .column_by_name("membership")
-        .context("membership column")?
-        .len();
-    assert_eq!(memberships, 6);
+    // Each order with the membership its owner held (events/msk-members.json), not only six
+    // rows.
+    let curated = test_lake.read("curated/order").await?;
+    let ids = strings(&curated, "order_id")?;
+    let owners = strings(&curated, "order_owner")?;
+    let memberships = strings(&curated, "membership")?;
+    let mut joined: Vec<(String, String, String)> = (0..curated.num_rows())
+        .map(|i| {
+            let text = |c: &[Option<String>]| c[i].clone().unwrap_or_else(|| "null".into());
+            (text(&ids), text(&owners), text(&memberships))
+        })
+        .collect();
+    joined.sort();
+    let want = [
+        ("1", "alice", "gold"),
+        ("2", "bob", "silver"),
+        ("3", "carol", "bronze"),
+        ("4", "dave", "platinum"),
+        ("5", "erin", "silver"),
+        ("6", "frank", "gold"),
+    ]
+    .map(|(i, o, m)| (i.to_string(), o.to_string(), m.to_string()));
+    assert_eq!(joined, want);
     Ok(())
 }
 
@@ -73,10 +85,8 @@ fn inputs() {
 /// before anything runs, naming the configured jobs.
 #[tokio::test]
 async fn unknown_job_is_bad_input() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let mut config = PipelineConfig::from_toml(EXAMPLE)?;
-    config.lake.root = dir.path().to_string_lossy().into_owned();
-    let refiner = Refiner::new(config, Arc::new(SystemClock))?;
+    let test_lake = TestLake::new(Backend::Fs, "refine-unknown-job")?;
+    let refiner = Refiner::new(test_lake.config.clone(), Arc::new(SystemClock))?;
     let event = serde_json::json!({"jobs": ["nope"]});
     let err = refine::handle(&refiner, &event)
         .await
@@ -92,9 +102,11 @@ async fn unknown_job_is_bad_input() -> Result<()> {
 /// with the `--skip-to` to run) and `processed`, which reads `curated/order`, is skipped.
 #[tokio::test]
 async fn a_failed_job_skips_its_dependants() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let mut config = PipelineConfig::from_toml(EXAMPLE)?;
-    config.lake.root = dir.path().to_string_lossy().into_owned();
+    let test_lake = TestLake::new(Backend::Fs, "refine-dependants")?;
+    let config = test_lake.config.clone();
+    let raw_order = test_lake
+        .table_dir("raw/order")
+        .context("a filesystem lake")?;
     let ingest = || -> Result<KafkaIngestor> {
         Ok(KafkaIngestor::new(config.clone(), Arc::new(SystemClock))?)
     };
@@ -105,7 +117,7 @@ async fn a_failed_job_skips_its_dependants() -> Result<()> {
     refine::handle(&refiner, &serde_json::json!({}))
         .await?
         .into_result()?;
-    std::fs::remove_dir_all(dir.path().join("raw/order"))?;
+    std::fs::remove_dir_all(raw_order)?;
     msk_ingest::handle(&ingest()?, KafkaEvent::from_json(ORDERS)?).await?;
     let response = refine::handle(&refiner, &serde_json::json!({})).await?;
     let outcomes: Vec<(&str, bool)> = response

@@ -6,13 +6,13 @@
 use lakestream_core::FixedClock;
 use lakestream_core::access_log::{AccessLogIngestor, LocalObjects};
 use lakestream_formats::config::PipelineConfig;
+use lakestream_testkit::EXAMPLE;
 use s3_log_ingest::QueueMessage;
 use s3_log_ingest::drain::{DrainSettings, Queue, drain};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const TEST_EVENT: &str = include_str!("../../../../events/s3-test-event.json");
-const CONFIG: &str = include_str!("../../../../lakestream.toml");
 
 /// A queue of test events on a fake clock: each receive waits its long poll (the clock moves by
 /// `wait`), each delete takes 100 ms.
@@ -55,7 +55,7 @@ impl Queue for FakeQueue {
 
 async fn drained(timeout_s: u64, settings: &DrainSettings) -> anyhow::Result<(usize, Duration)> {
     let dir = tempfile::tempdir()?;
-    let mut cfg = PipelineConfig::from_toml(CONFIG)?;
+    let mut cfg = PipelineConfig::from_toml(EXAMPLE)?;
     cfg.lake.root = dir.path().join("lake").to_string_lossy().into_owned();
     let ing = AccessLogIngestor::new(cfg, Arc::new(FixedClock::new(chrono::Utc::now())))?;
     let elapsed = Arc::new(Mutex::new(Duration::ZERO));

@@ -3,11 +3,12 @@
 //! and the sample scheduled event (`events/scheduled-drain.json`) with and without a queue.
 
 use crate::drain_reserve::FakeQueue;
-use crate::{CONFIG, EB_LINE, GZIP, PLAIN};
+use crate::{EB_LINE, GZIP, PLAIN};
 use anyhow::Context;
 use lakestream_core::FixedClock;
 use lakestream_core::access_log::LocalObjects;
 use lakestream_formats::config::PipelineConfig;
+use lakestream_testkit::EXAMPLE;
 use s3_log_ingest::handler::{LogIngest, LogResponse, handle};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,7 +26,7 @@ fn deps(
     std::fs::write(logs.join("2026-11-29-08-00-00-A1B2C3D4E5F6"), PLAIN)?;
     std::fs::write(logs.join("2026-11-29-09-00-00-F6E5D4C3B2A1.gz"), GZIP)?;
     std::fs::write(logs.join("2026-11-29-10-00-00-0A1B2C3D4E5F"), EB_LINE)?;
-    let mut cfg = PipelineConfig::from_toml(CONFIG)?;
+    let mut cfg = PipelineConfig::from_toml(EXAMPLE)?;
     cfg.lake.root = dir.join("lake").to_string_lossy().into_owned();
     let clock =
         FixedClock::new(chrono::DateTime::from_timestamp(1_795_939_200, 0).unwrap_or_default());
@@ -109,7 +110,7 @@ async fn a_scheduled_event_without_a_queue_is_a_config_error() -> anyhow::Result
 
 #[test]
 fn no_bucket_to_read_from_fails_at_start() -> anyhow::Result<()> {
-    let mut cfg = PipelineConfig::from_toml(CONFIG)?;
+    let mut cfg = PipelineConfig::from_toml(EXAMPLE)?;
     cfg.access_logs.source_buckets.clear();
     let clock = Arc::new(FixedClock::new(chrono::Utc::now()));
     let err = LogIngest::<LocalObjects, FakeQueue>::new(cfg, clock, LocalObjects(".".into()), None)

@@ -23,7 +23,6 @@ const SQS_EVENT: &str = include_str!("../../../../events/sqs-s3-notifications.js
 const DIRECT: &str = include_str!("../../../../events/s3-notification.json");
 const SNS: &str = include_str!("../../../../events/s3-notification-sns.json");
 const TEST_EVENT: &str = include_str!("../../../../events/s3-test-event.json");
-const CONFIG: &str = include_str!("../../../../lakestream.toml");
 const EB_LINE: &str = "owner eventbridge-demo [29/Nov/2026:10:00:00 +0000] 1.2.3.4 req ID REST.GET.OBJECT k \"GET /k HTTP/1.1\" 200 - 1 1 1 1 \"-\" \"ua\" -\n";
 
 struct Env {
@@ -33,12 +32,7 @@ struct Env {
 }
 
 async fn env() -> anyhow::Result<Option<Env>> {
-    let Ok(endpoint) = std::env::var("LAKESTREAM_TEST_S3_ENDPOINT") else {
-        assert!(
-            !std::env::var("LAKESTREAM_REQUIRE_S3").is_ok_and(|v| v == "1"),
-            "LAKESTREAM_REQUIRE_S3=1 but LAKESTREAM_TEST_S3_ENDPOINT is not set"
-        );
-        eprintln!("note: skipped (no LAKESTREAM_TEST_S3_ENDPOINT; `make test` sets it)");
+    let Some(endpoint) = lakestream_testkit::s3_endpoint() else {
         return Ok(None);
     };
     let creds = Credentials::new("test", "test", None, None, "test");
@@ -59,7 +53,13 @@ async fn env() -> anyhow::Result<Option<Env>> {
             .credentials_provider(creds)
             .build(),
     );
-    let _ = s3.create_bucket().bucket("raw-logs").send().await;
+    if let Err(e) = s3.create_bucket().bucket("raw-logs").send().await {
+        // Created by an earlier test of this run: anything else is a broken emulator.
+        let exists = e
+            .as_service_error()
+            .is_some_and(|e| e.is_bucket_already_owned_by_you() || e.is_bucket_already_exists());
+        anyhow::ensure!(exists, "creating the raw-logs bucket: {e:?}");
+    }
     for (key, body) in [
         ("logs/2026-11-29-08-00-00-A1B2C3D4E5F6", PLAIN),
         ("logs/2026-11-29-09-00-00-F6E5D4C3B2A1.gz", GZIP),
@@ -75,15 +75,10 @@ async fn env() -> anyhow::Result<Option<Env>> {
     Ok(Some(Env { endpoint, s3, sqs }))
 }
 
+/// An access-log ingestor on a fresh lake on the emulator (the endpoint of `env`).
 fn ingestor(env: &Env, name: &str) -> anyhow::Result<(AccessLogIngestor, PipelineConfig)> {
-    let mut cfg = PipelineConfig::from_toml(CONFIG)?;
-    cfg.lake.root = format!(
-        "s3://lakestream-test/{name}-{:x}",
-        std::process::id() as u64 * 1000 + fastrand_ms()
-    );
+    let mut cfg = lakestream_testkit::TestLake::new(lakestream_testkit::Backend::S3, name)?.config;
     cfg.lake.endpoint_url = Some(env.endpoint.clone());
-    cfg.lake.region = Some("us-east-1".into());
-    cfg.lake.allow_http = true;
     // The unreachable bucket is a configured source: its GET fails (retryable).
     cfg.access_logs
         .source_buckets
@@ -91,13 +86,6 @@ fn ingestor(env: &Env, name: &str) -> anyhow::Result<(AccessLogIngestor, Pipelin
     let clock =
         FixedClock::new(chrono::DateTime::from_timestamp(1_795_939_200, 0).unwrap_or_default());
     Ok((AccessLogIngestor::new(cfg.clone(), Arc::new(clock))?, cfg))
-}
-
-fn fastrand_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
 }
 
 async fn rows(cfg: &PipelineConfig, table: &str) -> anyhow::Result<usize> {
@@ -163,7 +151,7 @@ async fn drain_empties_the_queue_and_deletes_only_committed() -> anyhow::Result<
     };
     let (ing, cfg) = ingestor(&env, "drain")?;
     let source = S3Objects::new(env.s3.clone());
-    let name = format!("drain-{}", fastrand_ms());
+    let name = format!("drain-{}", lakestream_testkit::unique_suffix());
     let url = env
         .sqs
         .create_queue()
@@ -248,7 +236,7 @@ async fn objects_are_read_with_the_notified_etag() -> anyhow::Result<()> {
     };
     let (ing, cfg) = ingestor(&env, "etag")?;
     let source = S3Objects::new(env.s3.clone());
-    let key = format!("logs/overwritten-{}", fastrand_ms());
+    let key = format!("logs/overwritten-{}", lakestream_testkit::unique_suffix());
     let put = |body: &'static [u8]| {
         env.s3
             .put_object()
@@ -344,7 +332,7 @@ async fn foreign_buckets_are_dead_lettered_without_a_get() -> anyhow::Result<()>
             .root
             .trim_start_matches("s3://lakestream-test/")
             .to_string();
-        let secret = format!("SECRET-{}", fastrand_ms());
+        let secret = format!("SECRET-{}", lakestream_testkit::unique_suffix());
         let config_key = format!("{prefix}/_config/lakestream.toml");
         let body = format!(
             "{}aws_secret_access_key = \"{secret}\"\n",
@@ -385,7 +373,7 @@ async fn foreign_buckets_are_dead_lettered_without_a_get() -> anyhow::Result<()>
             let url = env
                 .sqs
                 .create_queue()
-                .queue_name(format!("foreign-{}", fastrand_ms()))
+                .queue_name(format!("foreign-{}", lakestream_testkit::unique_suffix()))
                 .send()
                 .await?
                 .queue_url

@@ -4,9 +4,8 @@ import datetime as dt
 import gzip
 import shutil
 
-from deltalake import DeltaTable
 
-from conftest import ROOT
+from lake_support import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "access-logs"
 EB_LINE = 'owner eventbridge-demo [29/Nov/2026:10:00:00 +0000] 1.2.3.4 req ID REST.GET.OBJECT k "GET /k HTTP/1.1" 200 - 1 1 1 1 "-" "ua" -\n'
@@ -22,7 +21,7 @@ def objects_dir(tmp_path):
 
 
 def rows(lake, name):
-    return DeltaTable(lake.table_uri(name), storage_options=lake.storage_options or None).to_pyarrow_table().to_pylist()
+    return lake.read(name).to_pylist()
 
 
 def test_access_log_tables_read_back(lake, tmp_path):

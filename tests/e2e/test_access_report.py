@@ -3,15 +3,13 @@ the dataset read most ranks first, one never read is flagged, the age of the dat
 from the dates in the keys, and the HTML page is self-contained and well formed (rendered by
 headless Chromium when it is installed)."""
 import json
-import os
 import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 
-from conftest import ROOT
+from lake_support import BIN
 
-BIN = os.environ.get("LAKESTREAM_BIN", str(ROOT / "target/debug/lakestream"))
 OWNER = "79a59df900b949e55d96a1e698fbacedfd6e09d98eacf8f8d5218e7cd47ef2be"
 
 
@@ -35,9 +33,7 @@ def notification(key):
 
 
 def cli(lake, *args):
-    out = subprocess.run([BIN, *args, "--config", str(lake.config)], capture_output=True, text=True, check=False)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
+    return lake.cli(*args)
 
 
 def test_the_most_read_dataset_ranks_first_and_the_unread_one_is_flagged(lake, tmp_path):

@@ -10,9 +10,8 @@ import subprocess
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from conftest import ROOT
+from lake_support import BIN
 
-BIN = os.environ.get("LAKESTREAM_BIN", str(ROOT / "target/debug/lakestream"))
 FILES, ROWS = 60, 100
 
 
@@ -62,13 +61,13 @@ def test_two_optimizes_at_once_keep_every_row_once(lake):
 
 def test_dry_runs_change_nothing(lake):
     small_files(lake)
-    before = (DeltaTable(lake.table_uri("py/events"), storage_options=lake.storage_options or None).version(),
+    before = (lake.delta("py/events").version(),
               listing(lake, "py/events"))
     for args in (["optimize", "--min-files", "2"], ["vacuum", "--retention-hours", "0", "--force"],
                  ["checkpoint"], ["manifest"]):
         out = subprocess.run([BIN, args[0], "py/events", "--dry-run", *args[1:], "--config", str(lake.config)],
                              capture_output=True, text=True, check=False)
         assert out.returncode == 0, out.stderr
-        after = (DeltaTable(lake.table_uri("py/events"), storage_options=lake.storage_options or None).version(),
+        after = (lake.delta("py/events").version(),
                  listing(lake, "py/events"))
         assert after == before, f"`{args[0]} --dry-run` changed the table: {out.stdout}"

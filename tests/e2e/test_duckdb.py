@@ -10,25 +10,20 @@ import datetime as dt
 import json
 import os
 import pathlib
-import subprocess
 
 import duckdb
 import duckdb_ext
-from deltalake import DeltaTable
 
-from conftest import ROOT
+from lake_support import checkpointed_version
 from test_access_logs import objects_dir
 
-BIN = os.environ.get("LAKESTREAM_BIN", str(ROOT / "target/debug/lakestream"))
 EXTENSIONS = str(pathlib.Path(list(duckdb_ext.__path__)[0]) / "extensions")
 TABLES = ["raw/order", "raw/member", "dead_letters", "access_logs/datalake-prod", "curated/order",
           "processed/order"]
 
 
 def cli(lake, *args):
-    out = subprocess.run([BIN, *args, "--config", str(lake.config)], capture_output=True, text=True, check=False)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
+    return lake.cli(*args)
 
 
 def connect(lake):
@@ -81,7 +76,7 @@ def duck_rows(con, uri, version=None):
 
 
 def deltalake_rows(lake, name, version=None):
-    t = DeltaTable(lake.table_uri(name), version=version, storage_options=lake.storage_options or None)
+    t = lake.delta(name, version=version)
     return t.to_pyarrow_table().to_pylist()
 
 
@@ -109,7 +104,7 @@ def test_duckdb_reads_every_table_kind_like_python_deltalake(lake, tmp_path):
     counts = {name: assert_same(con, lake, name) for name in TABLES}
     assert counts["raw/order"] == 11 and counts["dead_letters"] > 0 and counts["access_logs/datalake-prod"] == 4
     assert counts["curated/order"] > 0 and counts["processed/order"] > 0
-    members = DeltaTable(lake.table_uri("raw/member"), storage_options=lake.storage_options or None)
+    members = lake.delta("raw/member")
     assert "points" in [f.name for f in members.schema().fields], "msk-new-field.json added a column"
 
     # An old version by number, then compaction, vacuum and a checkpoint: the same rows.
@@ -119,8 +114,9 @@ def test_duckdb_reads_every_table_kind_like_python_deltalake(lake, tmp_path):
     # away files, the curated job's join state at the version it consumed.
     cli(lake, "refine")
     cli(lake, "vacuum", "raw/order", "--retention-hours", "0", "--force")
-    assert "checkpoint Some(" in cli(lake, "checkpoint", "raw/order")
-    t = DeltaTable(lake.table_uri("raw/order"), storage_options=lake.storage_options or None)
+    out = cli(lake, "checkpoint", "raw/order")
+    t = lake.delta("raw/order")
+    assert checkpointed_version(out) == t.version(), out
     assert [h["operation"] for h in t.history(3)] == ["VACUUM END", "VACUUM START", "OPTIMIZE"]
     con = connect(lake)  # a fresh reader: past the checkpoint, after the vacuum
     assert assert_same(con, lake, "raw/order") == 11

@@ -6,8 +6,6 @@ in case lands in that column."""
 import base64
 import json
 
-from deltalake import DeltaTable
-
 
 def _event(tmp_path, name, records):
     """An MSK event with `records` = [(topic, partition, offset, value dict)]."""
@@ -25,7 +23,7 @@ def _event(tmp_path, name, records):
 
 
 def _rows(lake, name):
-    t = DeltaTable(lake.table_uri(name), storage_options=lake.storage_options or None)
+    t = lake.delta(name)
     return t, t.to_pyarrow_table().to_pylist()
 
 

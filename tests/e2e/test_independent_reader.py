@@ -3,13 +3,12 @@
 filesystem and on the S3 emulator."""
 import datetime as dt
 
-from deltalake import DeltaTable
 
 UTC = dt.timezone.utc
 
 
 def read(lake, name):
-    t = DeltaTable(lake.table_uri(name), storage_options=lake.storage_options or None)
+    t = lake.delta(name)
     return t, t.to_pyarrow_table().to_pylist()
 
 
@@ -95,6 +94,6 @@ def test_schema_evolution_is_visible_to_other_readers(lake):
     assert points[("bob", "gold")] is None
     assert points[("alice", "gold")] is None  # older rows read null
     # Time travel: version 0 has no `points` column.
-    old = DeltaTable(lake.table_uri("raw/member"), version=0, storage_options=lake.storage_options or None)
+    old = lake.delta("raw/member", version=0)
     assert "points" not in old.to_pyarrow_table().column_names
     assert table.metadata().partition_columns == ["order_owner"]

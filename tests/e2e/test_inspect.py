@@ -2,20 +2,15 @@
 checked against Python `deltalake` (its own log replay): the same commits and operations, the
 compaction with dataChange=false, and the same rows at the version before it and after it."""
 import json
-import os
 import subprocess
 
 from deltalake import DeltaTable
 
-from conftest import ROOT
-
-BIN = os.environ.get("LAKESTREAM_BIN", str(ROOT / "target/debug/lakestream"))
+from lake_support import BIN, cli
 
 
 def run(*args, cwd):
-    out = subprocess.run([BIN, *args], capture_output=True, text=True, check=False, cwd=cwd)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
+    return cli(*args, cwd=cwd)
 
 
 def offsets(rows):
@@ -60,12 +55,12 @@ def test_changes_net_of_a_rewrite_by_another_writer(lake, tmp_path):
     and nothing for the compaction."""
     lake.invoke("msk-orders.json")  # v0: 6 rows
     lake.invoke("msk-replay.json")  # v1: 2 new rows
-    t = DeltaTable(lake.table_uri("raw/order"), storage_options=lake.storage_options or None)
+    t = lake.delta("raw/order")
     t.delete("kafka_offset = 1204310")  # v2
     out = subprocess.run([BIN, "optimize", "raw/order", "--min-files", "2", "--config", str(lake.config)],
                          capture_output=True, text=True, check=False)  # v3
     assert out.returncode == 0, out.stderr
-    t = DeltaTable(lake.table_uri("raw/order"), storage_options=lake.storage_options or None)
+    t = lake.delta("raw/order")
     ops = [h["operation"] for h in t.history()]
     assert ops[:2] == ["OPTIMIZE", "DELETE"], ops
     out = subprocess.run([BIN, "changes", "raw/order", "--from", "1", "--json", "--config", str(lake.config)],
@@ -88,7 +83,7 @@ def test_ddl_names_the_table_location_and_its_exact_columns(lake):
                          capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     ddl = out.stdout
-    t = DeltaTable(lake.table_uri("raw/order"), storage_options=lake.storage_options or None)
+    t = lake.delta("raw/order")
     parts = t.metadata().partition_columns
     cols = [line.strip().rstrip(",)").split(" ", 1) for line in ddl.splitlines() if line.startswith("  `")]
     names = [c[0].strip("`") for c in cols]

@@ -1,22 +1,16 @@
 """Maintenance through the CLI, with Python `deltalake` reading the table after every step."""
-from deltalake import DeltaTable
+
+from lake_support import checkpointed_version
 
 
 def snapshot(lake, name="raw/order"):
-    t = DeltaTable(lake.table_uri(name), storage_options=lake.storage_options or None)
+    t = lake.delta(name)
     rows = sorted((r["kafka_partition"], r["kafka_offset"], r["order_value"]) for r in t.to_pyarrow_table().to_pylist())
     return t, rows
 
 
 def test_optimize_vacuum_manifest_keep_the_table_readable(lake):
-    import subprocess, os
-    from conftest import ROOT
-    bin_ = os.environ.get("LAKESTREAM_BIN", str(ROOT / "target/debug/lakestream"))
-
-    def cli(*args):
-        out = subprocess.run([bin_, *args, "--config", str(lake.config)], capture_output=True, text=True, check=False)
-        assert out.returncode == 0, out.stderr
-        return out.stdout
+    cli = lake.cli
 
     for ev in ["msk-orders.json", "msk-replay.json", "msk-self-managed.json"]:
         lake.invoke(ev)
@@ -29,7 +23,7 @@ def test_optimize_vacuum_manifest_keep_the_table_readable(lake):
     t, after = snapshot(lake)
     assert after == before and len(t.file_uris()) == 1
     assert t.history(1)[0]["operation"] == "OPTIMIZE"
-    old = DeltaTable(lake.table_uri("raw/order"), version=2, storage_options=lake.storage_options or None)
+    old = lake.delta("raw/order", version=2)
     assert len(old.file_uris()) == 3  # time travel still sees the small files
 
     out = cli("vacuum", "raw/order", "--dry-run", "--retention-hours", "0", "--force")
@@ -45,7 +39,8 @@ def test_optimize_vacuum_manifest_keep_the_table_readable(lake):
     out = cli("manifest", "raw/order")
     assert "0 written" in out and "1 unchanged" in out, out
     out = cli("checkpoint", "raw/order")
-    assert "checkpoint Some(5)" in out, out  # versions 3: OPTIMIZE, 4-5: VACUUM START/END
+    # versions 3: OPTIMIZE, 4-5: VACUUM START/END; the checkpoint is written at the latest one.
+    assert checkpointed_version(out) == 5 == snapshot(lake)[0].version(), out
     assert snapshot(lake)[1] == before
 
 
@@ -53,9 +48,9 @@ def test_the_cli_and_the_function_maintain_the_same_tables(tmp_path):
     """One table list (issue 24 defect 5): `lakestream validate` prints it, `lakestream optimize
     --all` and the maintenance function (`lakestream invoke maintenance`, the handler the Lambda
     runs) run on it, and it holds the refine outputs and the single-layout access-log table."""
-    import base64, json, os, shutil, subprocess, time
-    from conftest import EXAMPLE, ROOT
-    bin_ = os.environ.get("LAKESTREAM_BIN", str(ROOT / "target/debug/lakestream"))
+    import base64, json, shutil, time
+    import lake_support
+    from lake_support import EXAMPLE, ROOT
     text = EXAMPLE.replace('root = "./lake"', f'root = "{tmp_path / "lake"}"')
     text = text.replace('layout = "per_bucket"', 'layout = "single"')
     assert 'layout = "single"' in text and str(tmp_path) in text
@@ -63,9 +58,7 @@ def test_the_cli_and_the_function_maintain_the_same_tables(tmp_path):
     config.write_text(text)
 
     def cli(*args):
-        out = subprocess.run([bin_, *args, "--config", str(config)], capture_output=True, text=True, check=False)
-        assert out.returncode == 0, out.stderr
-        return out.stdout
+        return lake_support.cli(*args, config=config)
 
     # Orders joined with a membership a minute older; access logs; both refine jobs.
     t = time.time() - 1800

@@ -5,13 +5,11 @@ nothing. On the emulator the record is read from a bucket prefix, as from the st
 failed-batches bucket."""
 import json
 import os
-import subprocess
 import uuid
 
 import boto3
-from deltalake import DeltaTable
 
-from conftest import EVENTS, ROOT
+from lake_support import EVENTS
 from test_independent_reader import ORDERS_AFTER_REPLAYS
 
 
@@ -19,11 +17,7 @@ def lakestream(lake, *args):
     env = dict(os.environ)
     if lake.backend == "s3":  # where the CLI's S3 client reads the failed-batches prefix
         env["AWS_ENDPOINT_URL"] = os.environ["LAKESTREAM_TEST_S3_ENDPOINT"]
-    return subprocess.run(
-        [os.environ.get("LAKESTREAM_BIN", str(ROOT / "target/debug/lakestream")), *args,
-         "--config", str(lake.config)],
-        capture_output=True, text=True, check=False, env=env,
-    )
+    return lake.run(*args, env=env)
 
 
 def failed_batch_source(lake, tmp_path):
@@ -61,7 +55,7 @@ def test_a_failed_batch_is_redriven_once_after_the_partitions_moved_on(lake, tmp
     [r2] = json.loads(again.stdout)
     assert (r2["written"], r2["duplicates"]) == (0, 6)
 
-    t = DeltaTable(lake.table_uri("raw/order"), storage_options=lake.storage_options or None)
+    t = lake.delta("raw/order")
     got = sorted((r["order_id"], r["order_owner"], r["order_value"], r["timestamp"], r["kafka_partition"], r["kafka_offset"])
                  for r in t.to_pyarrow_table().to_pylist())
     assert got == ORDERS_AFTER_REPLAYS

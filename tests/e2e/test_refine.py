@@ -6,9 +6,7 @@ batch is redelivered, a source is compacted between runs, and late rows exist on
 import base64
 import datetime as dt
 import json
-import os
 import random
-import subprocess
 from collections import Counter
 
 import pyarrow as pa
@@ -16,7 +14,6 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from conftest import ROOT
 
 HOUR_US = 3_600_000_000
 OWNERS = ["alice", "bob", "carol", "dave", "erin", "frank"]
@@ -24,13 +21,7 @@ LEVELS = ["bronze", "silver", "gold", "platinum"]
 
 
 def lakestream(lake, *args):
-    out = subprocess.run(
-        [os.environ.get("LAKESTREAM_BIN", str(ROOT / "target/debug/lakestream")), *args,
-         "--config", str(lake.config)],
-        capture_output=True, text=True, check=False,
-    )
-    assert out.returncode == 0, out.stderr
-    return out.stdout
+    return lake.cli(*args)
 
 
 def iso(us):

@@ -3,19 +3,10 @@
 import csv
 import io
 import json
-import os
-import subprocess
-
-from deltalake import DeltaTable
-
-from conftest import ROOT
-
-BIN = os.environ.get("LAKESTREAM_BIN", str(ROOT / "target/debug/lakestream"))
 
 
 def sql(lake, query, *extra, ok=True):
-    out = subprocess.run([BIN, "sql", query, *extra, "--config", str(lake.config)],
-                         capture_output=True, text=True, check=False)
+    out = lake.run("sql", query, *extra)
     assert (out.returncode == 0) == ok, out.stderr
     return out
 
@@ -23,7 +14,7 @@ def sql(lake, query, *extra, ok=True):
 def test_sql_counts_match_the_tables_and_time_travel_works(lake):
     for ev in ["msk-orders.json", "msk-replay.json", "msk-self-managed.json", "msk-members.json"]:
         lake.invoke(ev)
-    rows = DeltaTable(lake.table_uri("raw/order"), storage_options=lake.storage_options or None).to_pyarrow_table().to_pylist()
+    rows = lake.read("raw/order").to_pylist()
     per_owner = {}
     for r in rows:
         per_owner[r["order_owner"]] = per_owner.get(r["order_owner"], 0) + r["order_value"]
@@ -33,9 +24,18 @@ def test_sql_counts_match_the_tables_and_time_travel_works(lake):
     assert got == per_owner and len(got) == 6
     out = sql(lake, "SELECT count(*) AS n FROM raw_order_v0", "--at", "raw/order=0", "--format", "csv")
     assert list(csv.DictReader(io.StringIO(out.stdout))) == [{"n": "6"}]
-    out = sql(lake, "SELECT o.order_owner, m.membership FROM raw_order o JOIN raw_member m ON o.order_owner = m.order_owner "
-                    "ORDER BY 1 LIMIT 1")
-    assert "order_owner" in out.stdout and "+--" in out.stdout  # the table format
+    # A join across two tables: every (order, membership) pair of the same owner, as the rows
+    # Python `deltalake` reads give it.
+    members = lake.read("raw/member").to_pylist()
+    want = sorted((o["order_id"], o["order_owner"], m["membership"])
+                  for o in rows for m in members if o["order_owner"] == m["order_owner"])
+    query = ("SELECT o.order_id, o.order_owner, m.membership FROM raw_order o JOIN raw_member m "
+             "ON o.order_owner = m.order_owner")
+    out = sql(lake, query, "--format", "json")
+    got = sorted((r["order_id"], r["order_owner"], r["membership"]) for r in map(json.loads, out.stdout.splitlines()))
+    assert want and got == want, (got, want)
+    table = sql(lake, query + " ORDER BY 1, 3 LIMIT 1").stdout  # the table format
+    assert "+--" in table and "order_id" in table and f" {want[0][2]} " in table, table
     err = sql(lake, "SELECT * FROM no_such_table", ok=False)
     assert "raw_order" in err.stderr and "dead_letters" in err.stderr, err.stderr
 

@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 
-from conftest import BIN, ROOT
+from lake_support import BIN, ROOT
 
 S3_BUCKET = "lakestream-test"
 
@@ -82,9 +82,7 @@ def lake_prefix(lake):
 
 
 def rows(lake, table):
-    from deltalake import DeltaTable
-
-    return DeltaTable(lake.table_uri(table), storage_options=lake.storage_options or None).to_pyarrow_table().to_pylist()
+    return lake.read(table).to_pylist()
 
 
 def raw(letter):

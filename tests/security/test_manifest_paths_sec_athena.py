@@ -9,7 +9,7 @@ import subprocess
 
 import pyarrow.parquet as pq
 
-from conftest import BIN, EXAMPLE, files_under
+from lake_support import BIN, EXAMPLE, files_under
 
 HOSTILE = {
     "../../../outside": "..%2F..%2F..%2Foutside",

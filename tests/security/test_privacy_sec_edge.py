@@ -15,7 +15,7 @@ import time
 
 from deltalake import DeltaTable
 
-from conftest import BIN, ROOT
+from lake_support import BIN, ROOT
 
 _spec = importlib.util.spec_from_file_location("warm", ROOT / "tests" / "chaos" / "warm.py")
 _warm = importlib.util.module_from_spec(_spec)

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import BIN, EVENTS, EXAMPLE, files_under
+from lake_support import BIN, EVENTS, EXAMPLE, files_under
 
 ROOT_LINE = 'root = "./lake"\n'
 

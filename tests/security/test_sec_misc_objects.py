@@ -5,7 +5,7 @@ is refused (dead-lettered without its content); nothing of the file lands in any
 import os
 import uuid
 
-from conftest import delta_tables_under
+from lake_support import delta_tables_under
 from secnames import invoke_s3_logs, log_line, rows, sqs_event
 from test_sec_names_foreign import every_value
 

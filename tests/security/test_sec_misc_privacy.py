@@ -11,7 +11,7 @@ import subprocess
 import time
 import urllib.parse
 
-from conftest import BIN
+from lake_support import BIN
 from secnames import S3_BUCKET, bucket_keys, lake_prefix, s3_client
 
 # Card-like owners whose digits come in short runs (the 8-digit rule of scrub does not catch them).

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import BIN
+from lake_support import BIN
 
 SECRET = "sec-misc-secret-line-7f3a"
 

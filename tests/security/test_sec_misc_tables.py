@@ -7,7 +7,7 @@ import json
 import shutil
 import subprocess
 
-from conftest import BIN, ROOT
+from lake_support import BIN, ROOT
 from secnames import S3_BUCKET, lake_prefix, s3_client
 
 FIXTURES = ROOT / "tests" / "fixtures" / "access-logs"

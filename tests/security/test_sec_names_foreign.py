@@ -7,7 +7,7 @@ Runs the real binary on a filesystem lake (the sandbox around it walked) and on 
 import base64
 import uuid
 
-from conftest import delta_tables_under
+from lake_support import delta_tables_under
 from secnames import (bucket_keys, invoke_s3_logs, lake_prefix, log_line, put_objects, rows, s3_client,
                       sqs_event)
 

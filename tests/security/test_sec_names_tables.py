@@ -4,7 +4,7 @@ percent-encoded dots, `/`, `?`, `#`, `\\`, over-long names) must never make a ta
 every line is accounted for, and a name too long for the storage fails only its object. Runs the
 real binary (`lakestream invoke s3-logs`) on a filesystem lake inside a sandbox directory (the
 whole sandbox is walked) and on the S3 emulator (the whole bucket is listed before and after)."""
-from conftest import delta_tables_under, files_under
+from lake_support import delta_tables_under, files_under
 from secnames import (bucket_keys, directories_under, invoke_s3_logs, lake_prefix, log_line, put_objects,
                       raw, rows, sqs_event)
 

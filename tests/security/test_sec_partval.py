@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 from deltalake import DeltaTable
 
-from conftest import BIN, files_under
+from lake_support import BIN, files_under
 
 LONG_S3 = "A" * 1100  # key over S3's 1024 bytes (and a segment over 255)
 LONG_FS = "B" * 300  # one path segment over the file system's 255-byte name limit

@@ -1,6 +1,6 @@
 """The hostile-input suite's own helpers list what they should (so a walk that sees nothing cannot
 pass a test by accident)."""
-from conftest import delta_tables_under, files_under
+from lake_support import delta_tables_under, files_under
 
 
 def test_walk_helpers_see_nested_tables(tmp_path):

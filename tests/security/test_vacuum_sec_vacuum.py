@@ -6,9 +6,9 @@ import pathlib
 import subprocess
 
 import pyarrow as pa
-from deltalake import DeltaTable, write_deltalake
+from deltalake import write_deltalake
 
-from conftest import BIN, files_under
+from lake_support import BIN, files_under
 
 
 def cli(lake, *args):
@@ -31,7 +31,7 @@ def listing(lake, table):
 
 
 def rows(lake, table):
-    t = DeltaTable(lake.table_uri(table), storage_options=lake.storage_options or None)
+    t = lake.delta(table)
     return sorted((r["kafka_partition"], r["kafka_offset"]) for r in t.to_pyarrow_table().to_pylist())
 
 

@@ -1,10 +1,10 @@
 //! Listing what a test lake holds on disk, for "a dry run writes nothing" and "nothing escaped
 //! the lake" assertions.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Every file below `dir` (recursively), as full paths, sorted; empty when `dir` is missing.
-pub fn files_under(dir: &Path) -> Vec<String> {
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -13,7 +13,7 @@ pub fn files_under(dir: &Path) -> Vec<String> {
             if p.is_dir() {
                 stack.push(p);
             } else {
-                out.push(p.display().to_string());
+                out.push(p);
             }
         }
     }

@@ -47,7 +47,8 @@ async fn ingest(lake: &TestLake, objects: &[(&str, String)]) -> Result<()> {
     Ok(())
 }
 
-fn now() -> DateTime<Utc> {
+/// The instant the reports are made at (a fixed one, so "last 24 h" windows are stable).
+fn report_time() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap()
 }
 
@@ -66,7 +67,7 @@ async fn a_copy_reads_its_source_and_writes_its_destination() -> Result<()> {
     let opts = ReportOptions {
         since_days: 30,
         depth: 1,
-        now: now(),
+        now: report_time(),
     };
     let r = access_report(&l, &lake.config, opts).await?;
     let [bucket] = &r.buckets[..] else {
@@ -119,7 +120,7 @@ async fn since_reads_only_the_files_of_the_window() -> Result<()> {
             let opts = ReportOptions {
                 since_days: 3,
                 depth: 1,
-                now: now(),
+                now: report_time(),
             };
             let r = access_report(&l, &lake.config, opts).await?;
             let [bucket] = &r.buckets[..] else {

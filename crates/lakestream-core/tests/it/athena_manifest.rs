@@ -100,7 +100,7 @@ async fn manifests(lake: &TestLake, l: &Lake) -> Result<BTreeMap<String, Vec<Str
     } else {
         let root =
             std::path::Path::new(&lake.config.lake.root).join("raw/event/_symlink_format_manifest");
-        for entry in walkdir(&root)? {
+        for entry in lakestream_testkit::files_under(&root) {
             let rel = entry.strip_prefix(&root)?.to_string_lossy().into_owned();
             if let Some(dir) = rel.strip_suffix("/manifest") {
                 out.insert(dir.to_string(), lines(&std::fs::read(&entry)?));
@@ -115,19 +115,6 @@ fn lines(body: &[u8]) -> Vec<String> {
         .lines()
         .map(str::to_string)
         .collect()
-}
-
-fn walkdir(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).with_context(|| dir.display().to_string())? {
-        let p = e?.path();
-        if p.is_dir() {
-            out.extend(walkdir(&p)?);
-        } else {
-            out.push(p);
-        }
-    }
-    Ok(out)
 }
 
 /// The `id`s of the data file a manifest line names, read from the object the line names

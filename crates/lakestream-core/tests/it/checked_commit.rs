@@ -10,7 +10,7 @@ use lakestream_core::maintenance::{CompactOptions, compact};
 use lakestream_core::{FixedClock, Lake};
 use lakestream_formats::notification::LogObject;
 use lakestream_formats::record::SourceRecord;
-use lakestream_testkit::{Backend, TestLake, backends, offsets, strings};
+use lakestream_testkit::{Backend, TestLake, backends, ingest_time, offsets, strings};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Barrier};
 
@@ -37,10 +37,6 @@ fn no_progress(_: u64, _: u64) {}
 /// A lake over `lake`'s config with `faults` installed.
 fn faulty(lake: &TestLake, faults: &Arc<Faults>) -> Result<Lake> {
     Ok(faults.install(Lake::new(&lake.config.lake)?))
-}
-
-fn now() -> chrono::DateTime<chrono::Utc> {
-    chrono::DateTime::from_timestamp(1_764_400_000, 0).unwrap_or_default()
 }
 
 // Defect 1: two compactions planned from the same snapshot must not both land; appends running
@@ -76,7 +72,7 @@ async fn two_compactions_at_once_keep_every_row_once() -> Result<()> {
                     &l,
                     "raw/order",
                     &CompactOptions::default(),
-                    now(),
+                    ingest_time(),
                     &progress,
                 ))?;
                 Ok(r.partitions_compacted)
@@ -224,7 +220,7 @@ async fn retried_files_never_re_add_rows_another_writer_committed() -> Result<()
         let a = lakestream_core::KafkaIngestor::with_lake(
             lake.config.clone(),
             faulty(&lake, &faults)?,
-            Arc::new(FixedClock::new(now())),
+            Arc::new(FixedClock::new(ingest_time())),
         );
         let r = a.ingest(&batch).await?;
         let other_result = other_outcome
@@ -263,7 +259,7 @@ async fn compaction_commit_error_is_retried_not_reported_as_conflict() -> Result
             &faulty(&lake, &faults)?,
             "raw/order",
             &CompactOptions::default(),
-            now(),
+            ingest_time(),
             &no_progress,
         )
         .await?;
@@ -297,7 +293,10 @@ async fn one_rejecting_access_log_table_does_not_fail_the_batch() -> Result<()> 
     std::fs::create_dir_all(dir.path().join("raw-logs/logs"))?;
     std::fs::write(dir.path().join("raw-logs/logs/a.log"), PLAIN)?;
     let source = LocalObjects(dir.path().to_path_buf());
-    let ing = AccessLogIngestor::new(lake.config.clone(), Arc::new(FixedClock::new(now())))?;
+    let ing = AccessLogIngestor::new(
+        lake.config.clone(),
+        Arc::new(FixedClock::new(ingest_time())),
+    )?;
     let obj = LogObject {
         bucket: "raw-logs".into(),
         key: "logs/a.log".into(),
@@ -390,8 +389,12 @@ async fn same_log_object_twice_at_once_on_a_new_table_lands_once() -> Result<()>
                 alt_key: None,
                 etag: Some("e1".into()),
             }];
-            let mk =
-                || AccessLogIngestor::new(lake.config.clone(), Arc::new(FixedClock::new(now())));
+            let mk = || {
+                AccessLogIngestor::new(
+                    lake.config.clone(),
+                    Arc::new(FixedClock::new(ingest_time())),
+                )
+            };
             let (x, y) = (mk()?, mk()?);
             let (rx, ry) = tokio::join!(x.ingest(&obj, &source), y.ingest(&obj, &source));
             let (rx, ry) = (rx?, ry?);
@@ -444,7 +447,7 @@ async fn a_landed_but_unseen_write_is_reported_as_written() -> Result<()> {
         let ing = lakestream_core::KafkaIngestor::with_lake(
             lake.config.clone(),
             faulty(&lake, &faults)?,
-            Arc::new(FixedClock::new(now())),
+            Arc::new(FixedClock::new(ingest_time())),
         );
         let first: Vec<SourceRecord> = (0..4).map(|o| order(0, o)).collect();
         let r = ing.ingest(&first).await?;

@@ -218,7 +218,7 @@ async fn a_vacuumed_version_is_reported_not_half_read() -> Result<()> {
     let h = history(&l, "raw/order", None).await?;
     assert_eq!(h.entries[0].files_removed, 2);
     let mut deleted = 0;
-    for entry in walk(&root)? {
+    for entry in lakestream_testkit::files_under(&root) {
         if entry.extension().is_some_and(|e| e == "parquet")
             && !entry.to_string_lossy().contains("_delta_log")
             && !is_live(&l, &entry).await?
@@ -240,19 +240,6 @@ async fn a_vacuumed_version_is_reported_not_half_read() -> Result<()> {
         4
     );
     Ok(())
-}
-
-fn walk(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir)? {
-        let p = e?.path();
-        if p.is_dir() {
-            out.extend(walk(&p)?);
-        } else {
-            out.push(p);
-        }
-    }
-    Ok(out)
 }
 
 /// Whether the latest version references this file.

@@ -1,0 +1,134 @@
+"""What the Python suites share (tests/e2e, tests/security): the lakestream binary (looked up in
+one place: `LAKESTREAM_BIN`, else the debug build), the example config, lakes on the filesystem
+and on the S3 emulator, running the CLI against a lake, reading a table back with Python
+`deltalake`. A plain module (not a conftest) so a test imports it by a name no other suite
+uses; the fixtures that wrap it live in tests/conftest.py."""
+import json
+import os
+import re
+import pathlib
+import subprocess
+import uuid
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+EVENTS = ROOT / "events"
+EXAMPLE = (ROOT / "lakestream.toml").read_text()
+BIN = os.environ.get("LAKESTREAM_BIN", str(ROOT / "target/debug/lakestream"))
+EXAMPLE_LAKE = ('[lake]\n# A filesystem path or s3://bucket/prefix. `lakestream demo --lake DIR` overrides it.\n'
+                'root = "./lake"\n')
+
+
+def backends():
+    """The filesystem always; the S3 emulator when `LAKESTREAM_TEST_S3_ENDPOINT` is set (its
+    absence fails the run under `LAKESTREAM_REQUIRE_S3=1`)."""
+    b = ["fs"]
+    if os.environ.get("LAKESTREAM_TEST_S3_ENDPOINT"):
+        b.append("s3")
+    elif os.environ.get("LAKESTREAM_REQUIRE_S3") == "1":
+        raise RuntimeError("LAKESTREAM_REQUIRE_S3=1 but LAKESTREAM_TEST_S3_ENDPOINT is not set")
+    return b
+
+
+class CliError(AssertionError):
+    """`lakestream` exited non-zero; the message holds the command, exit code and stderr."""
+
+    def __init__(self, args, out):
+        super().__init__(f"lakestream {' '.join(map(str, args))} exited {out.returncode}:\n{out.stderr}")
+        self.returncode = out.returncode
+        self.stdout = out.stdout
+        self.stderr = out.stderr
+
+
+def run_cli(*args, config=None, cwd=None, env=None):
+    """Run `lakestream ARGS [--config CONFIG]`; the finished process, whatever its exit code."""
+    cmd = [BIN, *map(str, args)] + (["--config", str(config)] if config is not None else [])
+    return subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=cwd, env=env)
+
+
+def cli(*args, config=None, cwd=None, env=None):
+    """Run `lakestream ARGS [--config CONFIG]`; its stdout, or `CliError` with its stderr."""
+    out = run_cli(*args, config=config, cwd=cwd, env=env)
+    if out.returncode != 0:
+        raise CliError(args, out)
+    return out.stdout
+
+
+def cli_fails(*args, config=None, cwd=None, env=None):
+    """Run `lakestream ARGS` expecting it to fail; its stderr (an `AssertionError` if it passed)."""
+    out = run_cli(*args, config=config, cwd=cwd, env=env)
+    assert out.returncode != 0, f"lakestream {' '.join(map(str, args))} should have failed:\n{out.stdout}"
+    return out.stderr
+
+
+def checkpointed_version(out):
+    """The version `lakestream checkpoint` says it checkpointed, from its output line (`None`
+    when it wrote none): the meaning, not the wording (`Some(5)`, `version 5`)."""
+    m = re.search(r"checkpoint[^,\n]*?(\d+)", out)
+    return int(m.group(1)) if m else None
+
+
+class Lake:
+    """A fresh lake (a temp dir, or a fresh prefix of the test bucket on the emulator) plus the
+    example config pointing at it."""
+
+    def __init__(self, backend, tmp):
+        self.backend = backend
+        if backend == "fs":
+            self.root = str(tmp / "lake")
+            lake_toml = f'root = "{self.root}"\n'
+            self.storage_options = {}
+        else:
+            endpoint = os.environ["LAKESTREAM_TEST_S3_ENDPOINT"]
+            self.root = f"s3://lakestream-test/pytest-{uuid.uuid4().hex[:12]}"
+            lake_toml = (
+                f'root = "{self.root}"\nendpoint_url = "{endpoint}"\n'
+                'region = "us-east-1"\nallow_http = true\n'
+            )
+            self.storage_options = {
+                "AWS_ENDPOINT_URL": endpoint,
+                "AWS_ALLOW_HTTP": "true",
+                "AWS_REGION": "us-east-1",
+                "AWS_ACCESS_KEY_ID": "test",
+                "AWS_SECRET_ACCESS_KEY": "test",
+            }
+        text = EXAMPLE.replace(EXAMPLE_LAKE, "[lake]\n" + lake_toml)
+        assert text != EXAMPLE, "the example config's [lake] section changed; update EXAMPLE_LAKE in tests/lake_support.py"
+        self.config = tmp / "lakestream.toml"
+        self.config.write_text(text)
+
+    def table_uri(self, name):
+        return f"{self.root}/{name}"
+
+    def cli(self, *args, env=None):
+        """`lakestream ARGS --config <this lake's config>`: stdout, or `CliError`."""
+        return cli(*args, config=self.config, env=env)
+
+    def run(self, *args, env=None):
+        """`lakestream ARGS --config <this lake's config>`: the finished process."""
+        return run_cli(*args, config=self.config, env=env)
+
+    def invoke(self, event, function="msk", extra=()):
+        """`lakestream invoke FUNCTION --event events/EVENT`: the function's JSON output."""
+        return json.loads(self.cli("invoke", function, "--event", EVENTS / event, *extra))
+
+    def delta(self, name, version=None):
+        """Table `name` opened by Python `deltalake` (an independent reader)."""
+        from deltalake import DeltaTable
+
+        return DeltaTable(self.table_uri(name), version=version, storage_options=self.storage_options or None)
+
+    def read(self, name, version=None):
+        """Table `name` read by Python `deltalake`, as a pyarrow table."""
+        return self.delta(name, version).to_pyarrow_table()
+
+
+def files_under(directory):
+    """Every file below `directory`, as paths relative to it (sorted)."""
+    directory = pathlib.Path(directory)
+    return sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file())
+
+
+def delta_tables_under(directory):
+    """Every Delta table below `directory` (a folder holding `_delta_log`), relative, sorted."""
+    directory = pathlib.Path(directory)
+    return sorted(str(p.parent.relative_to(directory)) or "." for p in directory.rglob("_delta_log"))

@@ -17,7 +17,8 @@ use deltalake::arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use deltalake::arrow::compute::{cast, concat_batches, take};
 use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
 use deltalake::kernel::Transaction;
-use lakestream_formats::refine::{IntervalJoinConfig, JoinSideConfig, RefineJobConfig};
+use lakestream_formats::refine::RefineJob;
+use lakestream_formats::refine::join::{IntervalJoinConfig, JoinSideConfig};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -82,7 +83,7 @@ struct Side<'a> {
 /// The planner of one run.
 pub(crate) struct JoinPlanner<'a> {
     pub ctx: &'a RunContext<'a>,
-    pub cfg: &'a RefineJobConfig,
+    pub cfg: &'a RefineJob,
     pub join: &'a IntervalJoinConfig,
     pub report: RunReport,
     /// Late and future rows of the last plan: the loop's side write, durable before the output
@@ -372,7 +373,7 @@ fn micros_text(us: i64) -> String {
 
 /// Output columns in table order: `(left side?, source column, output column)`, the non-partition
 /// columns first (left, then right), then the partition columns in `partition_by` order.
-fn output_columns(cfg: &RefineJobConfig, join: &IntervalJoinConfig) -> Vec<(bool, String, String)> {
+fn output_columns(cfg: &RefineJob, join: &IntervalJoinConfig) -> Vec<(bool, String, String)> {
     let all: Vec<(bool, String, String)> = [(true, &join.left), (false, &join.right)]
         .into_iter()
         .flat_map(|(is_left, side)| {
@@ -394,7 +395,7 @@ fn output_columns(cfg: &RefineJobConfig, join: &IntervalJoinConfig) -> Vec<(bool
 
 /// The output schema (see [`output_columns`] for the order).
 pub fn output_schema(
-    cfg: &RefineJobConfig,
+    cfg: &RefineJob,
     join: &IntervalJoinConfig,
     left: &Schema,
     right: &Schema,
@@ -417,7 +418,7 @@ pub fn output_schema(
 
 /// The output columns of `pairs` of rows of `left` and `right`.
 fn pair_columns(
-    cfg: &RefineJobConfig,
+    cfg: &RefineJob,
     join: &IntervalJoinConfig,
     left: &RecordBatch,
     right: &RecordBatch,

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::table::TableHandle;
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::Transaction;
-use lakestream_formats::refine::{RefineJobConfig, RefineKind};
+use lakestream_formats::refine::{JobKind, RefineJob};
 
 /// What one run read from a source.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -121,7 +121,7 @@ impl JobReport {
 /// Fail when a source was re-created since the output recorded its table id.
 pub(crate) async fn check_source_ids(
     ctx: &RunContext<'_>,
-    cfg: &RefineJobConfig,
+    cfg: &RefineJob,
     output: &TableHandle,
 ) -> Result<()> {
     let snapshot = output
@@ -156,14 +156,14 @@ pub(crate) async fn check_source_ids(
 }
 
 /// One run: read the next chunk of each source, join, append with `txn`s in one commit.
-pub async fn run_once(ctx: &RunContext<'_>, cfg: &RefineJobConfig) -> Result<RunReport> {
+pub async fn run_once(ctx: &RunContext<'_>, cfg: &RefineJob) -> Result<RunReport> {
     let mut output = TableHandle::open(ctx.lake, &cfg.output)?;
     if output.refresh().await? {
         check_source_ids(ctx, cfg, &output).await?;
     }
-    let join = match cfg.kind()? {
-        RefineKind::Join(join) => join,
-        RefineKind::Upsert(upsert) => return upsert::run_once(ctx, cfg, upsert, output).await,
+    let join = match &cfg.kind {
+        JobKind::Join(join) => join,
+        JobKind::Upsert(upsert) => return upsert::run_once(ctx, cfg, upsert, output).await,
     };
     let mut planner = job::JoinPlanner {
         ctx,
@@ -184,11 +184,7 @@ pub async fn run_once(ctx: &RunContext<'_>, cfg: &RefineJobConfig) -> Result<Run
 }
 
 /// Run `cfg` until nothing is new, at most `max_runs` committed runs.
-pub async fn run_job(
-    ctx: &RunContext<'_>,
-    cfg: &RefineJobConfig,
-    max_runs: usize,
-) -> Result<JobReport> {
+pub async fn run_job(ctx: &RunContext<'_>, cfg: &RefineJob, max_runs: usize) -> Result<JobReport> {
     let mut report = JobReport {
         job: cfg.job.clone(),
         ..Default::default()
@@ -218,9 +214,9 @@ pub async fn run_job(
 /// The jobs named (all when empty) in dependency order: a job reading another job's output
 /// runs after it.
 pub fn in_dependency_order<'a>(
-    jobs: &'a [RefineJobConfig],
+    jobs: &'a [RefineJob],
     named: &[String],
-) -> Result<Vec<&'a RefineJobConfig>> {
+) -> Result<Vec<&'a RefineJob>> {
     for n in named {
         if !jobs.iter().any(|j| &j.job == n) {
             let known: Vec<&str> = jobs.iter().map(|j| j.job.as_str()).collect();
@@ -230,11 +226,11 @@ pub fn in_dependency_order<'a>(
             )));
         }
     }
-    let wanted: Vec<&RefineJobConfig> = jobs
+    let wanted: Vec<&RefineJob> = jobs
         .iter()
         .filter(|j| named.is_empty() || named.contains(&j.job))
         .collect();
-    let mut done: Vec<&RefineJobConfig> = Vec::new();
+    let mut done: Vec<&RefineJob> = Vec::new();
     while done.len() < wanted.len() {
         let next = wanted.iter().find(|j| {
             !done.iter().any(|d| d.job == j.job)
@@ -260,11 +256,11 @@ pub fn in_dependency_order<'a>(
 /// writing rows: how a job skips versions that are gone, or accepts a re-created source.
 pub async fn skip_to(
     ctx: &RunContext<'_>,
-    cfg: &RefineJobConfig,
+    cfg: &RefineJob,
     table: &str,
     version: i64,
 ) -> Result<Option<u64>> {
-    let RefineKind::Join(join) = cfg.kind()? else {
+    let JobKind::Join(join) = &cfg.kind else {
         return upsert::skip_to(ctx, cfg, table, version).await;
     };
     if !cfg.sources().contains(&table) {
@@ -313,7 +309,7 @@ impl SkipPlanner {
     /// property of every source (the skipped one's is updated when it changed).
     pub(crate) fn new(
         ctx: &RunContext<'_>,
-        cfg: &RefineJobConfig,
+        cfg: &RefineJob,
         table: &str,
         version: i64,
         schema: SchemaRef,

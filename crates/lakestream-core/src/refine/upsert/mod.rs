@@ -29,7 +29,8 @@ use deltalake::kernel::Transaction;
 use deltalake::protocol::{DeltaOperation, MergePredicate};
 use deltalake::writer::DeltaWriter;
 use foldhash::HashMapExt;
-use lakestream_formats::refine::{RefineJobConfig, RefineKind, UpsertConfig};
+use lakestream_formats::refine::upsert::UpsertConfig;
+use lakestream_formats::refine::{JobKind, RefineJob};
 use order::{Encoder, latest_per_key, tie_texts};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -67,7 +68,7 @@ struct Deletes {
 /// output commit (and repeated after a re-plan: writing one twice is harmless).
 struct UpsertPlanner<'a, 'c> {
     ctx: &'a RunContext<'c>,
-    cfg: &'a RefineJobConfig,
+    cfg: &'a RefineJob,
     u: &'a UpsertConfig,
     app: String,
     tombstones: Option<Deletes>,
@@ -118,7 +119,7 @@ impl ChangePlanner for UpsertPlanner<'_, '_> {
 /// Run the upsert once on the one commit loop (re-planned from a fresh snapshot on conflict).
 pub(crate) async fn run_once(
     ctx: &RunContext<'_>,
-    cfg: &RefineJobConfig,
+    cfg: &RefineJob,
     u: &UpsertConfig,
     mut output: TableHandle,
 ) -> Result<RunReport> {
@@ -199,7 +200,7 @@ fn evolve(current: Option<SchemaRef>, incoming: &SchemaRef) -> SchemaRef {
 /// files only. `Err(report)` when there is nothing to commit.
 async fn plan(
     ctx: &RunContext<'_>,
-    cfg: &RefineJobConfig,
+    cfg: &RefineJob,
     u: &UpsertConfig,
     output: &TableHandle,
     state: &TableState,
@@ -541,11 +542,11 @@ async fn plan(
 /// id when it was re-created), in one commit.
 pub(crate) async fn skip_to(
     ctx: &RunContext<'_>,
-    cfg: &RefineJobConfig,
+    cfg: &RefineJob,
     table: &str,
     version: i64,
 ) -> Result<Option<u64>> {
-    let RefineKind::Upsert(u) = cfg.kind()? else {
+    let JobKind::Upsert(u) = &cfg.kind else {
         return Err(Error::Internal("not an upsert job".into()));
     };
     if table != u.source {

@@ -44,7 +44,7 @@ struct Plan {
 /// What planning from one snapshot came to.
 enum Planned {
     /// A commit to land.
-    Commit(Plan),
+    Commit(Box<Plan>),
     /// Nothing to commit (the source does not exist yet, or has nothing new): the report says
     /// which.
     Nothing(RunReport),
@@ -78,6 +78,7 @@ impl ChangePlanner for UpsertPlanner<'_, '_> {
             .and_then(|v| u64::try_from(*v).ok());
         match plan(self.ctx, self.cfg, self.u, output, state, consumed).await? {
             Planned::Commit(p) => {
+                let p = *p;
                 self.tombstones = p.tombstones;
                 self.report = p.report;
                 Ok(Some(p.proposal))
@@ -243,11 +244,11 @@ async fn plan(
         removes,
     };
     let proposal = proposal(ctx, cfg, u, &src, state, written)?;
-    Ok(Planned::Commit(Plan {
+    Ok(Planned::Commit(Box::new(Plan {
         proposal,
         tombstones,
         report,
-    }))
+    })))
 }
 
 /// The files a plan wrote and the table they fit.

@@ -115,7 +115,7 @@ impl PipelineConfig {
             });
         }
         for (i, j) in self.refine.iter().enumerate() {
-            if j.upsert.as_ref().is_some_and(|u| u.op.is_some()) {
+            if matches!(&j.kind, crate::refine::JobKind::Upsert(u) if u.op.is_some()) {
                 out.push(PipelineTable {
                     name: tombstone_table(&j.job),
                     kind: TableKind::Tombstones,

@@ -11,6 +11,7 @@ pub fn metrics_line(r: &JobReport, duration_ms: f64, ts: i64) -> String {
     let totals = r.totals();
     let side = |i: usize| totals.get(i).cloned().unwrap_or_default();
     let (l, rt) = (side(0), side(1));
+    let upserted = r.upserted();
     let lag = |s: &SideReport| s.latest.saturating_sub(s.to.unwrap_or(0)) as f64;
     emf_line(
         "Lakestream",
@@ -21,10 +22,10 @@ pub fn metrics_line(r: &JobReport, duration_ms: f64, ts: i64) -> String {
             Metric::new("RightRowsRead", "Count", rt.rows as f64),
             Metric::new("LateRows", "Count", (l.late + rt.late) as f64),
             Metric::new("RowsJoined", "Count", r.joined() as f64),
-            Metric::new("KeysInserted", "Count", r.upserted()[0] as f64),
-            Metric::new("KeysUpdated", "Count", r.upserted()[1] as f64),
-            Metric::new("KeysDeleted", "Count", r.upserted()[2] as f64),
-            Metric::new("OlderRowsIgnored", "Count", r.upserted()[3] as f64),
+            Metric::new("KeysInserted", "Count", upserted.inserted as f64),
+            Metric::new("KeysUpdated", "Count", upserted.updated as f64),
+            Metric::new("KeysDeleted", "Count", upserted.deleted as f64),
+            Metric::new("OlderRowsIgnored", "Count", upserted.older_ignored as f64),
             Metric::new("VersionsBehind", "Count", lag(&l).max(lag(&rt))),
             Metric::new("DurationMs", "Milliseconds", duration_ms),
         ],
@@ -59,10 +60,11 @@ pub fn summary_line(r: &JobReport, output: &str, took: std::time::Duration) -> S
             )
         })
         .collect();
-    let [inserted, updated, deleted, older] = r.upserted();
-    let result = if inserted + updated + deleted + older > 0 {
+    let upserted = r.upserted();
+    let result = if !upserted.is_zero() {
         format!(
-            "{inserted} inserted, {updated} updated, {deleted} deleted, {older} older rows ignored in {output}"
+            "{} inserted, {} updated, {} deleted, {} older rows ignored in {output}",
+            upserted.inserted, upserted.updated, upserted.deleted, upserted.older_ignored
         )
     } else {
         format!("{} rows joined into {output}", r.joined())

@@ -8,11 +8,19 @@
 //!   read by the next run;
 //! - a version whose commit file is gone (log retention) or whose data files are gone (vacuum)
 //!   fails with the version, how far behind the job is and how to skip ahead.
+//!
+//! [`read_next`] is the one chunk reader every kind of job uses: open the source, cut the next
+//! chunk after the consumed version, read its rows.
 
+use super::context::RunContext;
 use crate::error::{Error, Result};
 use crate::table::TableHandle;
+use deltalake::arrow::array::RecordBatch;
+use deltalake::arrow::compute::concat_batches;
+use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::Action;
 use deltalake::{DeltaTableError, Path};
+use lakestream_formats::refine::RefineJob;
 use std::collections::HashMap;
 
 /// Bounds of one chunk.
@@ -22,6 +30,16 @@ pub struct ChunkLimits {
     pub max_files: usize,
     /// New data bytes per chunk (whole versions; at least one version).
     pub max_bytes: u64,
+}
+
+impl ChunkLimits {
+    /// The limits `job` configures (`max_files_per_run`, `max_mib_per_run`).
+    pub fn of(job: &RefineJob) -> Self {
+        Self {
+            max_files: job.max_files_per_run,
+            max_bytes: job.max_mib_per_run << 20,
+        }
+    }
 }
 
 /// A data file a version added.
@@ -166,6 +184,58 @@ pub async fn next_chunk(
     Ok(chunk)
 }
 
+/// What a source gained after the version a job consumed: its next chunk, read.
+pub struct SourceRead {
+    /// The source, loaded at its latest version.
+    pub handle: TableHandle,
+    /// The source's latest schema (every version's rows are read in it).
+    pub schema: SchemaRef,
+    /// The chunk.
+    pub chunk: Chunk,
+    /// The chunk's rows, version after version.
+    pub batches: Vec<RecordBatch>,
+    /// `(version, rows it added)` per version of the chunk with new data, in order.
+    pub version_rows: Vec<(u64, usize)>,
+}
+
+impl SourceRead {
+    /// Every row of the chunk in one batch, in version order.
+    pub fn rows(&self) -> Result<RecordBatch> {
+        Ok(concat_batches(&self.schema, &self.batches)?)
+    }
+}
+
+/// Open `table`, a source of `job`, and read its next chunk after `after` (the version the
+/// output's `txn` records as consumed). `None`: the table does not exist yet.
+pub async fn read_next(
+    ctx: &RunContext<'_>,
+    job: &RefineJob,
+    table: &str,
+    after: Option<u64>,
+) -> Result<Option<SourceRead>> {
+    let mut handle = TableHandle::open(ctx.lake, table)?;
+    if !handle.refresh().await? {
+        return Ok(None);
+    }
+    let schema = handle.arrow_schema()?;
+    let limits = ChunkLimits::of(job);
+    let chunk = next_chunk(&job.job, &handle, after, limits, job.ignore_changes).await?;
+    let mut batches = Vec::new();
+    let mut version_rows = Vec::new();
+    for v in &chunk.versions {
+        let read = read_version(&job.job, &handle, &chunk, v, &schema).await?;
+        version_rows.push((v.version, read.iter().map(RecordBatch::num_rows).sum()));
+        batches.extend(read);
+    }
+    Ok(Some(SourceRead {
+        handle,
+        schema,
+        chunk,
+        batches,
+        version_rows,
+    }))
+}
+
 /// The rows version `v` of `chunk` added, in `schema` (the table's latest), with a vacuumed file
 /// reported as a gone version.
 pub async fn read_version(
@@ -173,8 +243,8 @@ pub async fn read_version(
     handle: &TableHandle,
     chunk: &Chunk,
     v: &SourceVersion,
-    schema: &deltalake::arrow::datatypes::SchemaRef,
-) -> Result<Vec<deltalake::arrow::record_batch::RecordBatch>> {
+    schema: &SchemaRef,
+) -> Result<Vec<RecordBatch>> {
     let table = handle.name();
     let store = handle.table().object_store();
     let mut out = Vec::new();

@@ -7,7 +7,7 @@ use super::faults::Faults;
 use anyhow::{Context, Result};
 use lakestream_core::commit::CommitSettings;
 use lakestream_core::maintenance::{CompactOptions, compact};
-use lakestream_core::refine::{RunContext, run_job};
+use lakestream_core::refine::{RunContext, UpsertCounts, run_job};
 use lakestream_core::{KafkaIngestor, Lake, read};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::record::SourceRecord;
@@ -62,7 +62,7 @@ async fn output(l: &Lake) -> Result<Vec<(String, Option<String>)>> {
     Ok(rows)
 }
 
-async fn upsert(cfg: &PipelineConfig, l: &Lake, s: &CommitSettings) -> Result<[usize; 4]> {
+async fn upsert(cfg: &PipelineConfig, l: &Lake, s: &CommitSettings) -> Result<UpsertCounts> {
     let job = cfg.refine_job("sensors").context("job")?;
     let ctx = RunContext::new(cfg, l, s, chrono::Utc::now());
     Ok(run_job(&ctx, job, 1000).await?.upserted())
@@ -173,7 +173,7 @@ async fn latest_wins_deletes_stick_and_columns_evolve() -> Result<()> {
             );
             // Replays change nothing.
             ing.ingest(&h[0].0).await?;
-            assert_eq!(upsert(&cfg, &l, &s).await?, [0, 0, 0, 0]);
+            assert_eq!(upsert(&cfg, &l, &s).await?, UpsertCounts::default());
         }
     }
     Ok(())
@@ -217,7 +217,7 @@ async fn racing_upserts_compactions_and_a_killed_run_keep_one_row_per_key() -> R
                     let (a, b) = tokio::join!(upsert(&cfg, &l, &s), upsert(&cfg, &l, &s));
                     let (a, b) = (a?, b?);
                     assert_eq!(
-                        a[1] + b[1],
+                        a.updated + b.updated,
                         20,
                         "each replaced key counted once: {a:?} {b:?}"
                     );

@@ -4,7 +4,7 @@
 //! JSON text (its output columns, nulls omitted), so the result never depends on batching.
 
 use crate::error::{Error, Result};
-use crate::refine::state::row_json;
+use crate::refine::json_rows::row_json;
 use deltalake::arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use deltalake::arrow::compute::{cast, take_record_batch};
 use deltalake::arrow::datatypes::DataType;

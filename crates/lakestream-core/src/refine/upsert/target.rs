@@ -1,24 +1,22 @@
 //! The target side of the upsert (copy-on-write, no DataFusion): which live files can hold an
-//! incoming key (partition values and min/max statistics of the first key column), the key and
-//! ordering columns of those files only (a projected read), and the rewrite of the files that
-//! lose rows, streamed row group by row group (memory: about one row group plus the new file's
-//! compressed bytes). In a partition column an empty string and null are one Delta value: both
-//! sides match keys with `""` there ([`empty_partition_values`]).
+//! incoming key (partition values and min/max statistics of the first key column) and the key
+//! and ordering columns of those files only (a projected read); the files that lose rows are
+//! rewritten by [`rewrite`](super::rewrite). In a partition column an empty string and null are
+//! one Delta value: both sides match keys with `""` there ([`empty_partition_values`]).
 
 use crate::error::{Error, Result};
 use crate::read::with_partitions;
 use crate::table::TableHandle;
 use deltalake::Path;
-use deltalake::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray};
-use deltalake::arrow::compute::{cast, filter_record_batch};
+use deltalake::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
+use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Field, Float64Type, Schema, SchemaRef};
-use deltalake::kernel::{Add, Remove};
+use deltalake::kernel::Remove;
 use deltalake::logstore::ObjectStoreRef;
 use deltalake::parquet::arrow::ProjectionMask;
 #[allow(deprecated)] // see `reader`
 use deltalake::parquet::arrow::async_reader::ParquetObjectReader;
 use deltalake::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
-use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use futures::TryStreamExt;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,7 +25,8 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct TargetFile {
     path: Path,
-    partitions: HashMap<String, Option<String>>,
+    /// Partition values as stored in the log.
+    pub(super) partitions: HashMap<String, Option<String>>,
     /// `min`/`max` statistics of the first key column.
     key_range: Option<(serde_json::Value, serde_json::Value)>,
     /// The remove action that retires this file.
@@ -227,7 +226,7 @@ pub fn nullable_partitions(schema: &SchemaRef, partition_columns: &[String]) -> 
 /// parquet 59 deprecates `ParquetObjectReader` in favour of hand-written `AsyncFileReader`s;
 /// delta-rs 1.1 still reads with it, and it is exactly the ranged-GET reader needed here.
 #[allow(deprecated)]
-fn reader(store: &ObjectStoreRef, f: &TargetFile) -> ParquetObjectReader {
+pub(super) fn reader(store: &ObjectStoreRef, f: &TargetFile) -> ParquetObjectReader {
     ParquetObjectReader::new(store.clone(), f.path.clone())
 }
 
@@ -295,57 +294,6 @@ pub async fn read_all(
 ) -> Result<RecordBatch> {
     let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
     read_columns(store, f, schema, &names, table).await
-}
-
-/// Rows per batch read while rewriting (parquet's default of 1,024 made the per-batch work
-/// of filtering and writing a third of the rewrite).
-const REWRITE_BATCH_ROWS: usize = 8192;
-
-/// Rewrite `f` without the rows whose index (in file order) is in `drop` (sorted), streaming
-/// row group by row group through `writer` into one new file (`dataChange=true`), flushed
-/// before returning. Empty when no row survives.
-pub async fn rewrite_without(
-    writer: &mut RecordBatchWriter,
-    table: &str,
-    store: &ObjectStoreRef,
-    f: &TargetFile,
-    schema: &SchemaRef,
-    drop: &[usize],
-) -> Result<Vec<Add>> {
-    let mut stream = ParquetRecordBatchStreamBuilder::new(reader(store, f))
-        .await
-        .map_err(|e| Error::storage(table, e))?
-        .with_batch_size(REWRITE_BATCH_ROWS)
-        .build()
-        .map_err(|e| Error::storage(table, e))?;
-    let mut offset = 0usize;
-    let mut kept = 0usize;
-    while let Some(batch) = stream
-        .try_next()
-        .await
-        .map_err(|e| Error::storage(table, e))?
-    {
-        let n = batch.num_rows();
-        let mut keep = vec![true; n];
-        let start = drop.partition_point(|&i| i < offset);
-        for &i in drop[start..].iter().take_while(|&&i| i < offset + n) {
-            keep[i - offset] = false;
-        }
-        let keep = BooleanArray::from(keep);
-        offset += n;
-        let batch = with_partitions(schema, &filter_record_batch(&batch, &keep)?, &f.partitions)?;
-        if batch.num_rows() > 0 {
-            kept += batch.num_rows();
-            writer
-                .write(batch)
-                .await
-                .map_err(|e| Error::storage(table, e))?;
-        }
-    }
-    if kept == 0 {
-        return Ok(vec![]);
-    }
-    writer.flush().await.map_err(|e| Error::storage(table, e))
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! partitions are removed by the job itself); a row for the key older than the delete that
 //! arrives later than that is upserted again.
 
+use super::incoming::{Incoming, IncomingRows, Ties};
 use super::order::Encoder;
 use crate::commit::{
     self, Change, CommitSettings, Fixed, Planned, Planner, Proposal, ReadScope, TableState, run,
@@ -15,8 +16,9 @@ use crate::storage::Lake;
 use crate::table::TableHandle;
 use chrono::{DateTime, Utc};
 use deltalake::arrow::array::{
-    ArrayRef, AsArray, RecordBatch, StringArray, TimestampMicrosecondArray,
+    ArrayRef, AsArray, RecordBatch, StringArray, TimestampMicrosecondArray, UInt32Array,
 };
+use deltalake::arrow::compute::take_record_batch;
 use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
 use deltalake::protocol::DeltaOperation;
 use std::collections::HashMap;
@@ -54,6 +56,84 @@ pub async fn load(lake: &Lake, table: &str, key: &Encoder, order: &Encoder) -> R
         }
     }
     Ok(out)
+}
+
+/// Mark the winners a tombstone keeps out as older: a delete with greater ordering values
+/// keeps a row out; at equal ordering values the delete wins over a non-delete, and a delete is
+/// never older than an equal tombstone (its own, from an earlier attempt or run that did not
+/// commit the output).
+pub(super) async fn keep_out_deleted(
+    lake: &Lake,
+    src: &IncomingRows<'_>,
+    incoming: &mut [Incoming],
+) -> Result<()> {
+    let table = table_name(&src.cfg.job);
+    let tombs = load(lake, &table, &src.key_enc, &src.order_enc).await?;
+    for inc in incoming.iter_mut() {
+        let Some((o, _)) = tombs.get(src.keys.row(inc.row as usize).data()) else {
+            continue;
+        };
+        let cmp = o.as_slice().cmp(src.order_of(inc));
+        if cmp.is_gt() || (cmp.is_eq() && !inc.delete) {
+            inc.older = true;
+        }
+    }
+    Ok(())
+}
+
+/// The deletes that won, to be recorded as tombstones before the output commit.
+pub(super) struct Deletes {
+    rows: RecordBatch,
+    columns: Vec<String>,
+    ties: Vec<String>,
+}
+
+impl Deletes {
+    /// The winners that are deletes and not older than the output (their tie texts computed
+    /// into `ties`); `None` when there are none.
+    pub(super) fn of(
+        src: &IncomingRows<'_>,
+        incoming: &[Incoming],
+        ties: &mut Ties,
+    ) -> Result<Option<Self>> {
+        let mut deleted: Vec<usize> = (0..incoming.len())
+            .filter(|&w| !incoming[w].older && incoming[w].delete)
+            .collect();
+        src.fill_ties(incoming, ties, deleted.clone())?;
+        deleted.sort_by_key(|&w| incoming[w].row);
+        if deleted.is_empty() {
+            return Ok(None);
+        }
+        let idx = UInt32Array::from(deleted.iter().map(|&w| incoming[w].row).collect::<Vec<_>>());
+        Ok(Some(Self {
+            rows: take_record_batch(&src.rows, &idx)?,
+            columns: src.u.key.iter().chain(&src.u.order_by).cloned().collect(),
+            ties: deleted
+                .iter()
+                .map(|w| ties.get(w).cloned().unwrap_or_default())
+                .collect(),
+        }))
+    }
+
+    /// Record them in `job`'s tombstone table.
+    pub(super) async fn write(
+        &self,
+        lake: &Lake,
+        job: &str,
+        settings: &CommitSettings,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        write(
+            lake,
+            &table_name(job),
+            settings,
+            &self.rows,
+            &self.columns,
+            self.ties.clone(),
+            now,
+        )
+        .await
+    }
 }
 
 struct Write {

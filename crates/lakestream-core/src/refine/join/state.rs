@@ -3,16 +3,17 @@
 //! the key and time columns. Also: the exact largest event time of a snapshot (the base of the
 //! lateness rule) and the rows earlier runs found late (they stay out of every join).
 
-use super::join::Rows;
+use super::rules::Rows;
 use crate::error::{Error, Result};
 use crate::read::read_data_file;
 use crate::storage::Lake;
 use crate::table::TableHandle;
 use deltalake::Path;
-use deltalake::arrow::array::{RecordBatch, UInt32Array};
+use deltalake::arrow::array::UInt32Array;
 use deltalake::arrow::compute::{concat_batches, take_record_batch};
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::logstore::ObjectStoreRef;
+use lakestream_formats::refine::join::JoinSideConfig;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// One live data file of a snapshot, with what pruning needs.
@@ -36,13 +37,8 @@ const MS: i64 = 1000;
 
 impl Snapshot {
     /// Load `table` at `version`.
-    pub async fn load(
-        lake: &Lake,
-        table: &str,
-        version: u64,
-        key: &str,
-        time: &str,
-    ) -> Result<Self> {
+    pub async fn load(lake: &Lake, side: &JoinSideConfig, version: u64) -> Result<Self> {
+        let (table, key, time) = (side.table.as_str(), side.key.as_str(), side.time.as_str());
         let mut h = TableHandle::open(lake, table)?;
         h.table_mut()
             .load_version(version)
@@ -97,9 +93,7 @@ impl Snapshot {
     pub async fn max_time(
         &self,
         schema: &SchemaRef,
-        table: &str,
-        key: &str,
-        time: &str,
+        side: &JoinSideConfig,
         cap: i64,
     ) -> Result<Option<i64>> {
         let below = |f: &StateFile| f.time.is_some_and(|(_, hi)| hi <= cap);
@@ -119,7 +113,7 @@ impl Snapshot {
                 _ => false,
             };
             if read {
-                let rows = self.read(f, schema, table, key, time).await?;
+                let rows = self.read(f, schema, side).await?;
                 if let Some(hi) = rows.times.iter().flatten().filter(|t| **t <= cap).max() {
                     best = Some(best.map_or(*hi, |b| b.max(*hi)));
                 }
@@ -133,12 +127,11 @@ impl Snapshot {
     pub async fn rows(
         &self,
         schema: &SchemaRef,
-        table: &str,
-        key: &str,
-        time: &str,
+        side: &JoinSideConfig,
         keys: &HashSet<String>,
         (lo, hi): (i64, i64),
     ) -> Result<Rows> {
+        let key = side.key.as_str();
         let mut batches = Vec::new();
         for f in &self.files {
             if let Some(Some(v)) = f.partitions.get(key)
@@ -158,7 +151,7 @@ impl Snapshot {
             {
                 continue;
             }
-            let rows = self.read(f, schema, table, key, time).await?;
+            let rows = self.read(f, schema, side).await?;
             let keep: Vec<u32> = (0..rows.len())
                 .filter(|&i| {
                     matches!((&rows.keys[i], rows.times[i]), (Some(k), Some(t)) if keys.contains(k) && t >= lo && t <= hi)
@@ -170,19 +163,13 @@ impl Snapshot {
             }
         }
         let batch = concat_batches(schema, &batches)?;
-        Rows::new(batch, key, time, table)
+        Rows::new(batch, side)
     }
 
-    async fn read(
-        &self,
-        f: &StateFile,
-        schema: &SchemaRef,
-        table: &str,
-        key: &str,
-        time: &str,
-    ) -> Result<Rows> {
-        let batches = read_data_file(&self.store, &f.path, &f.partitions, schema, table).await?;
-        Rows::new(concat_batches(schema, &batches)?, key, time, table)
+    async fn read(&self, f: &StateFile, schema: &SchemaRef, side: &JoinSideConfig) -> Result<Rows> {
+        let batches =
+            read_data_file(&self.store, &f.path, &f.partitions, schema, &side.table).await?;
+        Rows::new(concat_batches(schema, &batches)?, side)
     }
 }
 
@@ -195,23 +182,6 @@ fn parse_time(v: &serde_json::Value) -> Option<i64> {
     chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f")
         .ok()
         .map(|t| t.and_utc().timestamp_micros())
-}
-
-/// Each row of `batch` as a JSON object (nulls omitted), in row order.
-pub(crate) fn row_json(
-    batch: &RecordBatch,
-) -> Result<Vec<serde_json::Map<String, serde_json::Value>>> {
-    let mut w = arrow_json::LineDelimitedWriter::new(Vec::new());
-    w.write(batch)?;
-    w.finish()?;
-    let bytes = w.into_inner();
-    bytes
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| {
-            serde_json::from_slice(l).map_err(|e| Error::Internal(format!("row to JSON: {e}")))
-        })
-        .collect()
 }
 
 /// A row's identity for the late set: its values in `names` (the columns the join uses).

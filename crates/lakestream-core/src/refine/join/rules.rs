@@ -5,6 +5,7 @@ use crate::error::{Error, Result};
 use deltalake::arrow::array::{Array, AsArray, RecordBatch};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, TimeUnit, TimestampMicrosecondType};
+use lakestream_formats::refine::join::JoinSideConfig;
 use std::collections::HashMap;
 
 /// Rows of one side with their join key (as text) and event time (µs since the epoch).
@@ -19,8 +20,9 @@ pub struct Rows {
 }
 
 impl Rows {
-    /// Extract the key and time columns of `batch`.
-    pub fn new(batch: RecordBatch, key: &str, time: &str, table: &str) -> Result<Self> {
+    /// Extract `side`'s key and time columns of `batch` (rows of `side`'s table).
+    pub fn new(batch: RecordBatch, side: &JoinSideConfig) -> Result<Self> {
+        let (table, key, time) = (side.table.as_str(), side.key.as_str(), side.time.as_str());
         let column = |name: &str| {
             batch.column_by_name(name).ok_or_else(|| Error::Schema {
                 table: table.to_string(),

@@ -1,0 +1,60 @@
+//! What every refine run shares whatever its kind: the lake, the pipeline's names, the commit
+//! settings and the run's clock ([`RunContext`]), and how a job's progress is named in the
+//! output table — one `txn` appId per source ([`source_app_id`]) and the table properties that
+//! record the job and each source's table id. Maintenance reads the same names to find what a
+//! lagging job still needs, so they are defined once, here.
+
+use crate::commit::CommitSettings;
+use crate::storage::Lake;
+use chrono::{DateTime, Utc};
+
+/// Everything a run needs besides the job's config.
+pub struct RunContext<'a> {
+    /// The lake.
+    pub lake: &'a Lake,
+    /// Pipeline name (first segment of `txn` appIds).
+    pub pipeline: &'a str,
+    /// Dead-letter table for late rows.
+    pub dead_letter_table: &'a str,
+    /// Commit settings.
+    pub settings: &'a CommitSettings,
+    /// Processing time of the run: recorded on dead letters and tombstones, and the base of a
+    /// join's future cap.
+    pub now: DateTime<Utc>,
+}
+
+impl<'a> RunContext<'a> {
+    /// The context of `config`'s pipeline (its name and dead-letter table).
+    pub fn new(
+        config: &'a lakestream_formats::config::PipelineConfig,
+        lake: &'a Lake,
+        settings: &'a CommitSettings,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            lake,
+            pipeline: &config.pipeline,
+            dead_letter_table: &config.dead_letter_table,
+            settings,
+            now,
+        }
+    }
+
+    /// `txn` appId of `job`'s consumption of `table` in this pipeline.
+    pub fn app_id(&self, job: &str, table: &str) -> String {
+        source_app_id(self.pipeline, job, table)
+    }
+}
+
+/// `txn` appId of a job's consumption of `table`.
+pub fn source_app_id(pipeline: &str, job: &str, table: &str) -> String {
+    format!("{pipeline}/{job}/{table}")
+}
+
+/// Output table property naming the job that writes it.
+pub const JOB_PROPERTY: &str = "lakestream.refine.job";
+
+/// Output table property recording a source's table id (a re-created source fails the job).
+pub fn source_id_property(table: &str) -> String {
+    format!("lakestream.refine.source.{table}.tableId")
+}

@@ -1,0 +1,185 @@
+//! The writes of an upsert run, all before its commit: the output's rows of the incoming keys
+//! are compared with the winners (an older winner is kept out, a newer one replaces the row),
+//! each file that loses a row is rewritten without it, streamed row group by row group
+//! (memory: about one row group plus the new file's compressed bytes), and the winners that
+//! are neither older nor deletes are written as new rows.
+
+use super::incoming::{Incoming, IncomingRows, Ties};
+use super::order::{KeyIndex, tie_texts};
+use super::target::{self, TargetFile, reader};
+use crate::error::{Error, Result};
+use crate::read::with_partitions;
+use crate::table::TableHandle;
+use deltalake::arrow::array::{BooleanArray, UInt32Array};
+use deltalake::arrow::compute::{filter_record_batch, take_record_batch};
+use deltalake::arrow::datatypes::SchemaRef;
+use deltalake::kernel::{Add, Remove};
+use deltalake::logstore::ObjectStoreRef;
+use deltalake::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
+use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+use futures::TryStreamExt;
+use std::collections::HashMap;
+
+/// Compare the output's rows of the incoming keys (at `output`'s snapshot, read in `schema`)
+/// with the winners: mark winners that lose as older and those that win as replacing, and
+/// rewrite each file that loses a row through `writer`. Returns the new files and the removes
+/// of the rewritten ones.
+pub(super) async fn replace_older_rows(
+    src: &IncomingRows<'_>,
+    index: &KeyIndex<'_>,
+    incoming: &mut [Incoming],
+    ties: &mut Ties,
+    output: &TableHandle,
+    schema: &SchemaRef,
+    writer: &mut RecordBatchWriter,
+) -> Result<(Vec<Add>, Vec<Remove>)> {
+    let (u, table) = (src.u, src.cfg.output.as_str());
+    let files = target::live_files(output, &u.key[0])?;
+    let first_key = src
+        .rows
+        .column_by_name(&u.key[0])
+        .ok_or_else(|| Error::Internal("key".into()))?;
+    let winners_first = deltalake::arrow::compute::take(
+        first_key,
+        &UInt32Array::from(incoming.iter().map(|w| w.row).collect::<Vec<_>>()),
+        None,
+    )?;
+    let candidates = target::candidates(&files, &u.key[0], &winners_first)?;
+    drop(winners_first);
+    let store = output.table().object_store();
+    let mut columns: Vec<String> = u.key.iter().chain(&u.order_by).cloned().collect();
+    columns.dedup();
+    // Per candidate file: the rows (index in the file, index in `incoming`) it replaces.
+    let mut drops: foldhash::HashMap<usize, Vec<(usize, usize)>> = Default::default();
+    for (fi, f) in candidates.iter().enumerate() {
+        let batch = target::read_columns(&store, f, schema, &columns, table).await?;
+        let ek = src.key_enc.rows(&batch, table)?;
+        let eo = src.order_enc.rows(&batch, table)?;
+        let mut tied = Vec::new();
+        for i in 0..ek.num_rows() {
+            let Some(&w) = index.get(ek.row(i).data()) else {
+                continue;
+            };
+            match eo.row(i).data().cmp(src.order_of(&incoming[w])) {
+                std::cmp::Ordering::Greater => incoming[w].older = true,
+                std::cmp::Ordering::Less => drops.entry(fi).or_default().push((i, w)),
+                // At equal ordering values a delete wins (it carries the row's last image).
+                std::cmp::Ordering::Equal if incoming[w].delete => {
+                    drops.entry(fi).or_default().push((i, w))
+                }
+                std::cmp::Ordering::Equal => tied.push((i, w)),
+            }
+        }
+        if !tied.is_empty() {
+            src.fill_ties(incoming, ties, tied.iter().map(|t| t.1).collect())?;
+            let all = target::read_all(&store, f, schema, table).await?;
+            let as_incoming = with_partitions(&src.stored_schema, &all, &HashMap::new())?;
+            let idx: Vec<usize> = tied.iter().map(|t| t.0).collect();
+            for ((i, w), text) in tied.into_iter().zip(tie_texts(&as_incoming, &idx)?) {
+                if Some(&text) >= ties.get(&w) {
+                    incoming[w].older = true;
+                } else {
+                    drops.entry(fi).or_default().push((i, w));
+                }
+            }
+        }
+    }
+    // A key whose incoming row lost to a newer one keeps all its rows.
+    let (mut adds, mut removes) = (Vec::new(), Vec::new());
+    for (fi, f) in candidates.iter().enumerate() {
+        let Some(rows) = drops.get(&fi) else { continue };
+        let mut drop = Vec::new();
+        for &(i, w) in rows {
+            if !incoming[w].older {
+                incoming[w].replaces = true;
+                drop.push(i);
+            }
+        }
+        drop.sort_unstable();
+        drop.dedup();
+        if drop.is_empty() {
+            continue;
+        }
+        adds.extend(rewrite_without(writer, table, &store, f, schema, &drop).await?);
+        removes.push(f.remove.clone());
+    }
+    Ok((adds, removes))
+}
+
+/// Write the winners that are neither older than what the output has nor deletes, in
+/// `schema`, through `writer` (flushed).
+pub(super) async fn write_new_rows(
+    src: &IncomingRows<'_>,
+    incoming: &[Incoming],
+    schema: &SchemaRef,
+    writer: &mut RecordBatchWriter,
+) -> Result<Vec<Add>> {
+    let table = src.cfg.output.as_str();
+    let mut upserts: Vec<u32> = incoming
+        .iter()
+        .filter(|w| !w.older && !w.delete)
+        .map(|w| w.row)
+        .collect();
+    upserts.sort_unstable();
+    if upserts.is_empty() {
+        return Ok(vec![]);
+    }
+    let rows = take_record_batch(&src.stored, &UInt32Array::from(upserts))?;
+    let rows = with_partitions(schema, &rows, &HashMap::new())?;
+    writer
+        .write(rows)
+        .await
+        .map_err(|e| Error::storage(table, e))?;
+    writer.flush().await.map_err(|e| Error::storage(table, e))
+}
+
+/// Rows per batch read while rewriting (parquet's default of 1,024 made the per-batch work
+/// of filtering and writing a third of the rewrite).
+const REWRITE_BATCH_ROWS: usize = 8192;
+
+/// Rewrite `f` without the rows whose index (in file order) is in `drop` (sorted), streaming
+/// row group by row group through `writer` into one new file (`dataChange=true`), flushed
+/// before returning. Empty when no row survives.
+async fn rewrite_without(
+    writer: &mut RecordBatchWriter,
+    table: &str,
+    store: &ObjectStoreRef,
+    f: &TargetFile,
+    schema: &SchemaRef,
+    drop: &[usize],
+) -> Result<Vec<Add>> {
+    let mut stream = ParquetRecordBatchStreamBuilder::new(reader(store, f))
+        .await
+        .map_err(|e| Error::storage(table, e))?
+        .with_batch_size(REWRITE_BATCH_ROWS)
+        .build()
+        .map_err(|e| Error::storage(table, e))?;
+    let mut offset = 0usize;
+    let mut kept = 0usize;
+    while let Some(batch) = stream
+        .try_next()
+        .await
+        .map_err(|e| Error::storage(table, e))?
+    {
+        let n = batch.num_rows();
+        let mut keep = vec![true; n];
+        let start = drop.partition_point(|&i| i < offset);
+        for &i in drop[start..].iter().take_while(|&&i| i < offset + n) {
+            keep[i - offset] = false;
+        }
+        let keep = BooleanArray::from(keep);
+        offset += n;
+        let batch = with_partitions(schema, &filter_record_batch(&batch, &keep)?, &f.partitions)?;
+        if batch.num_rows() > 0 {
+            kept += batch.num_rows();
+            writer
+                .write(batch)
+                .await
+                .map_err(|e| Error::storage(table, e))?;
+        }
+    }
+    if kept == 0 {
+        return Ok(vec![]);
+    }
+    writer.flush().await.map_err(|e| Error::storage(table, e))
+}

@@ -3,6 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 VENV ?= .venv
 MOTO_PORT ?= 5055
+LAMBDA_PORT ?= 9455
 ARCH ?= arm64
 REGION ?= us-east-1
 FUNCTIONS := msk-ingest s3-log-ingest maintenance refine
@@ -21,12 +22,19 @@ export CARGO_TERM_COLOR ?= never
 # never link DataFusion; `make no-datafusion` checks that.
 FEATURES := --features lakestream-cli/sql
 FUNCTION_PACKAGES := $(addprefix -p ,$(FUNCTIONS))
+# The packaging check (`make package-check`, in `make test` and CI): the same one `cargo lambda
+# build` of the four functions as `make build`, but in the dev profile (no LTO, no optimisation:
+# minutes, not the release build's quarter hour; its build scripts and proc macros are shared with
+# the test build) for this machine's own triple, into its own directory so a release `make
+# package` is never mixed up with it. tests/lambda-runtime.sh runs these bootstraps.
+HOST_TRIPLE := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
+CHECK_LAMBDA_DIR := target/lambda-check
 
 TEST_ENV = LAKESTREAM_TEST_S3_ENDPOINT=http://127.0.0.1:$(MOTO_PORT) LAKESTREAM_REQUIRE_S3=1 \
 	AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 \
 	MOTO_PORT=$(MOTO_PORT) LAKESTREAM_BIN=$(CURDIR)/target/debug/lakestream
 
-.PHONY: help demo test check fmt clippy no-datafusion validate build package deploy bench bench-compare bench-refine bench-upsert bench-logs fuzz chaos venv moto-start moto-stop clean
+.PHONY: help demo test lint-build test-rust test-py package-check lambda-check check fmt clippy no-datafusion validate build package deploy bench bench-compare bench-refine bench-upsert bench-logs fuzz chaos venv moto-start moto-stop clean
 
 help: ## List targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-14s %s\n", $$1, $$2}'
@@ -47,13 +55,36 @@ moto-start: venv ## Start the S3/SQS emulator on 127.0.0.1:$(MOTO_PORT)
 moto-stop: ## Stop the emulator started by moto-start
 	MOTO_PORT=$(MOTO_PORT) scripts/moto.sh stop
 
-test: moto-start ## All tests: Rust (filesystem + S3 emulator) and the independent-reader suite
+test: moto-start test-rust test-py lambda-check ## All tests: Rust, the Python suites (independent reader, chaos, hostile inputs), the packaged functions under a Lambda Runtime API
+
+# clippy -D warnings while building every target the tests need (`cargo clippy` does the same:
+# clippy-driver as RUSTC_WORKSPACE_WRAPPER, which lints the workspace crates and compiles them).
+# CI runs this in place of `make clippy` with the two variables exported for the whole run, so the
+# dependencies are compiled once for the tests instead of a second time in check mode for clippy
+# (with DataFusion, the larger half of `make clippy`'s time). Any cargo command run without them
+# afterwards recompiles the workspace crates (not the dependencies).
+CLIPPY_WRAPPER := RUSTC_WORKSPACE_WRAPPER=$(shell command -v clippy-driver) CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
+lint-build: ## clippy -D warnings on every target while building them for the tests (CI's clippy; see .ci/run)
+	$(CLIPPY_WRAPPER) cargo test --workspace --all-targets --no-run $(FEATURES)
+
+# Every debug build says `--workspace $(FEATURES)`: `cargo build --bin X` or `-p X` alone resolves
+# features for that package only and recompiles delta-rs, the AWS SDK and arrow in another variant.
+test-rust: moto-start ## cargo test (filesystem + S3 emulator) and the debug binaries the Python suites run
 	$(TEST_ENV) cargo test --workspace $(FEATURES)
 	cargo build --workspace --bins $(FEATURES)
+
+test-py: moto-start ## The Python suites against target/debug/lakestream (needs test-rust's build)
 	$(TEST_ENV) $(VENV)/bin/pytest -q tests/e2e
 	$(TEST_ENV) $(VENV)/bin/pytest -q tests/chaos
 	$(TEST_ENV) $(VENV)/bin/pytest -q tests/security
-	$(TEST_ENV) tests/lambda-runtime.sh
+
+package-check: venv ## CI's packaging check: one dev-profile `cargo lambda build` of every function (host triple), no DataFusion in them
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cargo lambda build --compiler cargo --target $(HOST_TRIPLE) --lambda-dir $(CHECK_LAMBDA_DIR) $(FUNCTION_PACKAGES)
+	@$(MAKE) --no-print-directory no-datafusion LAMBDA_DIRS=$(CHECK_LAMBDA_DIR)
+
+lambda-check: moto-start package-check ## The packaged bootstraps under a local Lambda Runtime API (tests/lambda-runtime.sh)
+	cargo build --workspace --bins $(FEATURES)
+	$(TEST_ENV) LAMBDA_PORT=$(LAMBDA_PORT) LAMBDA_DIR=$(CHECK_LAMBDA_DIR) tests/lambda-runtime.sh
 
 check: fmt clippy no-datafusion ## fmt --check, clippy -D warnings, no DataFusion in functions
 
@@ -63,13 +94,15 @@ fmt:
 clippy:
 	cargo clippy --workspace --all-targets $(FEATURES) -- -D warnings
 
+LAMBDA_DIRS ?= target/lambda $(CHECK_LAMBDA_DIR)
 no-datafusion: ## Prove the functions do not link DataFusion, as `make build` builds them (and in built bootstraps)
 	@if cargo tree $(FUNCTION_PACKAGES) -e normal --prefix none | grep -qi '^datafusion'; then \
 	  echo "a function links DataFusion:"; cargo tree $(FUNCTION_PACKAGES) -e normal -i datafusion; exit 1; fi
 	@echo "functions ($(FUNCTIONS)), built together: no DataFusion"
-	@for f in $(FUNCTIONS); do b=target/lambda/$$f/bootstrap; \
-	  if [ -f $$b ]; then if grep -qa 'datafusion' $$b; then echo "$$b contains DataFusion"; exit 1; else echo "$$b: no DataFusion"; fi; fi; \
-	done
+	@for d in $(LAMBDA_DIRS); do for f in $(FUNCTIONS); do b=$$d/$$f/bootstrap; \
+	  if [ -f $$b ]; then if grep -qa 'datafusion' $$b; then echo "$$b contains DataFusion"; exit 1; \
+	  else ls -l $$b | awk -v b=$$b '{printf "%-36s %6.1f MB, no DataFusion\n", b, $$5/1048576}'; fi; fi; \
+	done; done
 
 validate: venv ## cfn-lint, sam validate (with and without --lint), the offline deploy contract and its tests
 	$(VENV)/bin/cfn-lint template.yaml
@@ -84,9 +117,11 @@ build: venv ## cargo lambda release build of every function (ARCH=arm64|x86_64),
 	@$(MAKE) --no-print-directory no-datafusion
 	@for f in $(FUNCTIONS); do ls -l target/lambda/$$f/bootstrap | awk -v f=$$f '{printf "%-14s bootstrap %6.1f MB\n", f, $$5/1048576}'; done
 
-package: venv ## Zip each function (target/lambda/<fn>/bootstrap.zip) for any deploy tool
+package: venv ## Zip each function (target/lambda/<fn>/bootstrap.zip) for any deploy tool; every zip must be <= 12 MB
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cargo lambda build --release $(LAMBDA_TARGET) --output-format zip $(FUNCTION_PACKAGES)
-	@ls -l target/lambda/*/bootstrap.zip
+	@for f in $(FUNCTIONS); do z=target/lambda/$$f/bootstrap.zip; s=$$(stat -c %s $$z); \
+	  awk -v f=$$f -v s=$$s 'BEGIN {printf "%-14s bootstrap.zip %5.1f MB\n", f, s/1048576}'; \
+	  [ $$s -le 12582912 ] || { echo "$$z is over 12 MB"; exit 1; }; done
 
 deploy: venv ## sam build + deploy for ARCH (guided the first time; refuses a samconfig.toml of another ARCH; DEPLOY.md)
 	$(VENV)/bin/python scripts/template_contract.py samconfig --arch $(ARCH)
@@ -115,7 +150,7 @@ bench-logs: ## Access-log parse -> Arrow vs Rust regex vs Python re (Athena patt
 	taskset -c 0 cargo bench -p lakestream-core --bench access_log_parse
 
 chaos: moto-start ## The fault/crash/concurrency suite, longer (CHAOS_SCALE=5) with a random seed
-	cargo build --bin lakestream
+	cargo build --workspace --bins $(FEATURES)
 	$(TEST_ENV) CHAOS_SEED=$${CHAOS_SEED:-$$RANDOM$$RANDOM} CHAOS_SCALE=$${CHAOS_SCALE:-5} $(VENV)/bin/pytest -q tests/chaos
 
 fuzz: ## Fuzz every parser for FUZZ_SECONDS each (default 600; nightly + cargo-fuzz)

@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# Local Lambda runtime check: the real Runtime API path. Starts `cargo lambda watch` on
-# 127.0.0.1, invokes each function with `cargo lambda invoke --data-file events/...`, and checks
-# the tables afterwards. The lake is a temporary directory; s3-log-ingest reads the log objects
-# from the S3 emulator (moto, started by `make moto-start`).
-# Usage: tests/lambda-runtime.sh   (needs .venv with cargo-lambda; MOTO_PORT, default 5055)
+# Local Lambda runtime check: the real Runtime API path, on the packaged bootstraps. Starts the
+# Runtime API of `cargo lambda watch --only-lambda-apis` on 127.0.0.1 (it compiles nothing), starts
+# each function's bootstrap as built by `make package-check` (the same `cargo lambda build` that
+# packages them, so the functions are compiled once, not again by `watch`) with the Lambda
+# environment, invokes each with `cargo lambda invoke --data-file events/...`, and checks the
+# responses and the tables afterwards. The lake is a temporary directory; s3-log-ingest reads the
+# log objects from the S3 emulator (moto, started by `make moto-start`).
+# Usage: tests/lambda-runtime.sh   (needs .venv with cargo-lambda, the bootstraps under
+#        LAMBDA_DIR (default target/lambda-check) and target/debug/lakestream; MOTO_PORT, default
+#        5055; LAMBDA_PORT, default 9455). `make lambda-check` builds both and runs this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VENV:-.venv}"
 export PATH="$PWD/$VENV/bin:$PATH"
 PORT="${LAMBDA_PORT:-9455}"
 MOTO="http://127.0.0.1:${MOTO_PORT:-5055}"
+LAMBDA_DIR="${LAMBDA_DIR:-target/lambda-check}"
+FUNCTIONS="msk-ingest s3-log-ingest maintenance refine"
+for f in $FUNCTIONS; do
+  [ -x "$LAMBDA_DIR/$f/bootstrap" ] || { echo "lambda-runtime: no $LAMBDA_DIR/$f/bootstrap (run make package-check)"; exit 1; }
+done
+[ -x target/debug/lakestream ] || { echo "lambda-runtime: no target/debug/lakestream (cargo build --workspace --bins --features lakestream-cli/sql)"; exit 1; }
 work="$(mktemp -d)"
-watch_pid=""
-cleanup() { [ -n "$watch_pid" ] && kill "$watch_pid" 2>/dev/null; rm -rf "$work"; }
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
 
 sed "s#^root = \"./lake\"#root = \"$work/lake\"#" lakestream.toml > "$work/lakestream.toml"
@@ -40,19 +51,32 @@ s3.put_object(Bucket="raw-logs", Key="logs/2026-11-29-10-00-00-0A1B2C3D4E5F",
               Body=b'owner eventbridge-demo [29/Nov/2026:10:00:00 +0000] 1.2.3.4 req ID REST.GET.OBJECT k "GET /k HTTP/1.1" 200 - 1 1 1 1 "-" "ua" -\n')
 PY
 
-cargo lambda watch -A 127.0.0.1 -P "$PORT" --env-file "$work/env" > "$work/watch.log" 2>&1 &
-watch_pid=$!
+cargo lambda watch --only-lambda-apis -A 127.0.0.1 -P "$PORT" > "$work/api.log" 2>&1 &
+pids+=($!)
 for _ in $(seq 1 150); do
   (echo > "/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
   sleep 0.2
 done
+# Each bootstrap polls its own function's queue (the API routes /.rt/<name>), as on Lambda: the
+# reserved variables Lambda sets, plus the function's configuration (the env file above). All
+# functions log to one file, as `watch` did.
+for f in $FUNCTIONS; do
+  env $(cat "$work/env") AWS_LAMBDA_RUNTIME_API="http://127.0.0.1:$PORT/.rt/$f" \
+    AWS_LAMBDA_FUNCTION_NAME="$f" AWS_LAMBDA_FUNCTION_VERSION='$LATEST' AWS_LAMBDA_FUNCTION_MEMORY_SIZE=1024 \
+    AWS_LAMBDA_LOG_GROUP_NAME="/aws/lambda/$f" AWS_LAMBDA_LOG_STREAM_NAME=lambda-runtime \
+    "$LAMBDA_DIR/$f/bootstrap" >> "$work/watch.log" 2>&1 &
+  pids+=($!)
+done
 
-invoke() { cargo lambda invoke -A 127.0.0.1 -P "$PORT" --data-file "$2" "$1"; }
-fail() { echo "lambda-runtime: FAIL: $*"; cat "$work/watch.log" | tail -30; exit 1; }
+# A function that dies or hangs fails the check instead of stalling it.
+invoke() { timeout 120 cargo lambda invoke -A 127.0.0.1 -P "$PORT" --data-file "$2" "$1"; }
+fail() { echo "lambda-runtime: FAIL: $*"; tail -30 "$work/watch.log"; tail -5 "$work/api.log"; exit 1; }
+sleep 1
+for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || fail "a bootstrap or the Runtime API exited at start"; done
 
 # raw/order is partitioned by processing hour: the orders, their replay and the re-split batch
 # must land in one hour for the compaction below to have two files of one partition to merge.
-# The first invocation (members) builds msk-ingest; then, warm, the three order invocations take
+# The first invocation (members) warms msk-ingest; then, warm, the three order invocations take
 # seconds, started at least a minute before the hour turns.
 out=$(invoke msk-ingest events/msk-members.json) || fail "msk-ingest members: $out"
 if [ "$(date -u +%M)" = 59 ]; then sleep $(( 61 - 10#$(date -u +%S) )); fi

@@ -34,7 +34,7 @@ TEST_ENV = LAKESTREAM_TEST_S3_ENDPOINT=http://127.0.0.1:$(MOTO_PORT) LAKESTREAM_
 	AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 \
 	MOTO_PORT=$(MOTO_PORT) LAKESTREAM_BIN=$(CURDIR)/target/debug/lakestream
 
-.PHONY: help demo test lint-build test-rust test-py package-check lambda-check check fmt clippy no-datafusion validate build package deploy bench bench-compare bench-refine bench-upsert bench-logs fuzz chaos venv moto-start moto-stop clean
+.PHONY: help demo test test-steps lint-build test-rust test-py package-check lambda-check check fmt clippy no-datafusion validate build package deploy bench bench-compare bench-refine bench-upsert bench-logs fuzz chaos venv moto-start moto-stop clean
 
 help: ## List targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-14s %s\n", $$1, $$2}'
@@ -55,7 +55,13 @@ moto-start: venv ## Start the S3/SQS emulator on 127.0.0.1:$(MOTO_PORT)
 moto-stop: ## Stop the emulator started by moto-start
 	MOTO_PORT=$(MOTO_PORT) scripts/moto.sh stop
 
-test: moto-start test-rust test-py lambda-check ## All tests: Rust, the Python suites (independent reader, chaos, hostile inputs), the packaged functions under a Lambda Runtime API
+# `make test` is these steps in this order; .ci/run runs the same list (`make test-steps`), one
+# timed step each, so CI always runs the README's test command and nothing else.
+TEST_STEPS := moto-start test-rust test-py package-check lambda-check
+test-steps: ## Print the steps `make test` runs (read by .ci/run)
+	@echo $(TEST_STEPS)
+
+test: $(TEST_STEPS) ## All tests: Rust, the Python suites (independent reader, chaos, hostile inputs), the packaged functions under a Lambda Runtime API
 
 # clippy -D warnings while building every target the tests need (`cargo clippy` does the same:
 # clippy-driver as RUSTC_WORKSPACE_WRAPPER, which lints the workspace crates and compiles them).

@@ -87,10 +87,11 @@ SQS_DEFAULT_RETENTION = 345600
 
 def txn_retention_days_default() -> int:
     """`[access_logs] txn_retention_days`'s default, read from the Rust source (one truth)."""
-    src = (Path(__file__).resolve().parents[1] / "crates" / "lakestream-formats" / "src" / "config.rs").read_text()
+    src = (Path(__file__).resolve().parents[1] / "crates" / "lakestream-formats" / "src" / "config"
+           / "access_logs.rs").read_text()
     m = re.search(r"fn default_txn_retention_days\(\) -> u32 \{\s*(\d+)", src)
     if m is None:
-        raise SystemExit("template_contract: default_txn_retention_days not found in config.rs")
+        raise SystemExit("template_contract: default_txn_retention_days not found in config/access_logs.rs")
     return int(m.group(1))
 
 # Values for parameters that have no default (the check needs something shaped right).

@@ -17,6 +17,12 @@ pub fn tombstone_table(job: &str) -> String {
     format!("_lakestream/{job}/tombstones")
 }
 
+/// The directory of a CDC family's tombstone tables (SCD1 deletes): one table per source table
+/// below it (`_lakestream/cdc-<family>/<schema>.<table>/tombstones`).
+pub fn cdc_tombstone_directory(family: &str) -> String {
+    format!("_lakestream/cdc-{family}")
+}
+
 /// What a table of the pipeline holds (who writes it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -34,6 +40,9 @@ pub enum TableKind {
     RefineOutput,
     /// A CDC upsert job's tombstone table (`_lakestream/<job>/tombstones`).
     Tombstones,
+    /// A CDC family's directory of tables, one per source table below it, found by listing
+    /// (bronze, silver, or the apply jobs' tombstones `_lakestream/cdc-<family>`).
+    CdcDirectory,
 }
 
 impl TableKind {
@@ -46,6 +55,7 @@ impl TableKind {
             Self::AccessLogDirectory => "access logs, one table per bucket",
             Self::RefineOutput => "refine output",
             Self::Tombstones => "tombstones",
+            Self::CdcDirectory => "CDC family, one table per source table",
         }
     }
 }
@@ -70,6 +80,10 @@ impl PipelineTable {
             TableKind::Tombstones => {
                 format!("`{}` (its tombstone table \"{}\")", self.key, self.name)
             }
+            TableKind::CdcDirectory => format!(
+                "`{}` (the family's tables under \"{}/\")",
+                self.key, self.name
+            ),
             TableKind::AccessLogDirectory => format!(
                 "`{}` = \"{}\" (the per-bucket tables `{}/<bucket>`)",
                 self.key, self.name, self.name
@@ -114,14 +128,30 @@ impl PipelineConfig {
                 key: format!("refine[{i}].output"),
             });
         }
-        for (i, j) in self.refine.iter().enumerate() {
-            if matches!(&j.kind, crate::refine::JobKind::Upsert(u) if u.op.is_some()) {
+        for (i, f) in self.cdc.iter().enumerate() {
+            for (name, what) in [
+                (f.bronze_directory(), "bronze"),
+                (f.silver_directory(), "silver"),
+                (cdc_tombstone_directory(&f.family), "scd"),
+            ] {
                 out.push(PipelineTable {
-                    name: tombstone_table(&j.job),
-                    kind: TableKind::Tombstones,
-                    key: format!("refine[{i}].upsert.op"),
+                    name,
+                    kind: TableKind::CdcDirectory,
+                    key: format!("cdc[{i}].{what}"),
                 });
             }
+        }
+        for (i, j) in self.refine.iter().enumerate() {
+            let key = match &j.kind {
+                crate::refine::JobKind::Upsert(u) if u.op.is_some() => "upsert.op",
+                crate::refine::JobKind::Cdc(c) if c.scd == crate::config::ScdType::One => "cdc",
+                _ => continue,
+            };
+            out.push(PipelineTable {
+                name: tombstone_table(&j.job),
+                kind: TableKind::Tombstones,
+                key: format!("refine[{i}].{key}"),
+            });
         }
         out
     }

@@ -14,6 +14,7 @@
 //! - [`join`]: one interval-join run on the checked commit path.
 //! - [`upsert`]: one upsert run (copy-on-write: rewrite files that lose rows, add new rows).
 
+pub mod cdc;
 pub mod context;
 pub mod join;
 pub(crate) mod json_rows;
@@ -77,6 +78,7 @@ pub async fn run_once(ctx: &RunContext<'_>, cfg: &RefineJob) -> Result<RunReport
     match &cfg.kind {
         JobKind::Join(join) => join::run_once(ctx, cfg, join, output).await,
         JobKind::Upsert(upsert) => upsert::run_once(ctx, cfg, upsert, output).await,
+        JobKind::Cdc(apply) => cdc::run_once(ctx, cfg, apply, output).await,
     }
 }
 

@@ -38,6 +38,12 @@ pub async fn skip_to(
             }
             output_schema(cfg, join, &schemas[0], &schemas[1])?
         }
+        JobKind::Cdc(_) => {
+            return Err(Error::Config(format!(
+                "refine job `{}`: --skip-to is not supported for CDC apply jobs (a skipped change could never be applied in order)",
+                cfg.job
+            )));
+        }
         JobKind::Upsert(_) => {
             let src = TableHandle::open_existing(ctx.lake, table).await?;
             properties.push((source_id_property(table), src.table_id()?));

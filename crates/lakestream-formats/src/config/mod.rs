@@ -7,10 +7,14 @@ use serde::Deserialize;
 use std::collections::HashSet;
 
 mod access_logs;
+mod cdc;
 mod lake;
 mod topics;
 
 pub use access_logs::{AccessLogLayout, AccessLogsConfig, LOG_BUCKETS_ENV, SQS_MAX_RETENTION_DAYS};
+pub use cdc::{
+    CdcColumn, CdcFamily, CdcSource, CdcType, FamilyTable, ScdType, bronze, silver, topic_matches,
+};
 pub use lake::{CommitConfig, LakeConfig};
 pub use topics::{
     ColumnConfig, ColumnType, KafkaMetadataColumn, PROCESSING_TIME_COLUMNS, Partitioning,
@@ -39,6 +43,10 @@ pub struct PipelineConfig {
     /// Refine jobs (run in dependency order by the `refine` function and `lakestream refine`).
     #[serde(default)]
     pub refine: Vec<crate::refine::RefineJob>,
+    /// CDC table families (`[[cdc]]`): Debezium topics or DMS / file deliveries into bronze,
+    /// applied per key into silver.
+    #[serde(default)]
+    pub cdc: Vec<CdcFamily>,
 }
 
 fn default_dead_letter_table() -> String {
@@ -92,6 +100,20 @@ impl PipelineConfig {
     /// The topic config for `topic`, if any.
     pub fn topic(&self, topic: &str) -> Option<&TopicConfig> {
         self.topics.iter().find(|t| t.topic == topic)
+    }
+
+    /// The CDC family whose topic patterns match `topic` (a configured topic never does).
+    pub fn cdc_topic(&self, topic: &str) -> Option<(&CdcFamily, FamilyTable)> {
+        self.cdc
+            .iter()
+            .find_map(|f| f.table_of_topic(topic).map(|t| (f, t)))
+    }
+
+    /// The DMS / files family that owns object `key` of `bucket`.
+    pub fn cdc_object(&self, bucket: &str, key: &str) -> Option<(&CdcFamily, FamilyTable)> {
+        self.cdc
+            .iter()
+            .find_map(|f| f.table_of_object(bucket, key).map(|t| (f, t)))
     }
 
     /// Check cross-field rules; every message names the key.
@@ -161,6 +183,27 @@ impl PipelineConfig {
                 return bad(format!("`{key}.table` is the dead_letter_table"));
             }
             t.validate(&key)?;
+        }
+        let mut families = HashSet::new();
+        for (i, f) in self.cdc.iter().enumerate() {
+            let key = format!("cdc[{i}]");
+            f.validate(&key)?;
+            if !families.insert(f.family.to_ascii_lowercase()) {
+                return bad(format!(
+                    "`{key}.family`: family \"{}\" is listed twice",
+                    f.family
+                ));
+            }
+            if let Some(t) = self
+                .topics
+                .iter()
+                .find(|t| f.topics.iter().any(|p| cdc::topic_matches(p, &t.topic)))
+            {
+                return bad(format!(
+                    "`{key}.topics` matches topic \"{}\" of `[[topics]]`: a topic has one reader; narrow the pattern or drop the topic",
+                    t.topic
+                ));
+            }
         }
         crate::tables::check(self)
     }

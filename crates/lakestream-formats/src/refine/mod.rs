@@ -8,10 +8,12 @@
 //! and rules live in their own module ([`join`], [`upsert`]); a new kind is a new module and a
 //! new variant.
 
+pub mod cdc;
 pub mod join;
 pub mod upsert;
 
 use crate::error::{Error, Result};
+use cdc::CdcApply;
 use join::IntervalJoinConfig;
 use serde::Deserialize;
 use std::time::Duration;
@@ -46,6 +48,9 @@ pub enum JobKind {
     Join(IntervalJoinConfig),
     /// Keyed latest-wins upsert of one source (`[refine.upsert]`, the seed's processed job).
     Upsert(UpsertConfig),
+    /// CDC changes applied per key, SCD1 or SCD2, with the change data feed (`[refine.cdc]`,
+    /// or expanded from a `[[cdc]]` family).
+    Cdc(CdcApply),
 }
 
 /// The TOML shape of a job: both kinds optional, so a job naming both or neither is refused
@@ -67,6 +72,8 @@ struct RawRefineJob {
     join: Option<IntervalJoinConfig>,
     #[serde(default)]
     upsert: Option<UpsertConfig>,
+    #[serde(default)]
+    cdc: Option<CdcApply>,
 }
 
 /// serde's conversion hook: the message becomes a `config:` error with the key and line named
@@ -75,12 +82,13 @@ impl TryFrom<RawRefineJob> for RefineJob {
     type Error = String;
 
     fn try_from(raw: RawRefineJob) -> std::result::Result<Self, String> {
-        let kind = match (raw.join, raw.upsert) {
-            (Some(j), None) => JobKind::Join(j),
-            (None, Some(u)) => JobKind::Upsert(u),
+        let kind = match (raw.join, raw.upsert, raw.cdc) {
+            (Some(j), None, None) => JobKind::Join(j),
+            (None, Some(u), None) => JobKind::Upsert(u),
+            (None, None, Some(c)) => JobKind::Cdc(c),
             _ => {
                 return Err(format!(
-                    "refine job `{}`: configure exactly one of `[refine.join]` and `[refine.upsert]`",
+                    "refine job `{}`: configure exactly one of `[refine.join]`, `[refine.upsert]` and `[refine.cdc]`",
                     raw.job
                 ));
             }
@@ -105,7 +113,9 @@ fn default_max_mib() -> u64 {
 }
 
 /// A duration written as text (`"90m"`, `"3h"`), with an error that shows how to write one.
-fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Duration, D::Error> {
+pub(crate) fn duration<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Duration, D::Error> {
     let text = String::deserialize(d)?;
     humantime::parse_duration(text.trim()).map_err(|e| {
         serde::de::Error::custom(format!(
@@ -119,7 +129,7 @@ impl RefineJob {
     pub fn output_columns(&self) -> Vec<String> {
         match &self.kind {
             JobKind::Join(join) => join.output_columns(),
-            JobKind::Upsert(_) => vec![],
+            JobKind::Upsert(_) | JobKind::Cdc(_) => vec![],
         }
     }
 
@@ -128,6 +138,7 @@ impl RefineJob {
         match &self.kind {
             JobKind::Join(j) => vec![&j.left.table, &j.right.table],
             JobKind::Upsert(u) => vec![&u.source],
+            JobKind::Cdc(c) => vec![&c.source],
         }
     }
 
@@ -153,6 +164,7 @@ impl RefineJob {
         match &self.kind {
             JobKind::Join(join) => join.validate(key, &self.output, &self.partition_by),
             JobKind::Upsert(upsert) => upsert.validate(key, &self.output, &self.partition_by),
+            JobKind::Cdc(cdc) => cdc.validate(key, &self.output, &self.partition_by),
         }
     }
 }

@@ -1,0 +1,163 @@
+use super::*;
+use crate::config::PipelineConfig;
+
+const BASE: &str = "pipeline = \"p\"\n[lake]\nroot = \"/tmp/l\"\n";
+
+fn parse(block: &str) -> Result<PipelineConfig> {
+    PipelineConfig::from_toml(&format!("{BASE}{block}"))
+}
+
+fn err_of(block: &str) -> String {
+    match parse(block) {
+        Ok(_) => "parsed".into(),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_debezium_family_names_its_tables() -> anyhow::Result<()> {
+    let cfg = parse(
+        r#"
+[[cdc]]
+family = "crm"
+source = "debezium"
+topics = ["crm.public.*"]
+scd = 2
+keys = { "public.orders" = ["order_id"] }
+"#,
+    )?;
+    let (f, t) = cfg
+        .cdc_topic("crm.public.orders")
+        .ok_or_else(|| anyhow::anyhow!("no match"))?;
+    assert_eq!(f.scd, ScdType::Two);
+    assert_eq!(t.qualified(), "public.orders");
+    assert_eq!(f.bronze_table(&t)?, "bronze/crm/public/orders");
+    assert_eq!(f.silver_table(&t)?, "silver/crm/public/orders");
+    assert_eq!(f.job_name(&t), "cdc-crm/public.orders");
+    assert_eq!(f.declared_keys(&t), Some(&["order_id".to_string()][..]));
+    assert_eq!(f.table_of_bronze("bronze/crm/public/orders"), Some(t));
+    assert_eq!(f.table_of_bronze("bronze/crm/public"), None);
+    assert!(cfg.cdc_topic("crm.other.orders").is_none());
+    assert!(cfg.cdc_topic("crm.public.orders.x").is_none());
+    assert_eq!(f.bronze_directory(), "bronze/crm");
+    Ok(())
+}
+
+#[test]
+fn topic_patterns_match_whole_segments() {
+    assert!(topic_matches("crm.public.*", "crm.public.orders"));
+    assert!(topic_matches("crm.*.*", "crm.sales.orders"));
+    assert!(topic_matches("crm.public.order*", "crm.public.orders"));
+    assert!(!topic_matches("crm.public.order*", "crm.public.order"));
+    assert!(!topic_matches("crm.public.*", "crm.public."));
+    assert!(!topic_matches("crm.public.*", "crm.public.a.b"));
+    assert!(!topic_matches("crm.public.*", "crmx.public.a"));
+}
+
+#[test]
+fn a_dms_family_maps_objects() -> anyhow::Result<()> {
+    let cfg = parse(
+        r#"
+[[cdc]]
+family = "erp"
+source = "dms"
+location = "s3://landing/dms/erp"
+timestamp_column = "commit_ts"
+columns = { "dbo.items" = ["id int64", "price decimal(10,2)", "name string"] }
+keys = { "dbo.items" = ["id"] }
+"#,
+    )?;
+    let (f, t) = cfg
+        .cdc_object("landing", "dms/erp/dbo/items/LOAD00000001.csv")
+        .ok_or_else(|| anyhow::anyhow!("no match"))?;
+    assert_eq!(t.qualified(), "dbo.items");
+    assert!(!f.has_csv_header());
+    let cols = f.declared_columns(&t)?;
+    assert_eq!(cols[1].data_type, CdcType::Decimal(10, 2));
+    assert!(cfg.cdc_object("other", "dms/erp/dbo/items/x.csv").is_none());
+    assert!(cfg.cdc_object("landing", "dms/erp/dbo/items/").is_none());
+    assert!(cfg.cdc_object("landing", "dms/erp/dbo").is_none());
+    Ok(())
+}
+
+#[test]
+fn hostile_names_never_become_tables() {
+    let f = parse("[[cdc]]\nfamily = \"crm\"\nsource = \"debezium\"\ntopics = [\"crm.*.*\"]\n")
+        .ok()
+        .and_then(|c| c.cdc.into_iter().next());
+    let Some(f) = f else {
+        panic!("family parses");
+    };
+    for (schema, table) in [
+        ("..", "x"),
+        ("_x", "y"),
+        ("a", ".hidden"),
+        ("a", ""),
+        ("a%2f", "b"),
+    ] {
+        let t = FamilyTable {
+            schema: schema.into(),
+            table: table.into(),
+        };
+        assert!(f.bronze_table(&t).is_err(), "{schema}/{table}");
+    }
+}
+
+#[test]
+fn bad_blocks_are_refused_with_the_key() {
+    let cases = [
+        (
+            "[[cdc]]\nfamily = \"a b\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\n",
+            "cdc[0].family",
+        ),
+        ("[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\n", "cdc[0]"),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.*\"]\n",
+            "cdc[0].topics",
+        ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"dms\"\nlocation = \"landing/x\"\n",
+            "cdc[0].location",
+        ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\nscd = 3\n",
+            "scd must be 1 or 2",
+        ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\nbronze = \"{schema}/{table}\"\n",
+            "cdc[0].bronze",
+        ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\nbronze = \"b/{table}x\"\n",
+            "cdc[0].bronze",
+        ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\nbronze = \"x/{table}\"\nsilver = \"x/{schema}/{table}\"\n",
+            "share the directory",
+        ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\ncolumns = { \"b.c\" = [\"id int8\"] }\n",
+            "not a type",
+        ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\n[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"c.b.*\"]\n",
+            "listed twice",
+        ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\n[[cdc]]\nfamily = \"b\"\nsource = \"debezium\"\ntopics = [\"c.b.*\"]\nbronze = \"bronze/a/{table}\"\n",
+            "are one table",
+        ),
+        (
+            "[[topics]]\ntopic = \"a.b.c\"\ntable = \"raw/c\"\ncolumns = [{ name = \"x\", type = \"string\" }]\n[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\n",
+            "a topic has one reader",
+        ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\n[[refine]]\njob = \"j\"\noutput = \"silver/a/b/c\"\n[refine.upsert]\nsource = \"raw/x\"\nkey = [\"k\"]\norder_by = [\"t\"]\n",
+            "inside",
+        ),
+    ];
+    for (block, want) in cases {
+        let got = err_of(block);
+        assert!(got.contains(want), "{block}\n-> {got}\n(want {want})");
+    }
+}

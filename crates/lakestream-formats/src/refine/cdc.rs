@@ -1,0 +1,77 @@
+//! The CDC-apply kind of refine job (`[refine.cdc]`, or one per table of a `[[cdc]]` family):
+//! a bronze table of changes (`__op`, `__seq`, lineage, row columns) applied per key into a
+//! silver table, SCD type 1 or 2, with Delta's change data feed. Families expand into these
+//! jobs at run time ([`CdcFamily::apply_job`]); a single table may be declared by hand.
+
+use super::{RefineJob, duration};
+use crate::config::{CdcFamily, FamilyTable, ScdType};
+use crate::error::{Error, Result};
+use serde::Deserialize;
+use std::time::Duration;
+
+/// Apply a bronze table's changes per key into the output.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CdcApply {
+    /// The bronze table (append-only changes with `__op` and `__seq`).
+    pub source: String,
+    /// Key columns; empty: the bronze table's `lakestream.cdc.keys` property.
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// `1` or `2`.
+    #[serde(default)]
+    pub scd: ScdType,
+    /// SCD1: how long a delete's tombstone is kept (processing time).
+    #[serde(default = "default_tombstone_retention", deserialize_with = "duration")]
+    pub tombstone_retention: Duration,
+    /// The family the job was expanded from (none when declared by hand).
+    #[serde(skip)]
+    pub family: Option<String>,
+}
+
+fn default_tombstone_retention() -> Duration {
+    Duration::from_secs(30 * 86_400)
+}
+
+impl CdcApply {
+    /// Check the kind's rules for a job writing `output`.
+    pub(crate) fn validate(&self, key: &str, output: &str, partition_by: &[String]) -> Result<()> {
+        let bad = |m: String| Err(Error::Config(m));
+        if self.source == output {
+            return bad(format!("`{key}.cdc.source` is the job's output"));
+        }
+        if self.keys.iter().any(String::is_empty) {
+            return bad(format!("`{key}.cdc.keys` has an empty column name"));
+        }
+        if !partition_by.is_empty() {
+            return bad(format!(
+                "`{key}.partition_by`: a CDC apply output is not partitioned"
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl CdcFamily {
+    /// The apply job of table `t` of the family (bronze -> silver).
+    pub fn apply_job(&self, t: &FamilyTable) -> Result<RefineJob> {
+        Ok(RefineJob {
+            job: self.job_name(t),
+            output: self.silver_table(t)?,
+            partition_by: vec![],
+            max_files_per_run: self.max_files_per_run,
+            max_mib_per_run: self.max_mib_per_run,
+            ignore_changes: false,
+            kind: super::JobKind::Cdc(CdcApply {
+                source: self.bronze_table(t)?,
+                keys: self
+                    .declared_keys(t)
+                    .map(<[String]>::to_vec)
+                    .unwrap_or_default(),
+                scd: self.scd,
+                tombstone_retention: self.tombstone_retention,
+                family: Some(self.family.clone()),
+            }),
+        })
+    }
+}

@@ -161,3 +161,26 @@ fn bad_blocks_are_refused_with_the_key() {
         assert!(got.contains(want), "{block}\n-> {got}\n(want {want})");
     }
 }
+
+#[test]
+fn the_example_family_config_parses() -> anyhow::Result<()> {
+    let cfg = PipelineConfig::from_toml(include_str!("../../../../../examples/cdc-crm.toml"))?;
+    assert_eq!(cfg.cdc.len(), 2);
+    let (f, t) = cfg
+        .cdc_topic("crm.public.order_items")
+        .ok_or_else(|| anyhow::anyhow!("no match"))?;
+    assert_eq!(
+        f.declared_keys(&t),
+        Some(&["order_id".to_string(), "line_no".to_string()][..])
+    );
+    let (legacy, acc) = cfg
+        .cdc_object(
+            "crm-landing",
+            "dms/legacy/dbo/accounts/20261129-113401000.csv",
+        )
+        .ok_or_else(|| anyhow::anyhow!("no match"))?;
+    assert_eq!(legacy.scd, ScdType::Two);
+    assert_eq!(legacy.silver_table(&acc)?, "silver/legacy/dbo/accounts");
+    assert_eq!(legacy.declared_columns(&acc)?.len(), 4);
+    Ok(())
+}

@@ -1,10 +1,17 @@
 //! The CDC-apply kind: a bronze table's changes applied per key into silver, SCD type 1 or 2,
 //! with Delta's change data feed written in the same commit (ARCHITECTURE.md "CDC lakehouse").
+//!
+//! - [`changes`]: what bronze gained since the silver `txn`, keys resolved, one change per
+//!   (key, `__seq`), sorted by key then `__seq` (shared by both SCD types).
+
+#[allow(dead_code)] // until both SCD types call it
+pub(crate) mod changes;
 
 use super::context::RunContext;
 use super::report::RunReport;
 use crate::error::{Error, Result};
 use crate::table::TableHandle;
+use lakestream_formats::config::ScdType;
 use lakestream_formats::refine::RefineJob;
 use lakestream_formats::refine::cdc::CdcApply;
 
@@ -12,11 +19,17 @@ use lakestream_formats::refine::cdc::CdcApply;
 pub(crate) async fn run_once(
     _ctx: &RunContext<'_>,
     cfg: &RefineJob,
-    _apply: &CdcApply,
+    apply: &CdcApply,
     _output: TableHandle,
 ) -> Result<RunReport> {
-    Err(Error::Config(format!(
-        "refine job `{}`: CDC apply is being built (issue 26)",
-        cfg.job
-    )))
+    match apply.scd {
+        ScdType::One => Err(Error::Config(format!(
+            "refine job `{}`: CDC apply (SCD type 1) is being built (issue 26)",
+            cfg.job
+        ))),
+        ScdType::Two => Err(Error::Config(format!(
+            "refine job `{}`: CDC apply with `scd = 2` is being built (issue 26); use `scd = 1`",
+            cfg.job
+        ))),
+    }
 }

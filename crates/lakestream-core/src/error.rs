@@ -51,6 +51,23 @@ pub enum Error {
         last: String,
     },
 
+    /// A commit would rewrite rows of a table with the change data feed on without writing
+    /// change data files. Permanent; nothing was written.
+    #[error(
+        "table `{table}` has the change data feed on (`delta.enableChangeDataFeed = true`) and \
+         this commit ({operation}) rewrites or deletes rows without writing change data files: \
+         readers of the feed would see every row of the rewritten files deleted and inserted \
+         again. Nothing was written. Write this table with a writer that records its changes \
+         (the `cdc` refine kind), or turn the feed off first (`ALTER TABLE <table> SET \
+         TBLPROPERTIES ('delta.enableChangeDataFeed' = false)`)"
+    )]
+    ChangeDataFeed {
+        /// Table name.
+        table: String,
+        /// The refused operation (`MERGE`, `DELETE`, ...).
+        operation: String,
+    },
+
     /// There is no Delta table at that name (nothing has written it yet).
     #[error("table `{0}` does not exist")]
     TableNotFound(String),

@@ -5,7 +5,7 @@
 //! (two compactions of one file both pass it), so the engine never relies on it: it reads every
 //! commit between the planning snapshot and the one it commits on and applies the rules below.
 
-use deltalake::kernel::{Add, Remove, Transaction};
+use deltalake::kernel::{Add, AddCDCFile, Remove, Transaction};
 use deltalake::protocol::DeltaOperation;
 use std::collections::{BTreeSet, HashSet};
 
@@ -39,6 +39,11 @@ pub struct Change {
     pub scope: ReadScope,
     /// Table properties set by this commit (a `metaData` action with them added).
     pub properties: Vec<(String, String)>,
+    /// Change data feed files (`cdc` actions, already written under `_change_data/`, see
+    /// [`write_change_data`](super::change_data::write_change_data)) committed with the adds
+    /// and removes. Required when the change removes files with `dataChange = true` on a table
+    /// with `delta.enableChangeDataFeed = true`.
+    pub cdc_files: Vec<AddCDCFile>,
 }
 
 impl Change {
@@ -57,6 +62,7 @@ impl Change {
             txns,
             scope: ReadScope::Append,
             properties: vec![],
+            cdc_files: vec![],
         }
     }
 
@@ -281,6 +287,7 @@ mod tests {
             removes,
             txns: txn.map(|t| Transaction::new(t, 1)).into_iter().collect(),
             scope,
+            cdc_files: vec![],
         }
     }
 

@@ -27,6 +27,34 @@ pub struct NewTable {
     pub partition_columns: Vec<String>,
     /// Table properties.
     pub configuration: Vec<(String, String)>,
+    /// Create the table with Delta's change data feed: protocol writer version 4 and
+    /// `delta.enableChangeDataFeed = true`. Every later commit that rewrites rows must then
+    /// carry [`Change::cdc_files`] (see [`cdf_guard`]).
+    pub change_data_feed: bool,
+}
+
+/// The table property that turns Delta's change data feed on.
+pub const ENABLE_CDF: &str = "delta.enableChangeDataFeed";
+
+/// Whether a table configuration has the change data feed on.
+pub fn cdf_enabled<'a>(mut configuration: impl Iterator<Item = (&'a String, &'a String)>) -> bool {
+    configuration.any(|(k, v)| k == ENABLE_CDF && v.eq_ignore_ascii_case("true"))
+}
+
+/// The change data feed's protocol rule: on a table with the feed on (or turned on by this
+/// change), a commit that removes files with `dataChange = true` (a copy-on-write rewrite or a
+/// delete) must write change data files, else readers of the feed see every row of the
+/// rewritten files deleted and inserted again. Blind appends (their adds read as inserts) and
+/// compaction (`dataChange = false`) need none.
+pub fn cdf_guard(table: &str, feed_on: bool, change: &Change) -> crate::error::Result<()> {
+    let feed_on = feed_on || cdf_enabled(change.properties.iter().map(|(k, v)| (k, v)));
+    if feed_on && change.cdc_files.is_empty() && change.removes.iter().any(|r| r.data_change) {
+        return Err(Error::ChangeDataFeed {
+            table: table.to_string(),
+            operation: change.operation.name().to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// A change landed.
@@ -66,6 +94,12 @@ pub(crate) async fn land(
     commit_id: &str,
 ) -> std::result::Result<Landed, Failure> {
     let name = handle.name().to_string();
+    let feed_on = handle.exists()
+        && handle.snapshot().is_ok_and(|s| {
+            let c = s.metadata().configuration();
+            cdf_enabled(c.iter())
+        });
+    cdf_guard(&name, feed_on, change).map_err(Failure::Permanent)?;
     // The newest version the change has been checked against (its read version at first).
     let mut checked = change.read_version;
     let mut rebases = 0u32;
@@ -291,20 +325,28 @@ async fn put(
         .iter()
         .cloned()
         .map(Action::Add)
-        .chain(change.removes.iter().cloned().map(Action::Remove));
+        .chain(change.removes.iter().cloned().map(Action::Remove))
+        .chain(change.cdc_files.iter().cloned().map(Action::Cdc));
     if !handle.exists() {
         let Some(new) = create else {
             return Err(DeltaTableError::NotATable(handle.name().to_string()));
         };
+        // Writer version 4 is the change data feed's (it also names invariants, check
+        // constraints and generated columns, none of which a table created here has).
+        let writer = if new.change_data_feed { 4 } else { 2 };
         let protocol: Action = serde_json::from_value(serde_json::json!(
-            {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}
+            {"protocol": {"minReaderVersion": 1, "minWriterVersion": writer}}
         ))?;
+        let feed = new
+            .change_data_feed
+            .then(|| (ENABLE_CDF.to_string(), "true".to_string()));
         let metadata = new_metadata(
             &struct_type,
             new.partition_columns.iter(),
             new.configuration
                 .iter()
                 .chain(&change.properties)
+                .chain(feed.iter())
                 .map(|(k, v)| (k, v)),
         )?
         .with_name(handle.name().replace('/', "_"))?;
@@ -344,10 +386,19 @@ async fn put(
     let operation: DeltaOperation = change.operation.clone();
     // delta-rs serializes the commit and checks the protocol; the PUT is ours: delta-rs's own
     // commit future LISTs the log before the PUT and rebuilds the snapshot after it (a LIST and
-    // two GETs of what we just wrote), and we hold both already.
+    // two GETs of what we just wrote), and we hold both already. A change data feed table
+    // (writer version 4) is checked here instead: built without the `datafusion` feature,
+    // delta-rs's checker refuses writer version 4 outright, though all it asks of this writer
+    // is the change files (written by the caller, guarded by [`cdf_guard`]) and the features
+    // checked by [`writable_cdf_table`].
+    let checked_here = writable_cdf_table(snapshot, &change.removes)?;
     let prepared = CommitBuilder::from(props)
         .with_actions(actions)
-        .build(Some(snapshot), table.log_store(), operation)
+        .build(
+            (!checked_here).then_some(snapshot as _),
+            table.log_store(),
+            operation,
+        )
         .into_prepared_commit_future()
         .await?;
     let version = handle.version().map_or(0, |v| v + 1);
@@ -372,4 +423,33 @@ async fn put(
             Err(e.into())
         }
     }
+}
+
+/// Whether the table is a change data feed table this writer may commit to with delta-rs's
+/// protocol check skipped: reader version 1, writer version 4, and none of writer version 4's
+/// other features in use (check constraints, column invariants, generated columns). An
+/// append-only table refuses removes with `dataChange = true` like delta-rs would.
+fn writable_cdf_table(
+    snapshot: &DeltaTableState,
+    removes: &[deltalake::kernel::Remove],
+) -> std::result::Result<bool, DeltaTableError> {
+    let (protocol, metadata) = (snapshot.protocol(), snapshot.metadata());
+    if protocol.min_reader_version() != 1 || protocol.min_writer_version() != 4 {
+        return Ok(false);
+    }
+    let config = metadata.configuration();
+    let schema = metadata.schema_string();
+    let other_features = config.keys().any(|k| k.starts_with("delta.constraints."))
+        || schema.contains("delta.invariants")
+        || schema.contains("delta.generationExpression");
+    if other_features {
+        return Ok(false);
+    }
+    let append_only = config
+        .get("delta.appendOnly")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    if append_only && removes.iter().any(|r| r.data_change) {
+        return Err(TransactionError::DeltaTableAppendOnly.into());
+    }
+    Ok(true)
 }

@@ -15,12 +15,14 @@
 //!    retrying; permanent errors stop at once.
 
 pub mod change;
+pub mod change_data;
 pub mod classify;
 pub mod land;
 pub mod run;
 
 pub use change::{Change, Conflict, ReadScope};
-pub use land::{Failure, Landed, NewTable};
+pub use change_data::{CHANGE_TYPE, ChangeType, change_schema, write_change_data};
+pub use land::{ENABLE_CDF, Failure, Landed, NewTable, cdf_enabled, cdf_guard};
 pub use run::{ChangePlanner, Decision, Fixed, Proposal, Ran, run};
 
 use crate::error::{Error, Result};
@@ -265,6 +267,7 @@ impl<P: Planner> ChangePlanner for AppendPlanner<'_, P> {
             create: Some(NewTable {
                 partition_columns: plan.partition_columns,
                 configuration,
+                change_data_feed: false,
             }),
         }))
     }
@@ -278,8 +281,20 @@ pub(crate) fn batch_writer(
     partition_columns: Vec<String>,
 ) -> Result<RecordBatchWriter> {
     let url = lake.table_url(name)?;
+    batch_writer_at(lake, name, url.as_str(), schema, partition_columns)
+}
+
+/// [`batch_writer`] writing below `url` (a directory of table `name`, e.g. its
+/// `_change_data/`): returned paths are relative to `url`.
+pub(crate) fn batch_writer_at(
+    lake: &Lake,
+    name: &str,
+    url: &str,
+    schema: SchemaRef,
+    partition_columns: Vec<String>,
+) -> Result<RecordBatchWriter> {
     RecordBatchWriter::try_new(
-        url.as_str(),
+        url,
         schema,
         Some(partition_columns),
         Some(lake.storage_options().clone()),

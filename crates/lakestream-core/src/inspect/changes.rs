@@ -1,6 +1,9 @@
 //! What changed between two versions: the rows each commit inserted or deleted, by replaying
-//! the commit files like the incremental reader does (`refine::source`), without a change data
-//! feed.
+//! the commit files like the incremental reader does (`refine::source`).
+//!
+//! A version with change data files (`cdc` actions: a table with Delta's change data feed) is
+//! read from them: their rows, with their own `_change_type` (`insert`, `update_preimage`,
+//! `update_postimage`, `delete`). Only a version without any is diffed as below.
 //!
 //! Per version: files added with `dataChange=true` hold inserted rows, files removed with
 //! `dataChange=true` (a delete, update or overwrite rewrote them) hold deleted rows. A rewrite
@@ -22,7 +25,8 @@ use deltalake::kernel::Action;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Column naming the kind of change (`insert` or `delete`).
+/// Column naming the kind of change (`insert` or `delete`; from change data files also
+/// `update_preimage` and `update_postimage`).
 pub const CHANGE_TYPE: &str = "_change_type";
 /// Column with the version of the commit that made the change.
 pub const COMMIT_VERSION: &str = "_commit_version";
@@ -58,6 +62,7 @@ pub async fn changes(lake: &Lake, table: &str, from: u64, to: Option<u64>) -> Re
     fields.push(Field::new(CHANGE_TYPE, DataType::Utf8, false));
     fields.push(Field::new(COMMIT_VERSION, DataType::Int64, false));
     let out_schema: SchemaRef = Arc::new(Schema::new(fields));
+    let cdc_schema = crate::commit::change_schema(&schema);
     let log_store = handle.table().log_store();
     let store = handle.table().object_store();
     let mut batches = Vec::new();
@@ -78,19 +83,24 @@ pub async fn changes(lake: &Lake, table: &str, from: u64, to: Option<u64>) -> Re
         };
         let actions =
             deltalake::logstore::get_actions(v, &commit).map_err(|e| Error::storage(table, e))?;
-        let (mut added, mut removed) = (Vec::new(), Vec::new());
+        let (mut added, mut removed, mut changed) = (Vec::new(), Vec::new(), Vec::new());
+        let has_cdc = actions.iter().any(|a| matches!(a, Action::Cdc(_)));
         for action in actions {
             let (path, partitions, into) = match action {
-                Action::Add(a) if a.data_change => (a.path, a.partition_values, &mut added),
-                Action::Remove(r) if r.data_change => {
+                Action::Cdc(c) => (c.path, c.partition_values, &mut changed),
+                Action::Add(a) if a.data_change && !has_cdc => {
+                    (a.path, a.partition_values, &mut added)
+                }
+                Action::Remove(r) if r.data_change && !has_cdc => {
                     (r.path, r.partition_values.unwrap_or_default(), &mut removed)
                 }
                 _ => continue,
             };
+            let file_schema = if has_cdc { &cdc_schema } else { &schema };
             let path = percent_encoding::percent_decode_str(&path).decode_utf8_lossy();
             let object = deltalake::Path::parse(path.as_ref())
                 .unwrap_or_else(|_| deltalake::Path::from(path.as_ref()));
-            let read = read_data_file(&store, &object, &partitions, &schema, table).await;
+            let read = read_data_file(&store, &object, &partitions, file_schema, table).await;
             match read {
                 Ok(b) => into.extend(b),
                 Err(e) if super::time_travel::is_not_found(&e) => {
@@ -101,6 +111,15 @@ pub async fn changes(lake: &Lake, table: &str, from: u64, to: Option<u64>) -> Re
                 }
                 Err(e) => return Err(e),
             }
+        }
+        if has_cdc {
+            for rows in changed {
+                let n = rows.num_rows();
+                let mut cols: Vec<ArrayRef> = rows.columns().to_vec();
+                cols.push(Arc::new(Int64Array::from(vec![v as i64; n])));
+                batches.push(RecordBatch::try_new(out_schema.clone(), cols)?);
+            }
+            continue;
         }
         let added = concat_batches(&schema, &added)?;
         let removed = concat_batches(&schema, &removed)?;

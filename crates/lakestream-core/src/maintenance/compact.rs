@@ -254,6 +254,9 @@ impl PartitionCompaction<'_> {
             txns: vec![],
             scope: ReadScope::Files,
             properties: vec![],
+            // Compaction changes no row (`dataChange = false`): no change data, even on a
+            // table with the change data feed.
+            cdc_files: vec![],
         }
     }
 }

@@ -13,6 +13,10 @@
 //!   committed; removed (tracked) files follow the forced window;
 //! - **what refine jobs still need**: files removed by versions a job reading the table has not
 //!   read yet ([`readers`](super::readers)), while it is within the table's log retention.
+//!
+//! Change data files (`_change_data/`, a table with the change data feed) are never live: a
+//! committed one is treated like a removed file (kept within the window, deleted after; never
+//! held back as a young untracked file), an uncommitted one like any untracked file.
 
 use crate::clock::Clock;
 use crate::commit::{Change, CommitSettings, Fixed, Proposal, ReadScope, run};
@@ -137,13 +141,20 @@ pub async fn vacuum(
         dry_run: opts.dry_run,
         ..Default::default()
     };
-    for f in metrics.files_deleted {
-        let rel = root_path
-            .as_deref()
-            .and_then(|r| f.strip_prefix(r))
-            .unwrap_or(&f)
-            .trim_start_matches('/')
-            .to_string();
+    let candidates: Vec<String> = metrics
+        .files_deleted
+        .iter()
+        .map(|f| {
+            root_path
+                .as_deref()
+                .and_then(|r| f.strip_prefix(r))
+                .unwrap_or(f)
+                .trim_start_matches('/')
+                .to_string()
+        })
+        .collect();
+    let committed_cdc = committed_change_files(&h, &listed, &candidates, now).await?;
+    for rel in candidates {
         let Some((size, modified)) = listed.get(&Path::from(rel.as_str())) else {
             continue;
         };
@@ -151,7 +162,8 @@ pub async fn vacuum(
             report.kept_for_readers += 1;
             continue;
         }
-        if !tombstones.contains(&decoded(&rel)) && now - *modified < UNTRACKED_FLOOR {
+        let tracked = tombstones.contains(&decoded(&rel)) || committed_cdc.contains(&rel);
+        if !tracked && now - *modified < UNTRACKED_FLOOR {
             report.kept_untracked += 1;
             continue;
         }
@@ -181,6 +193,61 @@ fn nested_tables<'a>(table: &str, listed: impl Iterator<Item = &'a Path>) -> Vec
         }
     }
     nested.into_iter().collect()
+}
+
+/// The young change data files among `candidates` (younger than [`UNTRACKED_FLOOR`], so they
+/// would be held back as untracked) that a commit references, as listed (relative) paths. A
+/// change file is written before the commit naming it, so only the commit files written since
+/// the oldest of them (less a margin for clock skew) are read.
+async fn committed_change_files(
+    h: &TableHandle,
+    listed: &HashMap<Path, (u64, chrono::DateTime<chrono::Utc>)>,
+    candidates: &[String],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<HashSet<String>> {
+    let prefix = format!("{}/", crate::commit::change_data::CHANGE_DATA_DIR);
+    let young = candidates
+        .iter()
+        .filter(|c| c.starts_with(&prefix))
+        .filter_map(|c| listed.get(&Path::from(c.as_str())))
+        .map(|(_, modified)| *modified)
+        .filter(|m| now - *m < UNTRACKED_FLOOR)
+        .min();
+    let Some(oldest) = young else {
+        return Ok(HashSet::new());
+    };
+    let since = oldest - chrono::Duration::minutes(15);
+    let versions: Vec<u64> = listed
+        .iter()
+        .filter(|(_, (_, modified))| *modified >= since)
+        .filter_map(|(p, _)| {
+            p.as_ref()
+                .strip_prefix("_delta_log/")?
+                .strip_suffix(".json")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    let log_store = h.table().log_store();
+    let mut out = HashSet::new();
+    for v in versions {
+        let Some(bytes) = log_store
+            .read_commit_entry(v)
+            .await
+            .map_err(|e| Error::storage(h.name(), e))?
+        else {
+            continue;
+        };
+        let actions =
+            deltalake::logstore::get_actions(v, &bytes).map_err(|e| Error::storage(h.name(), e))?;
+        for a in actions {
+            if let deltalake::kernel::Action::Cdc(c) = a {
+                // Listed paths are as stored: the decoded path re-encoded per segment.
+                out.insert(Path::from(c.path.as_str()).to_string());
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The table's tombstones (removed files the log still references), percent-decoded.

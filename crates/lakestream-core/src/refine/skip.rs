@@ -128,6 +128,7 @@ impl ChangePlanner for SkipPlanner {
             create: Some(commit::NewTable {
                 partition_columns: self.partition_columns.clone(),
                 configuration: self.create_properties.clone(),
+                change_data_feed: false,
             }),
         }))
     }

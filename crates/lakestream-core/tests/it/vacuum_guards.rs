@@ -61,6 +61,7 @@ async fn table_by_hand(l: &Lake, name: &str) -> Result<()> {
         create: Some(NewTable {
             partition_columns: vec![],
             configuration: vec![],
+            change_data_feed: false,
         }),
     }));
     run(&mut h, &settings(), &mut planner).await?;

@@ -306,6 +306,7 @@ fn proposal(
             end as i64,
         )],
         scope: ReadScope::Table,
+        cdc_files: vec![],
     };
     let src_id = src
         .read
@@ -326,6 +327,7 @@ fn proposal(
             (JOB_PROPERTY.into(), cfg.job.clone()),
             (source_id_property(&u.source), src_id),
         ],
+        change_data_feed: false,
     };
     Ok(Proposal {
         change,

@@ -261,6 +261,7 @@ pub async fn expire(
         removes,
         txns: vec![],
         scope: ReadScope::Files,
+        cdc_files: vec![],
     };
     let mut planner = Fixed(Some(Proposal {
         change,

@@ -24,6 +24,7 @@ mod redrive;
 mod refine;
 mod refine_readers;
 mod requests;
+mod scd2;
 mod schema_case;
 mod table_paths;
 mod table_reset;

@@ -6,6 +6,7 @@
 
 #[allow(dead_code)] // until both SCD types call it
 pub(crate) mod changes;
+pub(crate) mod scd2;
 
 use super::context::RunContext;
 use super::report::RunReport;
@@ -17,19 +18,16 @@ use lakestream_formats::refine::cdc::CdcApply;
 
 /// One apply run on the one commit loop.
 pub(crate) async fn run_once(
-    _ctx: &RunContext<'_>,
+    ctx: &RunContext<'_>,
     cfg: &RefineJob,
     apply: &CdcApply,
-    _output: TableHandle,
+    output: TableHandle,
 ) -> Result<RunReport> {
     match apply.scd {
         ScdType::One => Err(Error::Config(format!(
             "refine job `{}`: CDC apply (SCD type 1) is being built (issue 26)",
             cfg.job
         ))),
-        ScdType::Two => Err(Error::Config(format!(
-            "refine job `{}`: CDC apply with `scd = 2` is being built (issue 26); use `scd = 1`",
-            cfg.job
-        ))),
+        ScdType::Two => scd2::run_once(ctx, cfg, apply, output).await,
     }
 }

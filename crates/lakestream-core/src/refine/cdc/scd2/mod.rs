@@ -1,0 +1,337 @@
+//! SCD type 2 apply (ARCHITECTURE.md "CDC lakehouse"): one silver row per change, with
+//! `__START_AT` / `__END_AT` / `__END_SEQ`, rebuilt for the touched keys only. One run:
+//! 1. read what bronze gained since the silver `txn` ([`read_changes`]);
+//! 2. find the touched keys' silver rows: files pruned by key statistics like the upsert's
+//!    target search ([`target`]); a truncate touches every key (every file is read);
+//! 3. rebuild their history ([`history`]) and compare it with the old rows: the keys whose
+//!    rows changed, and the change feed rows;
+//! 4. rewrite only the files holding changed keys (copy-on-write: their other rows are kept),
+//!    write the rebuilt rows and the change data files, and commit removes + adds + `cdc`
+//!    files + the source `txn` in one commit on the one commit loop (read scope: the table);
+//!    a truncate records `lakestream.cdc.truncated_at`. Silver is created with the feed on.
+
+pub mod history;
+
+use super::changes::{ChangeRead, read_changes};
+use crate::commit::{
+    CHANGE_TYPE, Change, ChangePlanner, NewTable, Proposal, ReadScope, TableState, batch_writer,
+    change_schema, run, write_change_data,
+};
+use crate::error::{Error, Result};
+use crate::refine::context::{JOB_PROPERTY, RunContext, source_id_property};
+use crate::refine::report::{RunCounts, RunReport, SideReport, UpsertCounts};
+use crate::refine::upsert::target;
+use crate::table::TableHandle;
+use deltalake::arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray};
+use deltalake::arrow::compute::{cast, concat_batches, filter_record_batch};
+use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use deltalake::kernel::{Add, Remove, Transaction};
+use deltalake::protocol::DeltaOperation;
+use deltalake::writer::DeltaWriter;
+use history::{KeyCodec, Truncate};
+use lakestream_formats::config::{bronze, silver};
+use lakestream_formats::refine::RefineJob;
+use lakestream_formats::refine::cdc::CdcApply;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// The SCD2 apply on the one commit loop: `plan` reads bronze and silver and writes files only.
+struct Scd2Planner<'a, 'c> {
+    ctx: &'a RunContext<'c>,
+    cfg: &'a RefineJob,
+    apply: &'a CdcApply,
+    app: String,
+    report: RunReport,
+}
+
+impl ChangePlanner for Scd2Planner<'_, '_> {
+    fn app_ids(&self) -> Vec<String> {
+        vec![self.app.clone()]
+    }
+
+    async fn plan(&mut self, output: &TableHandle, state: &TableState) -> Result<Option<Proposal>> {
+        let consumed = state
+            .committed
+            .get(&self.app)
+            .and_then(|v| u64::try_from(*v).ok());
+        self.report = RunReport::new(RunCounts::Upsert(UpsertCounts::default()));
+        let Some(read) = read_changes(self.ctx, self.cfg, self.apply, consumed).await? else {
+            self.report.waiting_for = Some(self.apply.source.clone());
+            return Ok(None);
+        };
+        if !read.read.chunk.advanced() {
+            return Ok(None);
+        }
+        plan(self, output, state, consumed, read).await.map(Some)
+    }
+}
+
+/// Run the SCD2 apply once (re-planned from a fresh snapshot on conflict).
+pub(crate) async fn run_once(
+    ctx: &RunContext<'_>,
+    cfg: &RefineJob,
+    apply: &CdcApply,
+    mut output: TableHandle,
+) -> Result<RunReport> {
+    let mut planner = Scd2Planner {
+        ctx,
+        cfg,
+        apply,
+        app: ctx.app_id(&cfg.job, &apply.source),
+        report: RunReport::new(RunCounts::Upsert(UpsertCounts::default())),
+    };
+    let ran = run(&mut output, ctx.settings, &mut planner).await?;
+    let mut report = planner.report;
+    report.attempts = ran.attempts;
+    report.output_version = ran.landed.map(|l| l.version);
+    Ok(report)
+}
+
+/// The silver schema of `changes`: keys and row columns, `__seq`, `__START_AT`, `__END_AT`,
+/// `__END_SEQ`; after the existing silver columns when there are some.
+fn silver_schema(current: Option<SchemaRef>, changes: &SchemaRef) -> SchemaRef {
+    let ts = crate::schema::timestamp_type();
+    let mut fields: Vec<Field> = current
+        .as_ref()
+        .map(|c| c.fields().iter().map(|f| f.as_ref().clone()).collect())
+        .unwrap_or_default();
+    let mut incoming: Vec<Field> = changes
+        .fields()
+        .iter()
+        .filter(|f| !super::changes::KEPT.contains(&f.name().as_str()))
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    incoming.extend([
+        Field::new(silver::SEQ, DataType::Utf8, true),
+        Field::new(silver::START_AT, ts.clone(), true),
+        Field::new(silver::END_AT, ts, true),
+        Field::new(silver::END_SEQ, DataType::Utf8, true),
+    ]);
+    for f in incoming {
+        if !fields.iter().any(|c| c.name() == f.name()) {
+            fields.push(f);
+        }
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// The changes without truncates, and the truncates.
+fn split_truncates(changes: &RecordBatch) -> Result<(RecordBatch, Vec<Truncate>)> {
+    let op = cast(
+        changes
+            .column_by_name(bronze::OP)
+            .ok_or_else(|| Error::Internal("changes without `__op`".into()))?,
+        &DataType::Utf8,
+    )?;
+    let is_t: Vec<bool> = op
+        .as_string::<i32>()
+        .iter()
+        .map(|o| o == Some(bronze::OP_TRUNCATE))
+        .collect();
+    if !is_t.contains(&true) {
+        return Ok((changes.clone(), vec![]));
+    }
+    let one = RecordBatch::try_new(changes.schema(), changes.columns().to_vec())?;
+    let keep = BooleanArray::from(is_t.iter().map(|t| !t).collect::<Vec<_>>());
+    let only_t = BooleanArray::from(is_t);
+    let t = filter_record_batch(&one, &only_t)?;
+    let seqs = cast(
+        t.column_by_name(bronze::SEQ)
+            .ok_or_else(|| Error::Internal("changes without `__seq`".into()))?,
+        &DataType::Utf8,
+    )?;
+    let pick = |name: &str| -> Result<Vec<Option<i64>>> {
+        match t.column_by_name(name) {
+            Some(c) => Ok(cast(
+                c,
+                &DataType::Timestamp(deltalake::arrow::datatypes::TimeUnit::Microsecond, None),
+            )?
+            .as_primitive::<deltalake::arrow::datatypes::TimestampMicrosecondType>()
+            .iter()
+            .collect()),
+            None => Ok(vec![None; t.num_rows()]),
+        }
+    };
+    let (ts, ing) = (pick(bronze::SOURCE_TS)?, pick(bronze::INGESTED_AT)?);
+    let truncates = seqs
+        .as_string::<i32>()
+        .iter()
+        .zip(ts.into_iter().zip(ing))
+        .map(|(s, (a, b))| Truncate {
+            seq: s.unwrap_or_default().to_string(),
+            at: a.or(b),
+        })
+        .collect();
+    Ok((filter_record_batch(&one, &keep)?, truncates))
+}
+
+/// Plan one commit (files written, nothing committed).
+async fn plan(
+    p: &mut Scd2Planner<'_, '_>,
+    output: &TableHandle,
+    state: &TableState,
+    consumed: Option<u64>,
+    read: ChangeRead,
+) -> Result<Proposal> {
+    let table = p.cfg.output.as_str();
+    let exists = state.version.is_some();
+    let (changes, truncates) = split_truncates(&read.changes)?;
+    let schema = silver_schema(state.schema.clone(), &read.changes.schema());
+    let codec = KeyCodec::new(&schema, &read.keys)?;
+    let incoming: HashSet<Vec<u8>> = codec.encode(&changes)?.into_iter().collect();
+
+    // The silver rows of the touched keys, per file read.
+    let mut files: Vec<(Remove, RecordBatch, Vec<Vec<u8>>)> = Vec::new();
+    if exists {
+        let first = &read.keys[0];
+        let live = target::live_files(output, first)?;
+        let first_col = changes
+            .column_by_name(first)
+            .ok_or_else(|| Error::Internal(format!("no key column `{first}`")))?
+            .clone();
+        let candidates: Vec<&target::TargetFile> = if truncates.is_empty() {
+            target::candidates(&live, first, &first_col)?
+        } else {
+            live.iter().collect()
+        };
+        let store = output.table().object_store();
+        for f in candidates {
+            let rows = target::read_all(&store, f, &schema, table).await?;
+            let keys = codec.encode(&rows)?;
+            files.push((f.remove.clone(), rows, keys));
+        }
+    }
+    let touched = |k: &Vec<u8>| !truncates.is_empty() || incoming.contains(k);
+    let mut old_parts = Vec::new();
+    for (_, rows, keys) in &files {
+        let mask = BooleanArray::from(keys.iter().map(touched).collect::<Vec<_>>());
+        old_parts.push(filter_record_batch(rows, &mask)?);
+    }
+    let old = concat_batches(&schema, &old_parts)?;
+    let rebuilt = history::rebuild(&schema, &codec, &old, &changes, &truncates)?;
+
+    // Rewrite the files holding changed keys; write the changed keys' rows.
+    let mut writer = batch_writer(p.ctx.lake, table, schema.clone(), vec![])?;
+    let mut removes = Vec::new();
+    let mut out = Vec::new();
+    for (remove, rows, keys) in &files {
+        if !keys.iter().any(|k| rebuilt.changed.contains(k)) {
+            continue;
+        }
+        removes.push(remove.clone());
+        let keep = BooleanArray::from(
+            keys.iter()
+                .map(|k| !rebuilt.changed.contains(k))
+                .collect::<Vec<_>>(),
+        );
+        out.push(filter_record_batch(rows, &keep)?);
+    }
+    let new_keys = codec.encode(&rebuilt.rows)?;
+    let mask = BooleanArray::from(
+        new_keys
+            .iter()
+            .map(|k| rebuilt.changed.contains(k))
+            .collect::<Vec<_>>(),
+    );
+    out.push(filter_record_batch(&rebuilt.rows, &mask)?);
+    let out = concat_batches(&schema, &out)?;
+    let mut adds: Vec<Add> = Vec::new();
+    if out.num_rows() > 0 {
+        writer
+            .write(out)
+            .await
+            .map_err(|e| Error::storage(table, e))?;
+        adds = writer.flush().await.map_err(|e| Error::storage(table, e))?;
+    }
+    let cdc_files = write_feed(p, &schema, &rebuilt.feed).await?;
+
+    let chunk = &read.read.chunk;
+    p.report.sides = vec![SideReport {
+        table: p.apply.source.clone(),
+        from: consumed,
+        to: chunk.end,
+        latest: chunk.latest,
+        files: chunk.files(),
+        rows: read.changes.num_rows(),
+        late: 0,
+    }];
+    p.report.counts = RunCounts::Upsert(UpsertCounts {
+        inserted: rebuilt.inserted,
+        updated: rebuilt.closed,
+        ..Default::default()
+    });
+    let mut properties = Vec::new();
+    if let Some(t) = truncates.iter().map(|t| &t.seq).max() {
+        let recorded = output.snapshot().ok().and_then(|s| {
+            s.metadata()
+                .configuration()
+                .get(silver::TRUNCATED_AT_PROPERTY)
+                .cloned()
+        });
+        if recorded.as_ref().is_none_or(|r| r < t) {
+            properties.push((silver::TRUNCATED_AT_PROPERTY.to_string(), t.clone()));
+        }
+    }
+    let change = Change {
+        read_version: state.version,
+        operation: DeltaOperation::Merge {
+            predicate: None,
+            merge_predicate: Some(format!("SCD2 history of {} key(s)", rebuilt.changed.len())),
+            matched_predicates: vec![],
+            not_matched_predicates: vec![],
+            not_matched_by_source_predicates: vec![],
+        },
+        adds,
+        removes,
+        txns: vec![Transaction::new(&p.app, chunk.end.unwrap_or(0) as i64)],
+        scope: ReadScope::Table,
+        properties,
+        cdc_files,
+    };
+    let src_id = read
+        .read
+        .handle
+        .table()
+        .snapshot()
+        .map_err(|e| Error::storage(&p.apply.source, e))?
+        .metadata()
+        .id()
+        .to_string();
+    Ok(Proposal {
+        change,
+        schema,
+        create: Some(NewTable {
+            partition_columns: vec![],
+            configuration: vec![
+                (
+                    "delta.checkpointInterval".into(),
+                    p.ctx.settings.checkpoint_interval.to_string(),
+                ),
+                (JOB_PROPERTY.into(), p.cfg.job.clone()),
+                (source_id_property(&p.apply.source), src_id),
+            ],
+            change_data_feed: true,
+        }),
+    })
+}
+
+/// The change feed rows as change data files.
+async fn write_feed(
+    p: &Scd2Planner<'_, '_>,
+    schema: &SchemaRef,
+    feed: &[(crate::commit::ChangeType, RecordBatch)],
+) -> Result<Vec<deltalake::kernel::AddCDCFile>> {
+    let with_type = change_schema(schema);
+    let mut parts = Vec::new();
+    for (kind, rows) in feed {
+        let mut cols: Vec<ArrayRef> = rows.columns().to_vec();
+        cols.push(Arc::new(StringArray::from(vec![
+            kind.as_str();
+            rows.num_rows()
+        ])));
+        parts.push(RecordBatch::try_new(with_type.clone(), cols)?);
+    }
+    let all = concat_batches(&with_type, &parts)?;
+    debug_assert!(all.schema().index_of(CHANGE_TYPE).is_ok());
+    write_change_data(p.ctx.lake, &p.cfg.output, schema.clone(), &[], &all).await
+}

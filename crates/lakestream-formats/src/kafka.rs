@@ -124,25 +124,29 @@ impl KafkaEvent {
 }
 
 impl KafkaRecord {
-    /// Unwrap the base64 value; a value that is not base64 is kept verbatim as `Invalid`.
+    /// Unwrap the base64 value and key; one that is not base64 is kept verbatim as `Invalid`.
     pub fn into_source_record(self) -> SourceRecord {
-        let value = match self.value {
-            None => RecordValue::Null,
-            Some(v) => match base64::engine::general_purpose::STANDARD.decode(v.as_bytes()) {
-                Ok(bytes) => RecordValue::Bytes(bytes),
-                Err(e) => RecordValue::Invalid {
-                    reason: format!("value is not valid base64 ({e})"),
-                    raw: v,
-                },
-            },
-        };
         SourceRecord {
             topic: self.topic,
             partition: self.partition,
             offset: self.offset,
             timestamp_ms: self.timestamp,
-            value,
+            value: unbase64(self.value, "value"),
+            key: unbase64(self.key, "key"),
         }
+    }
+}
+
+fn unbase64(text: Option<String>, what: &str) -> RecordValue {
+    match text {
+        None => RecordValue::Null,
+        Some(v) => match base64::engine::general_purpose::STANDARD.decode(v.as_bytes()) {
+            Ok(bytes) => RecordValue::Bytes(bytes),
+            Err(e) => RecordValue::Invalid {
+                reason: format!("{what} is not valid base64 ({e})"),
+                raw: v,
+            },
+        },
     }
 }
 

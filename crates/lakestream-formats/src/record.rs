@@ -30,6 +30,8 @@ pub struct SourceRecord {
     pub timestamp_ms: Option<i64>,
     /// The value.
     pub value: RecordValue,
+    /// The record key (`Null` when absent). Only CDC (Debezium) topics read it.
+    pub key: RecordValue,
 }
 
 impl SourceRecord {
@@ -41,7 +43,14 @@ impl SourceRecord {
             offset,
             timestamp_ms: (timestamp_ms >= 0).then_some(timestamp_ms),
             value: RecordValue::Bytes(value.to_vec()),
+            key: RecordValue::Null,
         }
+    }
+
+    /// The same record with key bytes `key`.
+    pub fn with_key(mut self, key: &[u8]) -> Self {
+        self.key = RecordValue::Bytes(key.to_vec());
+        self
     }
 
     /// Size of the value in bytes (0 when absent).

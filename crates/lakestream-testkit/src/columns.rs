@@ -52,15 +52,15 @@ pub fn rows_json(batch: &RecordBatch) -> Result<Vec<String>> {
 }
 
 /// The accounting invariant every ingestion keeps: received = written + dead-lettered +
-/// duplicates.
+/// duplicates + tombstones skipped.
 ///
 /// # Panics
 /// When the report breaks it.
 pub fn assert_accounted(r: &IngestReport) {
     assert_eq!(
         r.received,
-        r.written + r.dead_lettered + r.duplicates,
-        "received = written + dead-lettered + duplicates: {r:?}"
+        r.written + r.dead_lettered + r.duplicates + r.tombstones_skipped,
+        "received = written + dead-lettered + duplicates + tombstones: {r:?}"
     );
 }
 

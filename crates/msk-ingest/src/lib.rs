@@ -94,6 +94,7 @@ pub async fn handle(
             written = report.written,
             dead_lettered = report.dead_lettered,
             duplicates = report.duplicates,
+            tombstones_skipped = report.tombstones_skipped,
             conflicts = report.conflicts(),
             "batch ingested"
         );
@@ -102,6 +103,7 @@ pub async fn handle(
             received = report.received,
             written = report.written,
             duplicates = report.duplicates,
+            tombstones_skipped = report.tombstones_skipped,
             "batch ingested"
         );
     }
@@ -123,6 +125,11 @@ pub fn metrics_line(r: &IngestReport, duration_ms: f64) -> String {
             Metric::new("RecordsWritten", "Count", r.written as f64),
             Metric::new("RecordsDeadLettered", "Count", r.dead_lettered as f64),
             Metric::new("RecordsDuplicate", "Count", r.duplicates as f64),
+            Metric::new(
+                "RecordsTombstoneSkipped",
+                "Count",
+                r.tombstones_skipped as f64,
+            ),
             Metric::new("BytesReceived", "Bytes", r.bytes_received as f64),
             Metric::new("CommitVersion", "None", version as f64),
             Metric::new("CommitConflicts", "Count", r.conflicts()),

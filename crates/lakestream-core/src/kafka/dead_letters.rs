@@ -32,8 +32,11 @@ impl KafkaIngestor {
                 outcomes[i] = RecordOutcome::RepeatedInBatch;
                 continue;
             }
-            let table = self.layouts.get(&r.topic).map(|l| l.table.as_str());
-            letters.push((i, DeadLetter::kafka(r, table, reason.to_string())));
+            let table = self.table_of(&r.topic);
+            letters.push((
+                i,
+                DeadLetter::kafka(r, table.as_deref(), reason.to_string()),
+            ));
         }
         self.dead_letter(letters, &mut outcomes, &mut report, now)
             .await?;

@@ -2,15 +2,18 @@
 //! each table (drop what is committed, decode, find bad records), **dead-letter** the bad ones,
 //! **commit** each table once, **settle** every record. Each record's [`RecordOutcome`] is
 //! explicit; one left `Pending` at the end is a bug and fails the invocation (the batch is
-//! redelivered, nothing is lost).
+//! redelivered, nothing is lost). Topics of a Debezium `[[cdc]]` family go to their bronze
+//! tables ([`super::bronze`]); their tombstones are counted and skipped.
 //!
 //! Order matters for "never lose a record": dead letters are committed *before* the data
 //! commit that advances the partition's `txn` version, so a crash in between replays into
 //! "dead letters already there, data not yet" and finishes the job. Dead letters are keyed per
 //! record, so a second dead-letter commit in the same invocation never hides the first.
 
+use super::bronze::Destination;
 use super::planner::TopicPlanner;
 use super::report::{IngestReport, RecordOutcome, TableReport};
+use crate::cdc::debezium::BronzeTarget;
 use crate::clock::Clock;
 use crate::commit::{self, CommitSettings};
 use crate::dead_letter::DeadLetter;
@@ -21,6 +24,7 @@ use crate::table::{TableHandle, WarmHandles};
 use chrono::{DateTime, Utc};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::record::{RecordValue, SourceRecord};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -41,8 +45,16 @@ pub struct KafkaIngestor {
 
 /// Records of the batch by destination, after routing.
 struct Routed<'a> {
-    by_table: BTreeMap<&'a str, (&'a TableLayout, Vec<usize>)>,
+    by_table: BTreeMap<String, TableRoute<'a>>,
     letters: Vec<(usize, DeadLetter)>,
+}
+
+/// One table's records after routing.
+struct TableRoute<'a> {
+    layout: Cow<'a, TableLayout>,
+    /// The CDC source table of a bronze table.
+    cdc: Option<Arc<BronzeTarget>>,
+    idx: Vec<usize>,
 }
 
 impl KafkaIngestor {
@@ -133,7 +145,7 @@ impl KafkaIngestor {
     }
 
     /// Route records to their tables; repeats of (topic, partition, offset) in the batch,
-    /// unknown topics and values that are not bytes are settled here.
+    /// unknown topics, values that are not bytes and CDC tombstones are settled here.
     fn route<'a>(&'a self, records: &[SourceRecord], outcomes: &mut [RecordOutcome]) -> Routed<'a> {
         let mut seen = HashSet::with_capacity_and_hasher(
             records.len(),
@@ -143,41 +155,71 @@ impl KafkaIngestor {
             by_table: BTreeMap::new(),
             letters: Vec::new(),
         };
-        let mut last: Option<(&str, Option<&TableLayout>)> = None;
+        let mut last: Option<(&str, Destination<'a>)> = None;
         for (i, r) in records.iter().enumerate() {
             if !seen.insert((r.topic.as_str(), r.partition, r.offset)) {
                 outcomes[i] = RecordOutcome::RepeatedInBatch;
                 continue;
             }
             // Batches hold a handful of topics: look a topic up once per run of it.
-            let layout = match last {
-                Some((topic, layout)) if topic == r.topic => layout,
+            let dest = match &last {
+                Some((topic, dest)) if *topic == r.topic => dest.clone(),
                 _ => {
-                    let layout = self.layouts.get(&r.topic);
-                    last = Some((r.topic.as_str(), layout));
-                    layout
+                    let dest = self.destination(&r.topic);
+                    last = Some((r.topic.as_str(), dest.clone()));
+                    dest
                 }
             };
-            let Some(layout) = layout else {
-                let reason = format!("no table is configured for topic `{}`", r.topic);
-                routed.letters.push((i, DeadLetter::kafka(r, None, reason)));
-                continue;
+            let (table, layout, cdc) = match dest {
+                Destination::Unknown => {
+                    let reason = format!("no table is configured for topic `{}`", r.topic);
+                    routed.letters.push((i, DeadLetter::kafka(r, None, reason)));
+                    continue;
+                }
+                // A tombstone (null value after a delete, for log compaction) carries no
+                // change: skipped, never dead-lettered.
+                Destination::Cdc(_) | Destination::BadCdc(_) if r.value == RecordValue::Null => {
+                    outcomes[i] = RecordOutcome::Tombstone;
+                    continue;
+                }
+                Destination::BadCdc(reason) => {
+                    routed.letters.push((i, DeadLetter::kafka(r, None, reason)));
+                    continue;
+                }
+                Destination::Topic(layout) => (layout.table.clone(), Cow::Borrowed(layout), None),
+                Destination::Cdc(d) => (
+                    d.table.clone(),
+                    Cow::Owned(d.layout.clone()),
+                    Some(d.target.clone()),
+                ),
             };
-            let table = Some(layout.table.as_str());
             match &r.value {
-                RecordValue::Bytes(_) => routed
-                    .by_table
-                    .entry(layout.table.as_str())
-                    .or_insert((layout, vec![]))
-                    .1
-                    .push(i),
+                RecordValue::Bytes(_) => {
+                    let is_cdc = cdc.is_some();
+                    let route = routed.by_table.entry(table).or_insert(TableRoute {
+                        layout,
+                        cdc,
+                        idx: vec![],
+                    });
+                    if route.cdc.is_some() == is_cdc {
+                        route.idx.push(i);
+                    } else {
+                        let reason = format!(
+                            "table `{}` is written by a `[[topics]]` entry and by a CDC family; \
+                             give the family another bronze template",
+                            route.layout.table
+                        );
+                        let table = Some(route.layout.table.as_str());
+                        routed.letters.push((i, DeadLetter::kafka(r, table, reason)));
+                    }
+                }
                 RecordValue::Null => routed.letters.push((
                     i,
-                    DeadLetter::kafka(r, table, "null value (tombstone)".into()),
+                    DeadLetter::kafka(r, Some(&table), "null value (tombstone)".into()),
                 )),
                 RecordValue::Invalid { reason, .. } => routed
                     .letters
-                    .push((i, DeadLetter::kafka(r, table, reason.clone()))),
+                    .push((i, DeadLetter::kafka(r, Some(&table), reason.clone()))),
             }
         }
         routed
@@ -187,15 +229,23 @@ impl KafkaIngestor {
     async fn plan<'a>(
         &'a self,
         records: &'a [SourceRecord],
-        by_table: BTreeMap<&'a str, (&'a TableLayout, Vec<usize>)>,
+        by_table: BTreeMap<String, TableRoute<'a>>,
         app_prefix: &str,
         now: DateTime<Utc>,
         tables: &mut Vec<TableRun<'a>>,
     ) -> Result<()> {
-        for (table, (layout, idx)) in by_table {
-            let limits = self.lake.partition_limits(table)?;
-            let mut planner = TopicPlanner::new(app_prefix, layout, records, idx, now, limits);
-            let mut handle = self.handles.take(&self.lake, table).await?;
+        for (table, route) in by_table {
+            let limits = self.lake.partition_limits(&table)?;
+            let mut planner = TopicPlanner::new(
+                app_prefix,
+                route.layout,
+                route.cdc,
+                records,
+                route.idx,
+                now,
+                limits,
+            );
+            let mut handle = self.handles.take(&self.lake, &table).await?;
             let planned = async {
                 handle.sync().await?;
                 let state =
@@ -207,7 +257,7 @@ impl KafkaIngestor {
             // Kept either way, so the caller returns the handle to the warm cache.
             tables.push(TableRun {
                 report: TableReport {
-                    table: table.to_string(),
+                    table,
                     ..Default::default()
                 },
                 planner,

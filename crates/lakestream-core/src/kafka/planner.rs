@@ -1,9 +1,12 @@
 //! Plans one table's append from its records: drop what the partition's `txn` already covers,
 //! decode the rest against the table's current schema, and hand decode rejects back to the
 //! invocation to dead-letter *before* any plan that advances the partition's `txn` is committed.
+//! A CDC bronze table's records are decoded by [`super::bronze`] instead of as JSON rows.
 
-use super::decode::decode_values_reserving;
+use super::bronze::decode_bronze;
+use super::decode::{Decoded, decode_values_reserving};
 use super::report::RecordOutcome;
+use crate::cdc::debezium::BronzeTarget;
 use crate::commit::{Planned, Planner, TableState};
 use crate::dead_letter::DeadLetter;
 use crate::error::Result;
@@ -20,6 +23,7 @@ use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::kernel::Transaction;
 use lakestream_formats::config::KafkaMetadataColumn;
 use lakestream_formats::record::{RecordValue, SourceRecord, app_id};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -35,7 +39,11 @@ struct Plan {
 
 /// Plans one table's append from the records routed to it.
 pub(super) struct TopicPlanner<'a> {
-    pub(super) layout: &'a TableLayout,
+    pub(super) layout: Cow<'a, TableLayout>,
+    /// The CDC source table when this is a bronze table (Debezium records, not JSON rows).
+    cdc: Option<Arc<BronzeTarget>>,
+    /// Table properties of a new table (CDC bronze: family, table, keys).
+    properties: Vec<(String, String)>,
     records: &'a [SourceRecord],
     /// Indexes (into `records`) of this table's records.
     pub(super) idx: Vec<usize>,
@@ -60,7 +68,8 @@ pub(super) struct TopicPlanner<'a> {
 impl<'a> TopicPlanner<'a> {
     pub(super) fn new(
         pipeline: &str,
-        layout: &'a TableLayout,
+        layout: Cow<'a, TableLayout>,
+        cdc: Option<Arc<BronzeTarget>>,
         records: &'a [SourceRecord],
         idx: Vec<usize>,
         now: DateTime<Utc>,
@@ -79,6 +88,8 @@ impl<'a> TopicPlanner<'a> {
         }
         Self {
             layout,
+            cdc,
+            properties: vec![],
             records,
             idx,
             app_ids,
@@ -147,51 +158,21 @@ impl<'a> TopicPlanner<'a> {
                 todo.push(i);
             }
         }
-        let value_fields: Vec<Field> = schema
-            .fields()
-            .iter()
-            .filter(|f| self.layout.source_of(f.name()) == ColumnSource::Value)
-            .map(|f| f.as_ref().clone())
-            .collect();
-        let value_schema = Arc::new(Schema::new(value_fields));
-        let reserved: HashSet<String> = schema
-            .fields()
-            .iter()
-            .filter(|f| self.layout.source_of(f.name()) != ColumnSource::Value)
-            .map(|f| f.name().to_lowercase())
-            .collect();
-        let kafka_time = self
-            .layout
-            .kafka_metadata
-            .contains(&KafkaMetadataColumn::Timestamp);
-        let values: Vec<Option<&[u8]>> = todo
-            .iter()
-            .map(|&i| match &self.records[i].value {
-                RecordValue::Bytes(b)
-                    if !kafka_time || kafka_time_error(&self.records[i]).is_none() =>
-                {
-                    Some(b.as_slice())
-                }
-                _ => None,
-            })
-            .collect();
-        let mut decoded =
-            decode_values_reserving(&values, &value_schema, self.layout.schema_mode, &reserved)?;
-        if kafka_time {
-            for (j, &i) in todo.iter().enumerate() {
-                if let Some(why) = kafka_time_error(&self.records[i]) {
-                    decoded.rejects.push((j, why));
-                }
+        let mut decoded = match self.cdc.clone() {
+            Some(target) => {
+                let (decoded, properties) =
+                    decode_bronze(&target, self.records, &todo, &schema, self.processing_time)?;
+                self.properties = properties;
+                decoded
             }
-        }
+            None => self.decode_json(&schema, &todo)?,
+        };
         self.unknown_ignored = decoded.unknown_fields_ignored;
-        self.new_rejects = decoded
-            .rejects
-            .iter()
+        self.new_rejects = std::mem::take(&mut decoded.rejects)
+            .into_iter()
             .map(|(j, reason)| {
-                let i = todo[*j];
-                let l =
-                    DeadLetter::kafka(&self.records[i], Some(&self.layout.table), reason.clone());
+                let i = todo[j];
+                let l = DeadLetter::kafka(&self.records[i], Some(&self.layout.table), reason);
                 (i, l)
             })
             .collect();
@@ -244,7 +225,7 @@ impl<'a> TopicPlanner<'a> {
             partition_columns: self.layout.partition_columns.clone(),
             txns,
             commit_if_empty: false,
-            table_properties: vec![],
+            table_properties: self.properties.clone(),
         };
         Ok(Plan {
             fields: state_fields(state),
@@ -253,6 +234,48 @@ impl<'a> TopicPlanner<'a> {
             rows,
             already_committed,
         })
+    }
+
+    /// JSON rows: decode the values against the table's value columns.
+    fn decode_json(&self, schema: &SchemaRef, todo: &[usize]) -> Result<Decoded> {
+        let value_fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .filter(|f| self.layout.source_of(f.name()) == ColumnSource::Value)
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let value_schema = Arc::new(Schema::new(value_fields));
+        let reserved: HashSet<String> = schema
+            .fields()
+            .iter()
+            .filter(|f| self.layout.source_of(f.name()) != ColumnSource::Value)
+            .map(|f| f.name().to_lowercase())
+            .collect();
+        let kafka_time = self
+            .layout
+            .kafka_metadata
+            .contains(&KafkaMetadataColumn::Timestamp);
+        let values: Vec<Option<&[u8]>> = todo
+            .iter()
+            .map(|&i| match &self.records[i].value {
+                RecordValue::Bytes(b)
+                    if !kafka_time || kafka_time_error(&self.records[i]).is_none() =>
+                {
+                    Some(b.as_slice())
+                }
+                _ => None,
+            })
+            .collect();
+        let mut decoded =
+            decode_values_reserving(&values, &value_schema, self.layout.schema_mode, &reserved)?;
+        if kafka_time {
+            for (j, &i) in todo.iter().enumerate() {
+                if let Some(why) = kafka_time_error(&self.records[i]) {
+                    decoded.rejects.push((j, why));
+                }
+            }
+        }
+        Ok(decoded)
     }
 
     /// Table-ordered columns: value columns from the decoded batch, the rest generated.

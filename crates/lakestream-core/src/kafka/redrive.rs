@@ -46,7 +46,7 @@ pub struct Redrive<'a> {
     pub allow_duplicates: bool,
 }
 
-/// What a redrive did. `received = written + dead_lettered + duplicates`.
+/// What a redrive did. `received = written + dead_lettered + duplicates + tombstones_skipped`.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct RedriveReport {
     /// The redrive id (its appIds are `<pipeline>/redrive/<id>/<topic>/<partition>`).
@@ -57,6 +57,8 @@ pub struct RedriveReport {
     pub written: usize,
     /// Records dead-lettered now (bad records the failed invocation had not dead-lettered).
     pub dead_lettered: usize,
+    /// CDC tombstones skipped (they carry no change).
+    pub tombstones_skipped: usize,
     /// Records already in the lake: found in their table, committed by a concurrent redrive of
     /// the same batch, or already in the dead-letter table.
     pub duplicates: usize,
@@ -139,6 +141,7 @@ impl KafkaIngestor {
         }
         report.written = report.redriven.written;
         report.dead_lettered = report.redriven.dead_lettered;
+        report.tombstones_skipped = report.redriven.tombstones_skipped;
         report.duplicates = report.redriven.duplicates + found;
         Ok(report)
     }

@@ -16,6 +16,9 @@ pub enum RecordOutcome {
     AlreadyCommitted,
     /// The same (topic, partition, offset) appeared earlier in this batch.
     RepeatedInBatch,
+    /// A tombstone (null value) of a CDC topic: it carries no change (Debezium sends one after
+    /// each delete for log compaction), so it is skipped, never dead-lettered.
+    Tombstone,
 }
 
 /// Per-table result of an invocation.
@@ -64,7 +67,8 @@ impl TableReport {
 
 /// Result of one invocation. Invariant, checked from the per-record outcomes:
 /// `received == written + dead_lettered + duplicates_already_committed +
-/// duplicates_repeated_in_batch`, with `duplicates` the sum of the last two.
+/// duplicates_repeated_in_batch + tombstones_skipped`, with `duplicates` the sum of the two
+/// duplicate counts.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct IngestReport {
     /// Records in the input.
@@ -79,6 +83,8 @@ pub struct IngestReport {
     pub duplicates_already_committed: usize,
     /// Skipped: the same (topic, partition, offset) earlier in the same batch.
     pub duplicates_repeated_in_batch: usize,
+    /// CDC tombstones (null values) skipped: they carry no change.
+    pub tombstones_skipped: usize,
     /// Value bytes received.
     pub bytes_received: usize,
     /// Largest (now - Kafka timestamp) over the records, ms.
@@ -103,6 +109,7 @@ impl IngestReport {
                 RecordOutcome::DeadLettered => self.dead_lettered += 1,
                 RecordOutcome::AlreadyCommitted => self.duplicates_already_committed += 1,
                 RecordOutcome::RepeatedInBatch => self.duplicates_repeated_in_batch += 1,
+                RecordOutcome::Tombstone => self.tombstones_skipped += 1,
                 RecordOutcome::Pending => {}
             }
         }

@@ -1,0 +1,250 @@
+//! One Debezium record (key and value bytes) -> a [`Change`]: the JSON converter's
+//! `{schema, payload}` wrapper taken off (when `schemas.enable=true`), the op, the source
+//! position that orders the change (ARCHITECTURE.md "The ordering rule"), the commit time, the
+//! record key as compact JSON, and the row image's cells.
+
+use super::types::{Typed, typed, untyped};
+use lakestream_formats::config::{CdcColumn, bronze};
+use serde_json::{Map, Value};
+
+/// A decoded change event, before it meets the table's schema.
+#[derive(Debug)]
+pub(super) struct Change {
+    /// `__op`: one of the `bronze::OP_*` letters.
+    pub op: &'static str,
+    /// `__seq`: `<source position>|<Kafka offset, 20 digits>`.
+    pub seq: String,
+    /// `__source_ts`: `source.ts_ms` in µs.
+    pub source_ts: Option<i64>,
+    /// `__key`: the record key's payload as compact JSON (object keys sorted).
+    pub key: Option<String>,
+    /// The key's field names (the key schema's order when wrapped).
+    pub key_fields: Vec<String>,
+    /// The row image (`after`; `before` for a delete; empty for a truncate), in the schema's
+    /// field order when wrapped, else by name.
+    pub row: Vec<(String, Typed)>,
+}
+
+/// `(schema, payload)` of a JSON converter message when it is wrapped, else `(None, message)`.
+fn unwrap(v: Value) -> (Option<Value>, Value) {
+    match v {
+        Value::Object(mut m)
+            if m.len() == 2 && m.contains_key("schema") && m.contains_key("payload") =>
+        {
+            let payload = m.remove("payload").unwrap_or(Value::Null);
+            let schema = m.remove("schema").filter(|s| !s.is_null());
+            (schema, payload)
+        }
+        other => (None, other),
+    }
+}
+
+/// Decode one record. `Err` is the reason it is dead-lettered.
+pub(super) fn parse(
+    key: Option<&[u8]>,
+    value: &[u8],
+    offset: i64,
+    declared: &[CdcColumn],
+) -> Result<Change, String> {
+    let v: Value = serde_json::from_slice(value)
+        .map_err(|e| format!("value is not JSON ({e}); Debezium topics need the JSON converter"))?;
+    let (schema, payload) = unwrap(v);
+    let Value::Object(envelope) = payload else {
+        return Err("value is not a Debezium change event (not a JSON object)".into());
+    };
+    let op = match envelope.get("op").and_then(Value::as_str) {
+        Some("c") => bronze::OP_INSERT,
+        Some("u") => bronze::OP_UPDATE,
+        Some("d") => bronze::OP_DELETE,
+        Some("r") => bronze::OP_SNAPSHOT,
+        Some("t") => bronze::OP_TRUNCATE,
+        Some(other) => {
+            return Err(format!(
+                "op {other:?} is not a Debezium row change (c, u, d, r or t)"
+            ));
+        }
+        None => {
+            return Err(
+                "value is not a Debezium change event: no `op` (a schema change or heartbeat \
+                 topic, or an unwrapping SMT such as ExtractNewRecordState?)"
+                    .into(),
+            );
+        }
+    };
+    let source = match envelope.get("source") {
+        Some(Value::Object(s)) => s,
+        _ => return Err("the change event has no `source` block".into()),
+    };
+    let position = position(source)?;
+    if offset < 0 {
+        return Err(format!("Kafka offset {offset} is negative"));
+    }
+    let source_ts = match source.get("ts_ms") {
+        None | Some(Value::Null) => None,
+        Some(t) => {
+            let ms = t
+                .as_i64()
+                .ok_or_else(|| format!("source.ts_ms {t} is not an integer"))?;
+            let us = ms
+                .checked_mul(1000)
+                .ok_or_else(|| format!("source.ts_ms {ms} is out of range"))?;
+            if let Some(why) = crate::timestamp::out_of_range(us, &ms.to_string()) {
+                return Err(format!("source.ts_ms: {why}"));
+            }
+            Some(us)
+        }
+    };
+    let image = match op {
+        o if o == bronze::OP_TRUNCATE => None,
+        o if o == bronze::OP_DELETE => Some("before"),
+        _ => Some("after"),
+    };
+    let row = match image {
+        None => vec![],
+        Some(which) => match envelope.get(which) {
+            Some(Value::Object(row)) => cells(row, field_schema(schema.as_ref(), which), declared)?,
+            // A delete without a before image (PostgreSQL REPLICA IDENTITY NOTHING): the key
+            // still says which row went.
+            None | Some(Value::Null) if op == bronze::OP_DELETE => vec![],
+            _ => {
+                return Err(format!(
+                    "op {op:?} has no `{which}` row image (a JSON object)"
+                ));
+            }
+        },
+    };
+    let (key, key_fields) = match key {
+        None => (None, vec![]),
+        Some(bytes) => record_key(bytes)?,
+    };
+    Ok(Change {
+        op,
+        seq: format!("{position}|{offset:020}"),
+        source_ts,
+        key,
+        key_fields,
+        row,
+    })
+}
+
+/// The schema of envelope field `name` (`before` / `after`), when the value is wrapped.
+fn field_schema<'a>(schema: Option<&'a Value>, name: &str) -> Option<&'a Value> {
+    schema?
+        .get("fields")?
+        .as_array()?
+        .iter()
+        .find(|f| f.get("field").and_then(Value::as_str) == Some(name))
+}
+
+/// The row image's cells: typed by the image's schema when there is one, else by the declared
+/// columns, else from the JSON values.
+fn cells(
+    row: &Map<String, Value>,
+    schema: Option<&Value>,
+    declared: &[CdcColumn],
+) -> Result<Vec<(String, Typed)>, String> {
+    let fields = schema.and_then(|s| s.get("fields")).and_then(Value::as_array);
+    let Some(fields) = fields else {
+        return row
+            .iter()
+            .map(|(name, v)| {
+                let d = declared.iter().find(|c| c.name.eq_ignore_ascii_case(name));
+                let t = untyped(v, d.map(|c| c.data_type)).map_err(|e| format!("column `{name}`: {e}"))?;
+                Ok((name.clone(), t))
+            })
+            .collect();
+    };
+    let mut out = Vec::with_capacity(fields.len());
+    for f in fields {
+        let Some(name) = f.get("field").and_then(Value::as_str) else {
+            return Err("a row schema field has no name (`field`)".into());
+        };
+        let v = row.get(name).unwrap_or(&Value::Null);
+        let t = typed(v, f).map_err(|e| format!("column `{name}`: {e}"))?;
+        out.push((name.to_string(), t));
+    }
+    Ok(out)
+}
+
+/// The record key: compact JSON of its payload and its field names.
+fn record_key(bytes: &[u8]) -> Result<(Option<String>, Vec<String>), String> {
+    let v: Value = serde_json::from_slice(bytes).map_err(|e| {
+        format!("record key is not JSON ({e}); Debezium topics need key.converter=JsonConverter")
+    })?;
+    let (schema, payload) = unwrap(v);
+    if payload.is_null() {
+        return Ok((None, vec![]));
+    }
+    let fields: Vec<String> = match (
+        schema
+            .as_ref()
+            .and_then(|s| s.get("fields"))
+            .and_then(Value::as_array),
+        &payload,
+    ) {
+        (Some(fs), _) => fs
+            .iter()
+            .filter_map(|f| f.get("field").and_then(Value::as_str).map(str::to_string))
+            .collect(),
+        (None, Value::Object(m)) => m.keys().cloned().collect(),
+        (None, _) => vec![],
+    };
+    Ok((Some(payload.to_string()), fields))
+}
+
+/// A non-negative integer (JSON number or numeric text) of the source block.
+fn number(source: &Map<String, Value>, name: &str) -> Result<Option<u64>, String> {
+    match source.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| format!("source.{name} {n} is not a non-negative integer")),
+        Some(Value::String(s)) => s
+            .trim()
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| format!("source.{name} {s:?} is not a non-negative integer")),
+        Some(other) => Err(format!("source.{name} {other} is not an integer")),
+    }
+}
+
+fn text<'a>(source: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
+    source.get(name).and_then(Value::as_str)
+}
+
+/// The change's source position, fixed width so that text order is change order: SQL Server
+/// `commit_lsn.change_lsn.event_serial_no`, MySQL `file number.pos.row`, Oracle `scn`,
+/// PostgreSQL `lsn`, else `ts_ms`.
+pub(super) fn position(source: &Map<String, Value>) -> Result<String, String> {
+    if let Some(commit) = text(source, "commit_lsn") {
+        // LSNs are sent as fixed-width hex (`00000027:00000db0:0007`); a snapshot row has no
+        // change_lsn: zeros of the same shape sort it first within its commit.
+        let zeros: String = commit
+            .chars()
+            .map(|c| if c == ':' { ':' } else { '0' })
+            .collect();
+        let change = text(source, "change_lsn").unwrap_or(&zeros);
+        let serial = number(source, "event_serial_no")?.unwrap_or(0);
+        return Ok(format!("{commit}.{change}.{serial:020}"));
+    }
+    if let Some(file) = text(source, "file") {
+        // `mysql-bin.000003`: the number after the last `.` orders the binlog files.
+        let n = file
+            .rsplit_once('.')
+            .and_then(|(_, n)| n.parse::<u64>().ok())
+            .filter(|n| *n < 10_000_000_000)
+            .ok_or_else(|| format!("source.file {file:?} has no binlog file number"))?;
+        let pos = number(source, "pos")?.ok_or("source.file without source.pos")?;
+        let row = number(source, "row")?.unwrap_or(0);
+        return Ok(format!("{n:010}.{pos:020}.{row:010}"));
+    }
+    for name in ["scn", "lsn", "ts_ms"] {
+        if let Some(n) = number(source, name)? {
+            return Ok(format!("{n:020}"));
+        }
+    }
+    Err("the source block has no position (lsn, file/pos, commit_lsn, scn) and no ts_ms, so the \
+         change cannot be ordered"
+        .into())
+}

@@ -1,0 +1,276 @@
+//! Debezium change events (Kafka, JSON converter) -> bronze rows (ARCHITECTURE.md "CDC
+//! lakehouse"): one row per change with `__op`, `__seq`, `__source_ts`, `__key`, the Kafka
+//! lineage and `__ingested_at`, then the row image's columns, typed per [`types`].
+//!
+//! - The JSON converter's `{schema, payload}` wrapper (`schemas.enable=true`) is detected and
+//!   taken off the key and the value; with it the column types come from the schema, without it
+//!   from the family's declared `columns`, else from the JSON values.
+//! - `c`/`u`/`r` write the `after` image, `d` the `before` image (PostgreSQL sends only the key
+//!   columns unless `REPLICA IDENTITY FULL`), `t` (truncate) a row with no row columns at all.
+//! - Tombstones (a null value after a delete) never reach this module: the ingestor counts and
+//!   skips them.
+//! - Per record: a value that cannot be decoded, or a column that does not fit the table's type,
+//!   is a reject with the reason (dead-lettered by the caller); new columns are added nullable.
+
+mod columns;
+mod envelope;
+#[cfg(test)]
+mod tests;
+mod types;
+
+use crate::error::Result;
+use crate::schema::{timestamp_type, unwritable_name};
+use chrono::{DateTime, Utc};
+use columns::{array, convert};
+use deltalake::arrow::array::{
+    ArrayRef, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray, new_null_array,
+};
+use deltalake::arrow::datatypes::{DataType, Field, Schema};
+use deltalake::arrow::record_batch::RecordBatch;
+use lakestream_formats::config::{CdcColumn, CdcFamily, FamilyTable, bronze};
+use lakestream_formats::record::{RecordValue, SourceRecord};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use types::Cell;
+
+/// The bronze metadata columns, in table order ([`bronze::ALL`]) with their types: `__op`,
+/// `__seq` and `__ingested_at` are not null.
+pub fn bronze_fields() -> Vec<Field> {
+    bronze::ALL
+        .iter()
+        .map(|&name| {
+            let dt = match name {
+                bronze::SOURCE_TS | bronze::INGESTED_AT => timestamp_type(),
+                bronze::PARTITION => DataType::Int32,
+                bronze::OFFSET | bronze::ROW => DataType::Int64,
+                _ => DataType::Utf8,
+            };
+            let required = matches!(name, bronze::OP | bronze::SEQ | bronze::INGESTED_AT);
+            Field::new(name, dt, !required)
+        })
+        .collect()
+}
+
+/// One source table of a Debezium family, as its bronze table is written.
+#[derive(Debug, Clone)]
+pub struct BronzeTarget {
+    /// The family's name.
+    pub family: String,
+    /// The source table.
+    pub table: FamilyTable,
+    /// The family's declared columns of the table (they type schemaless values).
+    pub declared: Vec<CdcColumn>,
+    /// The family's declared keys of the table (they win over the record key's fields).
+    pub declared_keys: Option<Vec<String>>,
+}
+
+impl BronzeTarget {
+    /// The target of `table` in `family`; `Err` when its declared columns do not parse.
+    pub fn new(family: &CdcFamily, table: FamilyTable) -> Result<Self> {
+        Ok(Self {
+            family: family.family.clone(),
+            declared: family.declared_columns(&table)?,
+            declared_keys: family.declared_keys(&table).map(<[String]>::to_vec),
+            table,
+        })
+    }
+
+    /// The bronze table properties set when the table is created; `keys` are the record
+    /// key's fields (the declared keys win; no key property when neither is known).
+    pub fn properties(&self, keys: &[String]) -> Vec<(String, String)> {
+        let mut p = vec![
+            (bronze::FAMILY_PROPERTY.to_string(), self.family.clone()),
+            (bronze::TABLE_PROPERTY.to_string(), self.table.qualified()),
+        ];
+        let keys = self.declared_keys.as_deref().unwrap_or(keys);
+        if !keys.is_empty() {
+            p.push((bronze::KEYS_PROPERTY.to_string(), keys.join(",")));
+        }
+        p
+    }
+}
+
+/// What [`decode`] made of a set of records.
+#[derive(Debug)]
+pub struct DecodedBronze {
+    /// One row per good record: the bronze metadata columns, then the row columns (the
+    /// table's and the new ones).
+    pub batch: RecordBatch,
+    /// Input index of each row of `batch`.
+    pub rows: Vec<usize>,
+    /// Input index and reason of each rejected record.
+    pub rejects: Vec<(usize, String)>,
+    /// Row columns the table does not have yet (nullable), in `batch`.
+    pub new_fields: Vec<Field>,
+    /// The record key's field names (of the first record with a key).
+    pub keys: Vec<String>,
+}
+
+/// The key bytes of a record (`Err`: a key that could not even be unwrapped).
+fn key_bytes(r: &SourceRecord) -> std::result::Result<Option<&[u8]>, String> {
+    match &r.key {
+        RecordValue::Bytes(b) => Ok(Some(b)),
+        RecordValue::Null => Ok(None),
+        RecordValue::Invalid { reason, .. } => Err(reason.clone()),
+    }
+}
+
+/// Decode `records` (of one source table) against `table`, the bronze table's schema (the
+/// bronze columns for a new table); `ingested_at` fills `__ingested_at`.
+pub fn decode(
+    target: &BronzeTarget,
+    records: &[&SourceRecord],
+    table: &Schema,
+    ingested_at: DateTime<Utc>,
+) -> Result<DecodedBronze> {
+    let meta: HashSet<String> = bronze::ALL.iter().map(|c| c.to_lowercase()).collect();
+    let mut cols: Vec<(String, DataType)> = table
+        .fields()
+        .iter()
+        .filter(|f| !meta.contains(&f.name().to_lowercase()))
+        .map(|f| (f.name().clone(), f.data_type().clone()))
+        .collect();
+    let existing = cols.len();
+    let mut index: HashMap<String, usize> = cols
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| (n.to_lowercase(), i))
+        .collect();
+    let mut rejects = Vec::new();
+    let mut good = Vec::with_capacity(records.len());
+    for (j, r) in records.iter().enumerate() {
+        let parsed = match (&r.value, &key_bytes(r)) {
+            (RecordValue::Bytes(v), Ok(k)) => envelope::parse(*k, v, r.offset, &target.declared),
+            (RecordValue::Invalid { reason, .. }, _) | (_, Err(reason)) => Err(reason.clone()),
+            (RecordValue::Null, _) => Err("null value (tombstone)".into()),
+        };
+        let mut change = match parsed {
+            Ok(c) => c,
+            Err(why) => {
+                rejects.push((j, why));
+                continue;
+            }
+        };
+        let mut new: Vec<(String, DataType)> = vec![];
+        let mut placed: Vec<(usize, Cell)> = vec![];
+        let mut why = None;
+        for (name, (natural, cell)) in std::mem::take(&mut change.row) {
+            let lower = name.to_lowercase();
+            if meta.contains(&lower) {
+                why = Some(format!(
+                    "column `{name}` has the name of a bronze column; rename it in the source \
+                     (or with a Debezium column rename SMT)"
+                ));
+                break;
+            }
+            let col = match index.get(&lower) {
+                Some(&c) => c,
+                None => match new.iter().position(|(n, _)| n.to_lowercase() == lower) {
+                    Some(k) => cols.len() + k,
+                    // A null without a known type: nothing to write, no column to add yet.
+                    None => match natural {
+                        None => continue,
+                        Some(dt) => {
+                            if let Some(w) = unwritable_name(&name) {
+                                why = Some(w);
+                                break;
+                            }
+                            new.push((name.clone(), dt));
+                            cols.len() + new.len() - 1
+                        }
+                    },
+                },
+            };
+            let Some(dt) = cols.get(col).or_else(|| new.get(col - cols.len())).map(|c| &c.1)
+            else {
+                continue;
+            };
+            match convert(cell, dt) {
+                Ok(c) => placed.push((col, c)),
+                Err(e) => {
+                    why = Some(format!("column `{name}`: {e}"));
+                    break;
+                }
+            }
+        }
+        if let Some(why) = why {
+            rejects.push((j, why));
+            continue;
+        }
+        for (name, dt) in new {
+            index.insert(name.to_lowercase(), cols.len());
+            cols.push((name, dt));
+        }
+        good.push((j, *r, change, placed));
+    }
+
+    let n = good.len();
+    let mut fields: Vec<Field> = bronze_fields()
+        .into_iter()
+        .map(|f| f.with_nullable(true))
+        .collect();
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(fields.len() + cols.len());
+    let text = |f: &dyn Fn(&envelope::Change) -> Option<String>| -> ArrayRef {
+        Arc::new(StringArray::from_iter(good.iter().map(|g| f(&g.2))))
+    };
+    let utc = |v: Vec<Option<i64>>| -> ArrayRef {
+        Arc::new(TimestampMicrosecondArray::from(v).with_timezone("UTC"))
+    };
+    for name in bronze::ALL {
+        let a: ArrayRef = match name {
+            bronze::OP => text(&|c| Some(c.op.to_string())),
+            bronze::SEQ => text(&|c| Some(c.seq.clone())),
+            bronze::SOURCE_TS => utc(good.iter().map(|g| g.2.source_ts).collect()),
+            bronze::KEY => text(&|c| c.key.clone()),
+            bronze::TOPIC => Arc::new(StringArray::from_iter_values(
+                good.iter().map(|g| g.1.topic.as_str()),
+            )),
+            bronze::PARTITION => Arc::new(Int32Array::from_iter_values(
+                good.iter().map(|g| g.1.partition),
+            )),
+            bronze::OFFSET => {
+                Arc::new(Int64Array::from_iter_values(good.iter().map(|g| g.1.offset)))
+            }
+            bronze::INGESTED_AT => utc(vec![Some(ingested_at.timestamp_micros()); n]),
+            other => {
+                let dt = if other == bronze::ROW {
+                    DataType::Int64
+                } else {
+                    DataType::Utf8
+                };
+                new_null_array(&dt, n)
+            }
+        };
+        arrays.push(a);
+    }
+    let mut by_col: Vec<Vec<Cell>> = vec![vec![Cell::Null; n]; cols.len()];
+    for (row, g) in good.iter_mut().enumerate() {
+        for (col, cell) in std::mem::take(&mut g.3) {
+            if let Some(slot) = by_col.get_mut(col).and_then(|c| c.get_mut(row)) {
+                *slot = cell;
+            }
+        }
+    }
+    for ((name, dt), cells) in cols.iter().zip(by_col) {
+        fields.push(Field::new(name, dt.clone(), true));
+        arrays.push(array(dt, cells)?);
+    }
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?;
+    let keys = good
+        .iter()
+        .map(|g| &g.2.key_fields)
+        .find(|k| !k.is_empty())
+        .cloned()
+        .unwrap_or_default();
+    Ok(DecodedBronze {
+        batch,
+        rows: good.iter().map(|g| g.0).collect(),
+        rejects,
+        new_fields: cols
+            .iter()
+            .skip(existing)
+            .map(|(n, dt)| Field::new(n, dt.clone(), true))
+            .collect(),
+        keys,
+    })
+}

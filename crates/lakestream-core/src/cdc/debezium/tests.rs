@@ -1,0 +1,421 @@
+//! The decoder against real-shaped Debezium envelopes (`tests/fixtures/debezium/`).
+
+use super::types::parse_decimal;
+use super::*;
+use deltalake::arrow::array::{Array, AsArray};
+use deltalake::arrow::datatypes::{
+    Date32Type, Decimal128Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType,
+};
+use lakestream_formats::config::CdcColumn;
+
+macro_rules! fx {
+    ($name:literal) => {
+        include_bytes!(concat!("../../../../../tests/fixtures/debezium/", $name)).as_slice()
+    };
+}
+
+fn target(table: &str, declared: &[&str]) -> BronzeTarget {
+    BronzeTarget {
+        family: "crm".into(),
+        table: FamilyTable {
+            schema: "public".into(),
+            table: table.into(),
+        },
+        declared: declared
+            .iter()
+            .map(|c| CdcColumn::parse(c))
+            .collect::<std::result::Result<_, _>>()
+            .unwrap(),
+        declared_keys: None,
+    }
+}
+
+fn rec(topic: &str, offset: i64, key: Option<&[u8]>, value: &[u8]) -> SourceRecord {
+    let r = SourceRecord::new(topic, 2, offset, 1_764_412_400_000, value);
+    match key {
+        Some(k) => r.with_key(k),
+        None => r,
+    }
+}
+
+fn now() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-11-30T00:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc)
+}
+
+fn bronze_only() -> Schema {
+    Schema::new(bronze_fields())
+}
+
+fn run(t: &BronzeTarget, recs: &[SourceRecord], table: &Schema) -> DecodedBronze {
+    let refs: Vec<&SourceRecord> = recs.iter().collect();
+    decode(t, &refs, table, now()).unwrap()
+}
+
+fn texts(b: &RecordBatch, col: &str) -> Vec<Option<String>> {
+    let a = b.column_by_name(col).unwrap().as_string::<i32>();
+    (0..a.len())
+        .map(|i| a.is_valid(i).then(|| a.value(i).to_string()))
+        .collect()
+}
+
+fn micros(text: &str) -> i64 {
+    DateTime::parse_from_rfc3339(text).unwrap().timestamp_micros()
+}
+
+#[test]
+fn postgres_with_schemas_every_op() {
+    let topic = "crm.public.customers";
+    let recs = [
+        rec(topic, 10, Some(fx!("pg_customers_1004.key.json")), fx!("pg_customers_r.json")),
+        rec(topic, 11, Some(fx!("pg_customers_1005.key.json")), fx!("pg_customers_c.json")),
+        rec(topic, 12, Some(fx!("pg_customers_1004.key.json")), fx!("pg_customers_u.json")),
+        rec(topic, 13, Some(fx!("pg_customers_1005.key.json")), fx!("pg_customers_d.json")),
+        rec(topic, 14, None, fx!("pg_customers_t.json")),
+    ];
+    let t = target("customers", &[]);
+    let d = run(&t, &recs, &bronze_only());
+    assert!(d.rejects.is_empty(), "{:?}", d.rejects);
+    assert_eq!(d.rows, [0, 1, 2, 3, 4]);
+    let b = &d.batch;
+    let op: Vec<_> = texts(b, "__op").into_iter().flatten().collect();
+    assert_eq!(op, ["r", "c", "u", "d", "t"]);
+    assert_eq!(
+        texts(b, "__seq"),
+        [
+            "00000000000024023119|00000000000000000010",
+            "00000000000024023200|00000000000000000011",
+            "00000000000024023344|00000000000000000012",
+            "00000000000024023480|00000000000000000013",
+            "00000000000024023600|00000000000000000014",
+        ]
+        .map(|s| Some(s.to_string()))
+    );
+    assert_eq!(
+        texts(b, "__key"),
+        [
+            Some(r#"{"id":1004}"#.to_string()),
+            Some(r#"{"id":1005}"#.to_string()),
+            Some(r#"{"id":1004}"#.to_string()),
+            Some(r#"{"id":1005}"#.to_string()),
+            None
+        ]
+    );
+    assert_eq!(d.keys, ["id"]);
+    let src = b
+        .column_by_name("__source_ts")
+        .unwrap()
+        .as_primitive::<TimestampMicrosecondType>();
+    assert_eq!(src.value(0), 1_764_412_400_000_000);
+    assert_eq!(src.value(4), 1_764_416_000_000_000);
+    let ingested = b
+        .column_by_name("__ingested_at")
+        .unwrap()
+        .as_primitive::<TimestampMicrosecondType>();
+    assert_eq!(ingested.value(3), now().timestamp_micros());
+    assert_eq!(texts(b, "__topic")[1].as_deref(), Some(topic));
+    let part = b.column_by_name("__partition").unwrap().as_primitive::<Int32Type>();
+    let off = b.column_by_name("__offset").unwrap().as_primitive::<Int64Type>();
+    assert_eq!((part.value(2), off.value(2)), (2, 12));
+    assert_eq!(b.column_by_name("__object").unwrap().null_count(), 5);
+    // Row columns in the schema's order, all new.
+    let names: Vec<&str> = d.new_fields.iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(
+        names,
+        ["id", "first_name", "last_name", "email", "balance", "birth_date", "created_at", "updated_at"]
+    );
+    // The delete holds the key-only before image; the truncate no row at all.
+    assert_eq!(
+        texts(b, "first_name"),
+        [Some("Ada".into()), Some("Bob".into()), Some("Augusta".into()), None, None]
+    );
+    let id = b.column_by_name("id").unwrap().as_primitive::<Int32Type>();
+    assert_eq!((id.value(3), id.is_null(4)), (1005, true));
+    let bal = b.column_by_name("balance").unwrap();
+    assert_eq!(bal.data_type(), &DataType::Decimal128(10, 2));
+    let bal = bal.as_primitive::<Decimal128Type>();
+    assert_eq!((bal.value(0), bal.is_null(1), bal.value(2)), (123_450, true, -1995));
+    let born = b.column_by_name("birth_date").unwrap().as_primitive::<Date32Type>();
+    assert_eq!(born.value(0), -56_600);
+    let created = b
+        .column_by_name("created_at")
+        .unwrap()
+        .as_primitive::<TimestampMicrosecondType>();
+    assert_eq!(created.value(0), 1_764_412_441_123_456);
+    let updated = b
+        .column_by_name("updated_at")
+        .unwrap()
+        .as_primitive::<TimestampMicrosecondType>();
+    assert_eq!(updated.value(0), micros("2026-11-29T10:34:01.123456Z"));
+    assert_eq!(updated.value(2), micros("2026-11-29T11:00:00Z"));
+    let props = t.properties(&d.keys);
+    assert!(props.contains(&(bronze::KEYS_PROPERTY.into(), "id".into())), "{props:?}");
+    assert!(props.contains(&(bronze::TABLE_PROPERTY.into(), "public.customers".into())));
+}
+
+#[test]
+fn declared_keys_win_over_the_record_key() {
+    let mut t = target("customers", &[]);
+    t.declared_keys = Some(vec!["email".into(), "id".into()]);
+    let p = t.properties(&["id".to_string()]);
+    assert!(p.contains(&(bronze::KEYS_PROPERTY.into(), "email,id".into())), "{p:?}");
+    assert!(!target("x", &[]).properties(&[]).iter().any(|(k, _)| k == bronze::KEYS_PROPERTY));
+}
+
+#[test]
+fn semantic_types_with_schemas() {
+    let recs = [rec(
+        "crm.public.measurements",
+        0,
+        Some(fx!("pg_measurements_1.key.json")),
+        fx!("pg_measurements_c.json"),
+    )];
+    let d = run(&target("measurements", &[]), &recs, &bronze_only());
+    assert!(d.rejects.is_empty(), "{:?}", d.rejects);
+    let b = &d.batch;
+    let ty = |c: &str| b.column_by_name(c).unwrap().data_type().clone();
+    let ts = |c: &str| {
+        b.column_by_name(c)
+            .unwrap()
+            .as_primitive::<TimestampMicrosecondType>()
+            .value(0)
+    };
+    let i64_ = |c: &str| b.column_by_name(c).unwrap().as_primitive::<Int64Type>().value(0);
+    assert_eq!(ty("d"), DataType::Date32);
+    assert_eq!(b.column_by_name("d").unwrap().as_primitive::<Date32Type>().value(0), 20_786);
+    for c in ["ts_ms", "ts_us", "ts_ns", "ts_connect", "ts_zoned"] {
+        assert_eq!(ty(c), crate::schema::timestamp_type(), "{c}");
+    }
+    assert_eq!(ts("ts_ms"), 1_795_948_441_123_000);
+    assert_eq!(ts("ts_us"), 1_795_948_441_123_456);
+    assert_eq!(ts("ts_ns"), 1_795_948_441_123_456);
+    assert_eq!(ts("ts_connect"), 1_795_948_441_123_000);
+    assert_eq!(ts("ts_zoned"), micros("2026-11-29T15:34:01.123456Z"));
+    // Times: int64 microseconds since midnight (10:24:01.123456).
+    assert_eq!((ty("t_us"), i64_("t_ms")), (DataType::Int64, 37_441_123_000));
+    assert_eq!((i64_("t_us"), i64_("t_ns")), (37_441_123_456, 37_441_123_456));
+    let dec = |c: &str| {
+        b.column_by_name(c)
+            .unwrap()
+            .as_primitive::<Decimal128Type>()
+            .value(0)
+    };
+    assert_eq!(ty("price"), DataType::Decimal128(12, 3));
+    assert_eq!(dec("price"), -1_234_567);
+    assert_eq!(ty("big"), DataType::Decimal128(38, 0));
+    assert_eq!(dec("big"), 123_456_789_012_345_678_901_234_567_890);
+    assert_eq!(texts(b, "doc")[0].as_deref(), Some(r#"{"a": [1, 2]}"#));
+    assert_eq!(texts(b, "tags")[0].as_deref(), Some(r#"["x","y"]"#));
+    assert_eq!(texts(b, "location")[0].as_deref(), Some(r#"{"x":1.5,"y":-2.0}"#));
+    assert_eq!(
+        b.column_by_name("raw").unwrap().as_binary::<i32>().value(0),
+        b"\x00\xffhi"
+    );
+    assert_eq!(ty("small"), DataType::Int32);
+    assert_eq!(b.column_by_name("small").unwrap().as_primitive::<Int32Type>().value(0), -7);
+    assert_eq!(i64_("count"), 9_007_199_254_740_993);
+    assert_eq!(
+        b.column_by_name("ratio").unwrap().as_primitive::<Float64Type>().value(0),
+        0.25
+    );
+    assert!(b.column_by_name("active").unwrap().as_boolean().value(0));
+}
+
+#[test]
+fn variable_scale_decimal_is_refused_naming_the_setting() {
+    let recs = [rec(
+        "crm.public.measurements",
+        1,
+        Some(fx!("pg_measurements_2.key.json")),
+        fx!("pg_measurements_variable_scale.json"),
+    )];
+    let d = run(&target("measurements", &[]), &recs, &bronze_only());
+    assert_eq!(d.batch.num_rows(), 0);
+    assert_eq!(d.rejects.len(), 1);
+    let why = &d.rejects[0].1;
+    assert!(why.contains("column `amount`") && why.contains("decimal.handling.mode=string"), "{why}");
+}
+
+#[test]
+fn without_schemas_types_come_from_declarations_or_values() {
+    let topic = "crm.public.orders";
+    let key = fx!("plain_orders_2001.key.json");
+    let recs = [
+        rec(topic, 5, Some(key), fx!("plain_orders_c.json")),
+        rec(topic, 6, Some(key), fx!("plain_orders_u.json")),
+    ];
+    let t = target(
+        "orders",
+        &["amount decimal(10,2)", "created_at timestamp", "ship_by date"],
+    );
+    let d = run(&t, &recs, &bronze_only());
+    assert!(d.rejects.is_empty(), "{:?}", d.rejects);
+    let b = &d.batch;
+    assert_eq!(texts(b, "__key")[0].as_deref(), Some(r#"{"id":2001}"#));
+    assert_eq!(d.keys, ["id"]);
+    let amount = b.column_by_name("amount").unwrap();
+    assert_eq!(amount.data_type(), &DataType::Decimal128(10, 2));
+    let amount = amount.as_primitive::<Decimal128Type>();
+    assert_eq!((amount.value(0), amount.value(1)), (123_450, 9_990));
+    let created = b
+        .column_by_name("created_at")
+        .unwrap()
+        .as_primitive::<TimestampMicrosecondType>();
+    assert_eq!(created.value(0), micros("2026-11-29T10:34:01.123456Z"));
+    // Epoch milliseconds (time.precision.mode=connect).
+    assert_eq!(created.value(1), 1_764_412_441_123_000);
+    let ship = b.column_by_name("ship_by").unwrap().as_primitive::<Date32Type>();
+    assert_eq!((ship.value(0), ship.value(1)), (20_790, 20_791));
+    let qty = b.column_by_name("quantity").unwrap();
+    assert_eq!(qty.data_type(), &DataType::Int64);
+    let weight = b.column_by_name("weight").unwrap().as_primitive::<Float64Type>();
+    assert_eq!((weight.value(0), weight.value(1)), (1.25, 2.0));
+    assert_eq!(
+        texts(b, "meta"),
+        [Some(r#"{"channel":"web","tags":["a"]}"#.into()), None]
+    );
+    let gift = b.column_by_name("gift").unwrap().as_boolean();
+    assert_eq!((gift.value(0), gift.value(1)), (false, true));
+}
+
+#[test]
+fn base64_decimal_without_schemas_is_refused_naming_the_setting() {
+    let t = target("orders", &["amount decimal(10,2)"]);
+    let recs = [rec(
+        "crm.public.orders",
+        7,
+        Some(fx!("plain_orders_2001.key.json")),
+        fx!("plain_orders_u_base64_decimal.json"),
+    )];
+    let d = run(&t, &recs, &bronze_only());
+    assert_eq!(d.rejects.len(), 1, "{:?}", d.rejects);
+    assert!(d.rejects[0].1.contains("decimal.handling.mode=string"), "{:?}", d.rejects);
+    // Without the declaration the same text is just a string.
+    let d = run(&target("orders", &[]), &recs, &bronze_only());
+    assert!(d.rejects.is_empty());
+    assert_eq!(texts(&d.batch, "amount")[0].as_deref(), Some("AeI6"));
+}
+
+fn seqs(recs: &[SourceRecord]) -> Vec<String> {
+    let d = run(&target("t", &[]), recs, &bronze_only());
+    assert!(d.rejects.is_empty(), "{:?}", d.rejects);
+    texts(&d.batch, "__seq").into_iter().flatten().collect()
+}
+
+#[test]
+fn seq_orders_mysql_binlog_across_file_rollover() {
+    let topic = "crm.inventory.products";
+    let key = Some(fx!("mysql_products_101.key.json"));
+    // Offsets deliberately out of change order: the position decides first.
+    let s = seqs(&[
+        rec(topic, 30, key, fx!("mysql_products_u_rollover.json")),
+        rec(topic, 10, key, fx!("mysql_products_c.json")),
+        rec(topic, 20, key, fx!("mysql_products_u_row1.json")),
+    ]);
+    assert_eq!(
+        s,
+        [
+            "0000000004.00000000000000000154.0000000000|00000000000000000030",
+            "0000000003.00000000000000004696.0000000000|00000000000000000010",
+            "0000000003.00000000000000004696.0000000001|00000000000000000020",
+        ]
+    );
+    assert!(s[1] < s[2] && s[2] < s[0], "file 4 pos 154 is after file 3 pos 4696");
+}
+
+#[test]
+fn seq_of_sql_server_oracle_postgres_and_ts_fallback() {
+    let s = seqs(&[
+        rec("a.dbo.customers", 3, None, fx!("sqlserver_customers_u.json")),
+        rec("a.DEBEZIUM.CUSTOMERS", 4, None, fx!("oracle_customers_c.json")),
+    ]);
+    assert_eq!(
+        s,
+        [
+            "00000027:00000ac0:0007.00000027:00000ac0:0002.00000000000000000002|00000000000000000003",
+            "00000000000002122185|00000000000000000004",
+        ]
+    );
+    let v = |source: &str| {
+        format!(r#"{{"before":null,"after":{{"id":1}},"source":{source},"op":"c"}}"#).into_bytes()
+    };
+    let s = seqs(&[
+        rec("a.b.c", 1, None, &v(r#"{"lsn":99,"ts_ms":5}"#)),
+        rec("a.b.c", 0, None, &v(r#"{"lsn":100,"ts_ms":4}"#)),
+        rec("a.b.c", 2, None, &v(r#"{"ts_ms":1764412400000}"#)),
+    ]);
+    assert!(s[0] < s[1], "lsn 99 sorts before lsn 100 as text: {s:?}");
+    assert_eq!(s[2], "00000001764412400000|00000000000000000002");
+}
+
+#[test]
+fn bad_records_are_rejects_with_reasons() {
+    let t = target("t", &[]);
+    let ok = br#"{"before":null,"after":{"id":1},"source":{"lsn":1},"op":"c"}"#;
+    let recs = [
+        rec("a.b.c", 0, None, b"not json"),
+        rec("a.b.c", 1, None, br#"{"schema":null,"payload":{"after":{"id":1}}}"#),
+        rec("a.b.c", 2, None, br#"{"before":null,"after":{"id":1},"source":{"lsn":1},"op":"x"}"#),
+        rec("a.b.c", 3, None, br#"{"before":null,"after":{"id":1},"source":{},"op":"c"}"#),
+        rec("a.b.c", 4, Some(b"id=1"), ok),
+        rec("a.b.c", 5, None, br#"{"before":null,"after":{"__op":1},"source":{"lsn":1},"op":"c"}"#),
+        rec("a.b.c", 6, None, br#"{"before":null,"after":null,"source":{"lsn":1},"op":"c"}"#),
+        rec("a.b.c", 7, None, ok),
+    ];
+    let d = run(&t, &recs, &bronze_only());
+    assert_eq!(d.rows, [7]);
+    let reasons: Vec<(usize, &str)> = d.rejects.iter().map(|(i, r)| (*i, r.as_str())).collect();
+    let has = |i: usize, needle: &str| {
+        assert!(
+            reasons.iter().any(|(j, r)| *j == i && r.contains(needle)),
+            "record {i} should be refused with {needle:?}: {reasons:?}"
+        )
+    };
+    has(0, "not JSON");
+    has(1, "no `op`");
+    has(2, "\"x\"");
+    has(3, "no position");
+    has(4, "key.converter");
+    has(5, "bronze column");
+    has(6, "`after`");
+}
+
+#[test]
+fn new_columns_evolve_and_type_conflicts_are_rejects() {
+    let topic = "crm.public.customers";
+    let first = run(
+        &target("customers", &[]),
+        &[rec(topic, 0, Some(fx!("pg_customers_1005.key.json")), fx!("pg_customers_c.json"))],
+        &bronze_only(),
+    );
+    let mut fields = bronze_fields();
+    fields.extend(first.new_fields.iter().cloned());
+    let table = Schema::new(fields);
+    let d = run(
+        &target("customers", &[]),
+        &[
+            rec(topic, 1, Some(fx!("pg_customers_1006.key.json")), fx!("pg_customers_c_new_column.json")),
+            rec(topic, 2, Some(fx!("pg_customers_1007.key.json")), fx!("pg_customers_c_conflict.json")),
+        ],
+        &table,
+    );
+    assert_eq!(d.rows, [0]);
+    let names: Vec<&str> = d.new_fields.iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(names, ["loyalty_tier"]);
+    assert_eq!(texts(&d.batch, "loyalty_tier"), [Some("gold".into())]);
+    assert_eq!(d.rejects.len(), 1);
+    let why = &d.rejects[0].1;
+    assert!(why.contains("column `email`") && why.contains("Utf8"), "{why}");
+}
+
+#[test]
+fn decimal_text() {
+    assert_eq!(parse_decimal("1234.50", 10, 2), Ok(123_450));
+    assert_eq!(parse_decimal("-0.5", 10, 2), Ok(-50));
+    assert_eq!(parse_decimal("7", 3, 2), Ok(700));
+    assert!(parse_decimal("1.234", 10, 2).is_err());
+    assert!(parse_decimal("100000000.00", 10, 2).is_err());
+    assert!(parse_decimal("", 10, 2).is_err());
+    assert!(parse_decimal("1e3", 10, 2).is_err());
+}

@@ -50,13 +50,16 @@ impl KafkaIngestor {
         let Some((family, t)) = self.config.cdc_topic(topic) else {
             return Destination::Unknown;
         };
-        let made = family.bronze_table(&t).map_err(crate::Error::from).and_then(|table| {
-            Ok(CdcDestination {
-                layout: bronze_layout(&table),
-                target: Arc::new(BronzeTarget::new(family, t)?),
-                table,
-            })
-        });
+        let made = family
+            .bronze_table(&t)
+            .map_err(crate::Error::from)
+            .and_then(|table| {
+                Ok(CdcDestination {
+                    layout: bronze_layout(&table),
+                    target: Arc::new(BronzeTarget::new(family, t)?),
+                    table,
+                })
+            });
         match made {
             Ok(d) => Destination::Cdc(Arc::new(d)),
             Err(e) => Destination::BadCdc(format!(

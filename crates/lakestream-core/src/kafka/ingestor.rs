@@ -210,7 +210,9 @@ impl KafkaIngestor {
                             route.layout.table
                         );
                         let table = Some(route.layout.table.as_str());
-                        routed.letters.push((i, DeadLetter::kafka(r, table, reason)));
+                        routed
+                            .letters
+                            .push((i, DeadLetter::kafka(r, table, reason)));
                     }
                 }
                 RecordValue::Null => routed.letters.push((

@@ -62,30 +62,26 @@ pub(super) fn convert(cell: Cell, to: &DataType) -> std::result::Result<Cell, St
 pub(super) fn array(dt: &DataType, cells: Vec<Cell>) -> Result<ArrayRef> {
     let n = cells.len();
     let a: ArrayRef = match dt {
-        DataType::Boolean => Arc::new(BooleanArray::from_iter(cells.into_iter().map(|c| {
-            match c {
+        DataType::Boolean => Arc::new(BooleanArray::from_iter(cells.into_iter().map(
+            |c| match c {
                 Cell::Bool(b) => Some(b),
                 _ => None,
-            }
+            },
+        ))),
+        DataType::Int32 => Arc::new(Int32Array::from_iter(cells.into_iter().map(|c| match c {
+            Cell::Int(v) => i32::try_from(v).ok(),
+            _ => None,
         }))),
-        DataType::Int32 => Arc::new(Int32Array::from_iter(cells.into_iter().map(|c| {
-            match c {
-                Cell::Int(v) => i32::try_from(v).ok(),
-                _ => None,
-            }
+        DataType::Int64 => Arc::new(Int64Array::from_iter(cells.into_iter().map(|c| match c {
+            Cell::Int(v) => Some(v),
+            _ => None,
         }))),
-        DataType::Int64 => Arc::new(Int64Array::from_iter(cells.into_iter().map(|c| {
-            match c {
-                Cell::Int(v) => Some(v),
-                _ => None,
-            }
-        }))),
-        DataType::Float64 => Arc::new(Float64Array::from_iter(cells.into_iter().map(|c| {
-            match c {
+        DataType::Float64 => Arc::new(Float64Array::from_iter(cells.into_iter().map(
+            |c| match c {
                 Cell::Float(v) => Some(v),
                 _ => None,
-            }
-        }))),
+            },
+        ))),
         DataType::Utf8 => Arc::new(StringArray::from_iter(cells.into_iter().map(|c| match c {
             Cell::Text(s) => Some(s),
             _ => None,
@@ -94,11 +90,9 @@ pub(super) fn array(dt: &DataType, cells: Vec<Cell>) -> Result<ArrayRef> {
             Cell::Bytes(b) => Some(b),
             _ => None,
         }))),
-        DataType::Date32 => Arc::new(Date32Array::from_iter(cells.into_iter().map(|c| {
-            match c {
-                Cell::Date(d) => Some(d),
-                _ => None,
-            }
+        DataType::Date32 => Arc::new(Date32Array::from_iter(cells.into_iter().map(|c| match c {
+            Cell::Date(d) => Some(d),
+            _ => None,
         }))),
         DataType::Timestamp(TimeUnit::Microsecond, tz) => Arc::new(
             TimestampMicrosecondArray::from_iter(cells.into_iter().map(|c| match c {

@@ -143,13 +143,16 @@ fn cells(
     schema: Option<&Value>,
     declared: &[CdcColumn],
 ) -> Result<Vec<(String, Typed)>, String> {
-    let fields = schema.and_then(|s| s.get("fields")).and_then(Value::as_array);
+    let fields = schema
+        .and_then(|s| s.get("fields"))
+        .and_then(Value::as_array);
     let Some(fields) = fields else {
         return row
             .iter()
             .map(|(name, v)| {
                 let d = declared.iter().find(|c| c.name.eq_ignore_ascii_case(name));
-                let t = untyped(v, d.map(|c| c.data_type)).map_err(|e| format!("column `{name}`: {e}"))?;
+                let t = untyped(v, d.map(|c| c.data_type))
+                    .map_err(|e| format!("column `{name}`: {e}"))?;
                 Ok((name.clone(), t))
             })
             .collect();
@@ -244,7 +247,9 @@ pub(super) fn position(source: &Map<String, Value>) -> Result<String, String> {
             return Ok(format!("{n:020}"));
         }
     }
-    Err("the source block has no position (lsn, file/pos, commit_lsn, scn) and no ts_ms, so the \
+    Err(
+        "the source block has no position (lsn, file/pos, commit_lsn, scn) and no ts_ms, so the \
          change cannot be ordered"
-        .into())
+            .into(),
+    )
 }

@@ -181,7 +181,10 @@ pub fn decode(
                     },
                 },
             };
-            let Some(dt) = cols.get(col).or_else(|| new.get(col - cols.len())).map(|c| &c.1)
+            let Some(dt) = cols
+                .get(col)
+                .or_else(|| new.get(col - cols.len()))
+                .map(|c| &c.1)
             else {
                 continue;
             };
@@ -228,9 +231,9 @@ pub fn decode(
             bronze::PARTITION => Arc::new(Int32Array::from_iter_values(
                 good.iter().map(|g| g.1.partition),
             )),
-            bronze::OFFSET => {
-                Arc::new(Int64Array::from_iter_values(good.iter().map(|g| g.1.offset)))
-            }
+            bronze::OFFSET => Arc::new(Int64Array::from_iter_values(
+                good.iter().map(|g| g.1.offset),
+            )),
             bronze::INGESTED_AT => utc(vec![Some(ingested_at.timestamp_micros()); n]),
             other => {
                 let dt = if other == bronze::ROW {

@@ -61,17 +61,39 @@ fn texts(b: &RecordBatch, col: &str) -> Vec<Option<String>> {
 }
 
 fn micros(text: &str) -> i64 {
-    DateTime::parse_from_rfc3339(text).unwrap().timestamp_micros()
+    DateTime::parse_from_rfc3339(text)
+        .unwrap()
+        .timestamp_micros()
 }
 
 #[test]
 fn postgres_with_schemas_every_op() {
     let topic = "crm.public.customers";
     let recs = [
-        rec(topic, 10, Some(fx!("pg_customers_1004.key.json")), fx!("pg_customers_r.json")),
-        rec(topic, 11, Some(fx!("pg_customers_1005.key.json")), fx!("pg_customers_c.json")),
-        rec(topic, 12, Some(fx!("pg_customers_1004.key.json")), fx!("pg_customers_u.json")),
-        rec(topic, 13, Some(fx!("pg_customers_1005.key.json")), fx!("pg_customers_d.json")),
+        rec(
+            topic,
+            10,
+            Some(fx!("pg_customers_1004.key.json")),
+            fx!("pg_customers_r.json"),
+        ),
+        rec(
+            topic,
+            11,
+            Some(fx!("pg_customers_1005.key.json")),
+            fx!("pg_customers_c.json"),
+        ),
+        rec(
+            topic,
+            12,
+            Some(fx!("pg_customers_1004.key.json")),
+            fx!("pg_customers_u.json"),
+        ),
+        rec(
+            topic,
+            13,
+            Some(fx!("pg_customers_1005.key.json")),
+            fx!("pg_customers_d.json"),
+        ),
         rec(topic, 14, None, fx!("pg_customers_t.json")),
     ];
     let t = target("customers", &[]);
@@ -115,28 +137,55 @@ fn postgres_with_schemas_every_op() {
         .as_primitive::<TimestampMicrosecondType>();
     assert_eq!(ingested.value(3), now().timestamp_micros());
     assert_eq!(texts(b, "__topic")[1].as_deref(), Some(topic));
-    let part = b.column_by_name("__partition").unwrap().as_primitive::<Int32Type>();
-    let off = b.column_by_name("__offset").unwrap().as_primitive::<Int64Type>();
+    let part = b
+        .column_by_name("__partition")
+        .unwrap()
+        .as_primitive::<Int32Type>();
+    let off = b
+        .column_by_name("__offset")
+        .unwrap()
+        .as_primitive::<Int64Type>();
     assert_eq!((part.value(2), off.value(2)), (2, 12));
     assert_eq!(b.column_by_name("__object").unwrap().null_count(), 5);
     // Row columns in the schema's order, all new.
     let names: Vec<&str> = d.new_fields.iter().map(|f| f.name().as_str()).collect();
     assert_eq!(
         names,
-        ["id", "first_name", "last_name", "email", "balance", "birth_date", "created_at", "updated_at"]
+        [
+            "id",
+            "first_name",
+            "last_name",
+            "email",
+            "balance",
+            "birth_date",
+            "created_at",
+            "updated_at"
+        ]
     );
     // The delete holds the key-only before image; the truncate no row at all.
     assert_eq!(
         texts(b, "first_name"),
-        [Some("Ada".into()), Some("Bob".into()), Some("Augusta".into()), None, None]
+        [
+            Some("Ada".into()),
+            Some("Bob".into()),
+            Some("Augusta".into()),
+            None,
+            None
+        ]
     );
     let id = b.column_by_name("id").unwrap().as_primitive::<Int32Type>();
     assert_eq!((id.value(3), id.is_null(4)), (1005, true));
     let bal = b.column_by_name("balance").unwrap();
     assert_eq!(bal.data_type(), &DataType::Decimal128(10, 2));
     let bal = bal.as_primitive::<Decimal128Type>();
-    assert_eq!((bal.value(0), bal.is_null(1), bal.value(2)), (123_450, true, -1995));
-    let born = b.column_by_name("birth_date").unwrap().as_primitive::<Date32Type>();
+    assert_eq!(
+        (bal.value(0), bal.is_null(1), bal.value(2)),
+        (123_450, true, -1995)
+    );
+    let born = b
+        .column_by_name("birth_date")
+        .unwrap()
+        .as_primitive::<Date32Type>();
     assert_eq!(born.value(0), -56_600);
     let created = b
         .column_by_name("created_at")
@@ -150,7 +199,10 @@ fn postgres_with_schemas_every_op() {
     assert_eq!(updated.value(0), micros("2026-11-29T10:34:01.123456Z"));
     assert_eq!(updated.value(2), micros("2026-11-29T11:00:00Z"));
     let props = t.properties(&d.keys);
-    assert!(props.contains(&(bronze::KEYS_PROPERTY.into(), "id".into())), "{props:?}");
+    assert!(
+        props.contains(&(bronze::KEYS_PROPERTY.into(), "id".into())),
+        "{props:?}"
+    );
     assert!(props.contains(&(bronze::TABLE_PROPERTY.into(), "public.customers".into())));
 }
 
@@ -159,8 +211,16 @@ fn declared_keys_win_over_the_record_key() {
     let mut t = target("customers", &[]);
     t.declared_keys = Some(vec!["email".into(), "id".into()]);
     let p = t.properties(&["id".to_string()]);
-    assert!(p.contains(&(bronze::KEYS_PROPERTY.into(), "email,id".into())), "{p:?}");
-    assert!(!target("x", &[]).properties(&[]).iter().any(|(k, _)| k == bronze::KEYS_PROPERTY));
+    assert!(
+        p.contains(&(bronze::KEYS_PROPERTY.into(), "email,id".into())),
+        "{p:?}"
+    );
+    assert!(
+        !target("x", &[])
+            .properties(&[])
+            .iter()
+            .any(|(k, _)| k == bronze::KEYS_PROPERTY)
+    );
 }
 
 #[test]
@@ -181,9 +241,20 @@ fn semantic_types_with_schemas() {
             .as_primitive::<TimestampMicrosecondType>()
             .value(0)
     };
-    let i64_ = |c: &str| b.column_by_name(c).unwrap().as_primitive::<Int64Type>().value(0);
+    let i64_ = |c: &str| {
+        b.column_by_name(c)
+            .unwrap()
+            .as_primitive::<Int64Type>()
+            .value(0)
+    };
     assert_eq!(ty("d"), DataType::Date32);
-    assert_eq!(b.column_by_name("d").unwrap().as_primitive::<Date32Type>().value(0), 20_786);
+    assert_eq!(
+        b.column_by_name("d")
+            .unwrap()
+            .as_primitive::<Date32Type>()
+            .value(0),
+        20_786
+    );
     for c in ["ts_ms", "ts_us", "ts_ns", "ts_connect", "ts_zoned"] {
         assert_eq!(ty(c), crate::schema::timestamp_type(), "{c}");
     }
@@ -193,8 +264,14 @@ fn semantic_types_with_schemas() {
     assert_eq!(ts("ts_connect"), 1_795_948_441_123_000);
     assert_eq!(ts("ts_zoned"), micros("2026-11-29T15:34:01.123456Z"));
     // Times: int64 microseconds since midnight (10:24:01.123456).
-    assert_eq!((ty("t_us"), i64_("t_ms")), (DataType::Int64, 37_441_123_000));
-    assert_eq!((i64_("t_us"), i64_("t_ns")), (37_441_123_456, 37_441_123_456));
+    assert_eq!(
+        (ty("t_us"), i64_("t_ms")),
+        (DataType::Int64, 37_441_123_000)
+    );
+    assert_eq!(
+        (i64_("t_us"), i64_("t_ns")),
+        (37_441_123_456, 37_441_123_456)
+    );
     let dec = |c: &str| {
         b.column_by_name(c)
             .unwrap()
@@ -207,16 +284,28 @@ fn semantic_types_with_schemas() {
     assert_eq!(dec("big"), 123_456_789_012_345_678_901_234_567_890);
     assert_eq!(texts(b, "doc")[0].as_deref(), Some(r#"{"a": [1, 2]}"#));
     assert_eq!(texts(b, "tags")[0].as_deref(), Some(r#"["x","y"]"#));
-    assert_eq!(texts(b, "location")[0].as_deref(), Some(r#"{"x":1.5,"y":-2.0}"#));
+    assert_eq!(
+        texts(b, "location")[0].as_deref(),
+        Some(r#"{"x":1.5,"y":-2.0}"#)
+    );
     assert_eq!(
         b.column_by_name("raw").unwrap().as_binary::<i32>().value(0),
         b"\x00\xffhi"
     );
     assert_eq!(ty("small"), DataType::Int32);
-    assert_eq!(b.column_by_name("small").unwrap().as_primitive::<Int32Type>().value(0), -7);
+    assert_eq!(
+        b.column_by_name("small")
+            .unwrap()
+            .as_primitive::<Int32Type>()
+            .value(0),
+        -7
+    );
     assert_eq!(i64_("count"), 9_007_199_254_740_993);
     assert_eq!(
-        b.column_by_name("ratio").unwrap().as_primitive::<Float64Type>().value(0),
+        b.column_by_name("ratio")
+            .unwrap()
+            .as_primitive::<Float64Type>()
+            .value(0),
         0.25
     );
     assert!(b.column_by_name("active").unwrap().as_boolean().value(0));
@@ -234,7 +323,10 @@ fn variable_scale_decimal_is_refused_naming_the_setting() {
     assert_eq!(d.batch.num_rows(), 0);
     assert_eq!(d.rejects.len(), 1);
     let why = &d.rejects[0].1;
-    assert!(why.contains("column `amount`") && why.contains("decimal.handling.mode=string"), "{why}");
+    assert!(
+        why.contains("column `amount`") && why.contains("decimal.handling.mode=string"),
+        "{why}"
+    );
 }
 
 #[test]
@@ -247,7 +339,11 @@ fn without_schemas_types_come_from_declarations_or_values() {
     ];
     let t = target(
         "orders",
-        &["amount decimal(10,2)", "created_at timestamp", "ship_by date"],
+        &[
+            "amount decimal(10,2)",
+            "created_at timestamp",
+            "ship_by date",
+        ],
     );
     let d = run(&t, &recs, &bronze_only());
     assert!(d.rejects.is_empty(), "{:?}", d.rejects);
@@ -265,11 +361,17 @@ fn without_schemas_types_come_from_declarations_or_values() {
     assert_eq!(created.value(0), micros("2026-11-29T10:34:01.123456Z"));
     // Epoch milliseconds (time.precision.mode=connect).
     assert_eq!(created.value(1), 1_764_412_441_123_000);
-    let ship = b.column_by_name("ship_by").unwrap().as_primitive::<Date32Type>();
+    let ship = b
+        .column_by_name("ship_by")
+        .unwrap()
+        .as_primitive::<Date32Type>();
     assert_eq!((ship.value(0), ship.value(1)), (20_790, 20_791));
     let qty = b.column_by_name("quantity").unwrap();
     assert_eq!(qty.data_type(), &DataType::Int64);
-    let weight = b.column_by_name("weight").unwrap().as_primitive::<Float64Type>();
+    let weight = b
+        .column_by_name("weight")
+        .unwrap()
+        .as_primitive::<Float64Type>();
     assert_eq!((weight.value(0), weight.value(1)), (1.25, 2.0));
     assert_eq!(
         texts(b, "meta"),
@@ -290,7 +392,11 @@ fn base64_decimal_without_schemas_is_refused_naming_the_setting() {
     )];
     let d = run(&t, &recs, &bronze_only());
     assert_eq!(d.rejects.len(), 1, "{:?}", d.rejects);
-    assert!(d.rejects[0].1.contains("decimal.handling.mode=string"), "{:?}", d.rejects);
+    assert!(
+        d.rejects[0].1.contains("decimal.handling.mode=string"),
+        "{:?}",
+        d.rejects
+    );
     // Without the declaration the same text is just a string.
     let d = run(&target("orders", &[]), &recs, &bronze_only());
     assert!(d.rejects.is_empty());
@@ -321,14 +427,27 @@ fn seq_orders_mysql_binlog_across_file_rollover() {
             "0000000003.00000000000000004696.0000000001|00000000000000000020",
         ]
     );
-    assert!(s[1] < s[2] && s[2] < s[0], "file 4 pos 154 is after file 3 pos 4696");
+    assert!(
+        s[1] < s[2] && s[2] < s[0],
+        "file 4 pos 154 is after file 3 pos 4696"
+    );
 }
 
 #[test]
 fn seq_of_sql_server_oracle_postgres_and_ts_fallback() {
     let s = seqs(&[
-        rec("a.dbo.customers", 3, None, fx!("sqlserver_customers_u.json")),
-        rec("a.DEBEZIUM.CUSTOMERS", 4, None, fx!("oracle_customers_c.json")),
+        rec(
+            "a.dbo.customers",
+            3,
+            None,
+            fx!("sqlserver_customers_u.json"),
+        ),
+        rec(
+            "a.DEBEZIUM.CUSTOMERS",
+            4,
+            None,
+            fx!("oracle_customers_c.json"),
+        ),
     ]);
     assert_eq!(
         s,
@@ -355,12 +474,37 @@ fn bad_records_are_rejects_with_reasons() {
     let ok = br#"{"before":null,"after":{"id":1},"source":{"lsn":1},"op":"c"}"#;
     let recs = [
         rec("a.b.c", 0, None, b"not json"),
-        rec("a.b.c", 1, None, br#"{"schema":null,"payload":{"after":{"id":1}}}"#),
-        rec("a.b.c", 2, None, br#"{"before":null,"after":{"id":1},"source":{"lsn":1},"op":"x"}"#),
-        rec("a.b.c", 3, None, br#"{"before":null,"after":{"id":1},"source":{},"op":"c"}"#),
+        rec(
+            "a.b.c",
+            1,
+            None,
+            br#"{"schema":null,"payload":{"after":{"id":1}}}"#,
+        ),
+        rec(
+            "a.b.c",
+            2,
+            None,
+            br#"{"before":null,"after":{"id":1},"source":{"lsn":1},"op":"x"}"#,
+        ),
+        rec(
+            "a.b.c",
+            3,
+            None,
+            br#"{"before":null,"after":{"id":1},"source":{},"op":"c"}"#,
+        ),
         rec("a.b.c", 4, Some(b"id=1"), ok),
-        rec("a.b.c", 5, None, br#"{"before":null,"after":{"__op":1},"source":{"lsn":1},"op":"c"}"#),
-        rec("a.b.c", 6, None, br#"{"before":null,"after":null,"source":{"lsn":1},"op":"c"}"#),
+        rec(
+            "a.b.c",
+            5,
+            None,
+            br#"{"before":null,"after":{"__op":1},"source":{"lsn":1},"op":"c"}"#,
+        ),
+        rec(
+            "a.b.c",
+            6,
+            None,
+            br#"{"before":null,"after":null,"source":{"lsn":1},"op":"c"}"#,
+        ),
         rec("a.b.c", 7, None, ok),
     ];
     let d = run(&t, &recs, &bronze_only());
@@ -386,7 +530,12 @@ fn new_columns_evolve_and_type_conflicts_are_rejects() {
     let topic = "crm.public.customers";
     let first = run(
         &target("customers", &[]),
-        &[rec(topic, 0, Some(fx!("pg_customers_1005.key.json")), fx!("pg_customers_c.json"))],
+        &[rec(
+            topic,
+            0,
+            Some(fx!("pg_customers_1005.key.json")),
+            fx!("pg_customers_c.json"),
+        )],
         &bronze_only(),
     );
     let mut fields = bronze_fields();
@@ -395,8 +544,18 @@ fn new_columns_evolve_and_type_conflicts_are_rejects() {
     let d = run(
         &target("customers", &[]),
         &[
-            rec(topic, 1, Some(fx!("pg_customers_1006.key.json")), fx!("pg_customers_c_new_column.json")),
-            rec(topic, 2, Some(fx!("pg_customers_1007.key.json")), fx!("pg_customers_c_conflict.json")),
+            rec(
+                topic,
+                1,
+                Some(fx!("pg_customers_1006.key.json")),
+                fx!("pg_customers_c_new_column.json"),
+            ),
+            rec(
+                topic,
+                2,
+                Some(fx!("pg_customers_1007.key.json")),
+                fx!("pg_customers_c_conflict.json"),
+            ),
         ],
         &table,
     );
@@ -406,7 +565,10 @@ fn new_columns_evolve_and_type_conflicts_are_rejects() {
     assert_eq!(texts(&d.batch, "loyalty_tier"), [Some("gold".into())]);
     assert_eq!(d.rejects.len(), 1);
     let why = &d.rejects[0].1;
-    assert!(why.contains("column `email`") && why.contains("Utf8"), "{why}");
+    assert!(
+        why.contains("column `email`") && why.contains("Utf8"),
+        "{why}"
+    );
 }
 
 #[test]

@@ -45,8 +45,7 @@ fn ts() -> DataType {
 }
 
 fn int(v: &Value) -> Result<i64, String> {
-    v.as_i64()
-        .ok_or_else(|| format!("{v} is not an integer"))
+    v.as_i64().ok_or_else(|| format!("{v} is not an integer"))
 }
 
 fn micros(us: Option<i64>, raw: &Value) -> Result<Cell, String> {
@@ -103,16 +102,18 @@ pub(super) fn typed(v: &Value, schema: &Value) -> Result<Typed, String> {
         return Ok((Some(dt), Cell::Null));
     }
     let cell = match (name, &dt) {
-        (_, DataType::Date32) => Cell::Date(
-            i32::try_from(int(v)?).map_err(|_| format!("{v} days is out of range"))?,
-        ),
+        (_, DataType::Date32) => {
+            Cell::Date(i32::try_from(int(v)?).map_err(|_| format!("{v} days is out of range"))?)
+        }
         ("io.debezium.time.Timestamp" | "org.apache.kafka.connect.data.Timestamp", _) => {
             micros(int(v)?.checked_mul(1000), v)?
         }
         ("io.debezium.time.MicroTimestamp", _) => micros(Some(int(v)?), v)?,
         ("io.debezium.time.NanoTimestamp", _) => micros(Some(int(v)?.div_euclid(1000)), v)?,
         ("io.debezium.time.ZonedTimestamp", _) => {
-            let s = v.as_str().ok_or_else(|| format!("{v} is not ISO-8601 text"))?;
+            let s = v
+                .as_str()
+                .ok_or_else(|| format!("{v} is not ISO-8601 text"))?;
             let t = chrono::DateTime::parse_from_rfc3339(s)
                 .map_err(|e| format!("{s:?} is not an ISO-8601 timestamp ({e})"))?;
             micros(Some(t.timestamp_micros()), v)?
@@ -126,10 +127,9 @@ pub(super) fn typed(v: &Value, schema: &Value) -> Result<Typed, String> {
         ("io.debezium.time.NanoTime", _) => Cell::Int(int(v)?.div_euclid(1000)),
         (_, DataType::Decimal128(_, s)) => Cell::Decimal(unscaled(&base64(v)?)?, *s),
         (_, DataType::Int32 | DataType::Int64) => Cell::Int(int(v)?),
-        (_, DataType::Float64) => Cell::Float(
-            v.as_f64()
-                .ok_or_else(|| format!("{v} is not a number"))?,
-        ),
+        (_, DataType::Float64) => {
+            Cell::Float(v.as_f64().ok_or_else(|| format!("{v} is not a number"))?)
+        }
         (_, DataType::Boolean) => {
             Cell::Bool(v.as_bool().ok_or_else(|| format!("{v} is not a boolean"))?)
         }
@@ -201,7 +201,10 @@ pub(super) fn untyped(v: &Value, declared: Option<CdcType>) -> Result<Typed, Str
             Value::Bool(b) => (Some(DataType::Boolean), Cell::Bool(*b)),
             Value::Number(n) => match n.as_i64() {
                 Some(i) => (Some(DataType::Int64), Cell::Int(i)),
-                None => (Some(DataType::Float64), Cell::Float(n.as_f64().unwrap_or(f64::NAN))),
+                None => (
+                    Some(DataType::Float64),
+                    Cell::Float(n.as_f64().unwrap_or(f64::NAN)),
+                ),
             },
             other => (Some(DataType::Utf8), json_text(other)),
         });
@@ -229,12 +232,16 @@ pub(super) fn untyped(v: &Value, declared: Option<CdcType>) -> Result<Typed, Str
         CdcType::Timestamp => match v {
             Value::Number(_) => micros(int(v)?.checked_mul(1000), v)?,
             Value::String(s) => micros(crate::timestamp::parse_timestamp_micros(s), v)?,
-            _ => return Err(format!("{v} is not a timestamp (ISO-8601 text or epoch ms)")),
+            _ => {
+                return Err(format!(
+                    "{v} is not a timestamp (ISO-8601 text or epoch ms)"
+                ));
+            }
         },
         CdcType::Date => match v {
-            Value::Number(_) => Cell::Date(
-                i32::try_from(int(v)?).map_err(|_| format!("{v} days is out of range"))?,
-            ),
+            Value::Number(_) => {
+                Cell::Date(i32::try_from(int(v)?).map_err(|_| format!("{v} days is out of range"))?)
+            }
             Value::String(s) => {
                 let d = chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
                     .map_err(|e| format!("{s:?} is not a YYYY-MM-DD date ({e})"))?;
@@ -264,7 +271,10 @@ pub(super) fn parse_decimal(text: &str, p: u8, s: i8) -> Result<i128, String> {
     };
     let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
     let ok = !(whole.is_empty() && frac.is_empty())
-        && whole.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit());
+        && whole
+            .bytes()
+            .chain(frac.bytes())
+            .all(|b| b.is_ascii_digit());
     if !ok {
         let base64ish = !t.is_empty()
             && t.bytes()
@@ -276,7 +286,9 @@ pub(super) fn parse_decimal(text: &str, p: u8, s: i8) -> Result<i128, String> {
                  decimal.handling.mode=string"
             )
         } else {
-            format!("{t:?} is not a decimal number (decimal.handling.mode=string sends e.g. \"12.50\")")
+            format!(
+                "{t:?} is not a decimal number (decimal.handling.mode=string sends e.g. \"12.50\")"
+            )
         });
     }
     let frac = frac.trim_end_matches('0');
@@ -284,7 +296,9 @@ pub(super) fn parse_decimal(text: &str, p: u8, s: i8) -> Result<i128, String> {
         return Err(format!("{t:?} has more than {s} decimal places"));
     }
     let mut n: i128 = 0;
-    let padded = frac.bytes().chain(std::iter::repeat_n(b'0', s as usize - frac.len()));
+    let padded = frac
+        .bytes()
+        .chain(std::iter::repeat_n(b'0', s as usize - frac.len()));
     for b in whole.bytes().chain(padded) {
         n = n
             .checked_mul(10)

@@ -5,6 +5,7 @@
 //! access-log, refine and maintenance entry points).
 
 pub mod access_log;
+pub mod cdc;
 pub mod clock;
 pub mod commit;
 pub mod dead_letter;

@@ -64,6 +64,10 @@ impl CsvSplitter {
         }
         let at_end = input.is_empty();
         loop {
+            // An empty input tells csv-core the stream ended: only pass one at the end.
+            if input.is_empty() && !at_end {
+                return;
+            }
             let (res, nin, nout, nend) = self.reader.read_record(
                 input,
                 &mut self.out[self.out_len..],
@@ -204,5 +208,29 @@ mod tests {
         );
         let raws: Vec<&[u8]> = recs.iter().map(|r| r.raw.as_slice()).collect();
         assert_eq!(raws, [&b"{\"a\":1}"[..], b"{\"a\":2}", b"{\"a\":3}"]);
+    }
+}
+#[cfg(test)]
+mod big {
+    use super::*;
+
+    /// A chunk that ends right after a record must not read as the end of the stream.
+    #[test]
+    fn many_records_in_small_chunks() {
+        let mut body = Vec::new();
+        for i in 1..=20_000 {
+            body.extend_from_slice(format!("2026-11-29 11:30:00.000000,{i},item {i},{}.25,true\n", i % 1000).as_bytes());
+        }
+        let mut s = Splitter::Csv(CsvSplitter::new(b','));
+        let mut out = Vec::new();
+        let mut n = 0;
+        for c in body.chunks(4096) {
+            s.push(c, &mut out);
+            n += out.len();
+            out.clear();
+        }
+        s.push(&[], &mut out);
+        n += out.len();
+        assert_eq!(n, 20_000);
     }
 }

@@ -180,7 +180,12 @@ impl ObjectVersion for S3Version {
                 .range(format!("bytes={}-{}", range.start, range.end - 1))
                 .send()
                 .await
-                .map_err(|e| this.error(e.raw_response().map(|r| r.status().as_u16()), aws_sdk_s3::error::DisplayErrorContext(&e).to_string()))?;
+                .map_err(|e| {
+                    this.error(
+                        e.raw_response().map(|r| r.status().as_u16()),
+                        aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
+                    )
+                })?;
             let body = out.body.collect().await.map_err(|e| Error::Fetch {
                 object: format!("s3://{}/{}", this.bucket, this.key),
                 message: format!("reading the body failed: {e}"),
@@ -193,7 +198,12 @@ impl ObjectVersion for S3Version {
     fn stream(&self) -> BoxStream<'static, Result<Bytes>> {
         let this = self.clone();
         let body = async move {
-            let out = this.get().send().await.map_err(|e| this.error(e.raw_response().map(|r| r.status().as_u16()), aws_sdk_s3::error::DisplayErrorContext(&e).to_string()))?;
+            let out = this.get().send().await.map_err(|e| {
+                this.error(
+                    e.raw_response().map(|r| r.status().as_u16()),
+                    aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
+                )
+            })?;
             let uri = format!("s3://{}/{}", this.bucket, this.key);
             Ok::<_, Error>(futures::stream::unfold(
                 (out.body, uri),

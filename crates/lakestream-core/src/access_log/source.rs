@@ -1,8 +1,8 @@
 //! Where log objects are read from: the [`ObjectSource`] trait (S3 in the function, a
 //! directory locally and in tests) and what a read can find.
 
-use crate::error::{Error, Result};
 use super::version::{InMemoryVersion, LocalVersion, Opened, file_md5};
+use crate::error::{Error, Result};
 use lakestream_formats::notification::LogObject;
 
 /// What reading a notified object found.

@@ -27,7 +27,9 @@ pub enum Opened {
 impl std::fmt::Debug for Opened {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Opened::Version(v) => write!(f, "Version({}#{}, {} bytes)", v.key(), v.etag(), v.size()),
+            Opened::Version(v) => {
+                write!(f, "Version({}#{}, {} bytes)", v.key(), v.etag(), v.size())
+            }
             Opened::Missing => f.write_str("Missing"),
             Opened::Superseded => f.write_str("Superseded"),
         }

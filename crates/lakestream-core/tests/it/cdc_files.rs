@@ -16,7 +16,9 @@ use lakestream_core::cdc::files::{CdcFileIngestor, FileSettings};
 use lakestream_core::table::TableHandle;
 use lakestream_formats::config::bronze;
 use lakestream_formats::notification::LogObject;
-use lakestream_testkit::{Backend, TestLake, backends, example_config_with, fixed_clock, int64s, strings};
+use lakestream_testkit::{
+    Backend, TestLake, backends, example_config_with, fixed_clock, int64s, strings,
+};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -89,11 +91,13 @@ impl Setup {
 
     fn ingestor(&self, chunk_rows: usize) -> Result<CdcFileIngestor> {
         let clock = fixed_clock(lakestream_testkit::ingest_time());
-        Ok(CdcFileIngestor::with_lake(self.lake.config.clone(), self.lake.lake()?, clock)
-            .with_files(FileSettings {
-                chunk_rows,
-                chunk_bytes: 64 << 20,
-            }))
+        Ok(
+            CdcFileIngestor::with_lake(self.lake.config.clone(), self.lake.lake()?, clock)
+                .with_files(FileSettings {
+                    chunk_rows,
+                    chunk_bytes: 64 << 20,
+                }),
+        )
     }
 
     /// `column` of `table`, rows ordered by `__seq`.
@@ -120,7 +124,9 @@ async fn a_full_load_then_cdc_lands_as_the_files_hold_it_once() -> Result<()> {
         let cdc = s.put(CDC_KEY, CDC)?;
         let ing = s.ingestor(1000)?;
         // CDC delivered first: order comes from `__seq`, not from arrival.
-        let r = ing.ingest(&[cdc.clone(), load.clone()], &s.source()).await?;
+        let r = ing
+            .ingest(&[cdc.clone(), load.clone()], &s.source())
+            .await?;
         assert_eq!(r.rows_written, 7, "{r:?}");
         assert_eq!(
             r.objects[1].1,
@@ -145,7 +151,10 @@ async fn a_full_load_then_cdc_lands_as_the_files_hold_it_once() -> Result<()> {
             Some("1|00001795952041000001|dms/dbo/items/20261129-113401000.csv|000000000001")
         );
         let objects = s.sorted(ITEMS, bronze::OBJECT).await?;
-        assert_eq!(objects[0].as_deref(), Some("landing/dms/dbo/items/LOAD00000001.csv"));
+        assert_eq!(
+            objects[0].as_deref(),
+            Some("landing/dms/dbo/items/LOAD00000001.csv")
+        );
         let etags = s.sorted(ITEMS, bronze::ETAG).await?;
         assert_eq!(etags[6].as_deref(), Some(md5(CDC).as_str()));
         let rows = s.sorted(ITEMS, bronze::ROW).await?;
@@ -160,7 +169,10 @@ async fn a_full_load_then_cdc_lands_as_the_files_hold_it_once() -> Result<()> {
         let mut h = TableHandle::open(&s.lake.lake()?, ITEMS)?;
         h.refresh().await?;
         assert_eq!(h.property(bronze::FAMILY_PROPERTY)?.as_deref(), Some("erp"));
-        assert_eq!(h.property(bronze::TABLE_PROPERTY)?.as_deref(), Some("dbo.items"));
+        assert_eq!(
+            h.property(bronze::TABLE_PROPERTY)?.as_deref(),
+            Some("dbo.items")
+        );
         assert_eq!(h.property(bronze::KEYS_PROPERTY)?.as_deref(), Some("id"));
         assert!(
             h.property("delta.setTransactionRetentionDuration")?
@@ -249,7 +261,11 @@ fn generated(rows: usize) -> Vec<u8> {
     let mut out = Vec::new();
     for i in 1..=rows {
         out.extend_from_slice(
-            format!("2026-11-29 11:30:00.000000,{i},item {i},{}.25,true\n", i % 1000).as_bytes(),
+            format!(
+                "2026-11-29 11:30:00.000000,{i},item {i},{}.25,true\n",
+                i % 1000
+            )
+            .as_bytes(),
         );
     }
     out
@@ -263,7 +279,12 @@ async fn a_read_that_fails_after_some_chunks_resumes_where_it_stopped() -> Resul
         let obj = s.put("dms/dbo/items/LOAD00000002.csv", &body)?;
         let ing = s.ingestor(2)?;
         // The stream dies in row 6: chunks 1-2 and 3-4 land, then the read fails (retryable).
-        let cut = body.iter().enumerate().filter(|(_, b)| **b == b'\n').nth(4).map_or(0, |(i, _)| i + 5);
+        let cut = body
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'\n')
+            .nth(4)
+            .map_or(0, |(i, _)| i + 5);
         let faulty = Faulty {
             inner: s.source(),
             cut: Some(cut),
@@ -299,13 +320,21 @@ async fn a_superseded_version_is_recorded_not_read() -> Result<()> {
         inner: s.source(),
         cut: None,
     };
-    let r = s.ingestor(100)?.ingest(std::slice::from_ref(&obj), &src).await?;
+    let r = s
+        .ingestor(100)?
+        .ingest(std::slice::from_ref(&obj), &src)
+        .await?;
     assert_eq!(r.objects[0].1, ObjectOutcome::Superseded);
     assert!(!r.failed(&obj));
     assert_eq!(s.lake.count(ITEMS).await?, 0);
     let letters = s.lake.read("dead_letters").await?;
     let errors = strings(&letters, "error")?;
-    assert!(errors[0].as_deref().is_some_and(|e| e.contains("overwritten")), "{errors:?}");
+    assert!(
+        errors[0]
+            .as_deref()
+            .is_some_and(|e| e.contains("overwritten")),
+        "{errors:?}"
+    );
     Ok(())
 }
 
@@ -319,7 +348,10 @@ async fn bad_rows_are_dead_lettered_with_object_and_row() -> Result<()> {
                     D,2026-11-29 11:34:01.000000,13,too few\n\
                     U,2026-11-29 11:34:02.000000,14,ok,2.50,false\n";
         let obj = s.put("dms/dbo/items/20261129-120000000.csv", text.as_bytes())?;
-        let r = s.ingestor(2)?.ingest(std::slice::from_ref(&obj), &s.source()).await?;
+        let r = s
+            .ingestor(2)?
+            .ingest(std::slice::from_ref(&obj), &s.source())
+            .await?;
         assert_eq!(
             r.objects[0].1,
             ObjectOutcome::Committed {
@@ -330,21 +362,41 @@ async fn bad_rows_are_dead_lettered_with_object_and_row() -> Result<()> {
         // Rows in (5) = bronze (2) + dead letters (3).
         assert_eq!(s.lake.count(ITEMS).await?, 2);
         let letters = s.lake.read("dead_letters").await?;
-        let mut got: Vec<(Option<i64>, Option<String>, Option<String>)> = int64s(&letters, "line_number")?
-            .into_iter()
-            .zip(strings(&letters, "object_uri")?)
-            .zip(strings(&letters, "error")?)
-            .map(|((l, u), e)| (l, u, e))
-            .collect();
+        let mut got: Vec<(Option<i64>, Option<String>, Option<String>)> =
+            int64s(&letters, "line_number")?
+                .into_iter()
+                .zip(strings(&letters, "object_uri")?)
+                .zip(strings(&letters, "error")?)
+                .map(|((l, u), e)| (l, u, e))
+                .collect();
         got.sort();
         let lines: Vec<Option<i64>> = got.iter().map(|g| g.0).collect();
         assert_eq!(lines, [Some(2), Some(3), Some(4)]);
-        assert!(got.iter().all(|g| g.1.as_deref() == Some("s3://landing/dms/dbo/items/20261129-120000000.csv")));
-        assert!(got[0].2.as_deref().is_some_and(|e| e.contains("unknown Op")), "{got:?}");
-        assert!(got[1].2.as_deref().is_some_and(|e| e.contains("`id`")), "{got:?}");
-        assert!(got[2].2.as_deref().is_some_and(|e| e.contains("field(s)")), "{got:?}");
+        assert!(
+            got.iter().all(
+                |g| g.1.as_deref() == Some("s3://landing/dms/dbo/items/20261129-120000000.csv")
+            )
+        );
+        assert!(
+            got[0]
+                .2
+                .as_deref()
+                .is_some_and(|e| e.contains("unknown Op")),
+            "{got:?}"
+        );
+        assert!(
+            got[1].2.as_deref().is_some_and(|e| e.contains("`id`")),
+            "{got:?}"
+        );
+        assert!(
+            got[2].2.as_deref().is_some_and(|e| e.contains("field(s)")),
+            "{got:?}"
+        );
         // Redelivered: no letter twice.
-        let again = s.ingestor(2)?.ingest(std::slice::from_ref(&obj), &s.source()).await?;
+        let again = s
+            .ingestor(2)?
+            .ingest(std::slice::from_ref(&obj), &s.source())
+            .await?;
         assert_eq!(again.objects[0].1, ObjectOutcome::AlreadyCommitted);
         assert_eq!(s.lake.count("dead_letters").await?, 3);
     }
@@ -357,7 +409,10 @@ async fn a_large_file_lands_in_several_chunks_every_row_once() -> Result<()> {
         let s = Setup::new(backend, "cdc-files-large")?;
         let n = 200_000;
         let obj = s.put("dms/dbo/items/LOAD00000003.csv", &generated(n))?;
-        let r = s.ingestor(60_000)?.ingest(std::slice::from_ref(&obj), &s.source()).await?;
+        let r = s
+            .ingestor(60_000)?
+            .ingest(std::slice::from_ref(&obj), &s.source())
+            .await?;
         assert_eq!(r.rows_written, n, "{r:?}");
         // 4 chunks (60k, 60k, 60k, 20k) + the table's first commit = versions 0..=3.
         assert_eq!(s.lake.version(ITEMS).await?, 3);
@@ -386,7 +441,14 @@ async fn parquet_header_csv_and_json_lines() -> Result<()> {
         let ts = s.sorted(ITEMS, bronze::SOURCE_TS).await?;
         assert_eq!(ts[0].as_deref(), Some("2026-11-29T11:30:00Z"));
         let amounts = s.sorted("bronze/erph/dbo/items", "amount").await?;
-        assert_eq!(amounts, [Some("9.50".into()), Some("120.00".into()), Some("0.99".into())]);
+        assert_eq!(
+            amounts,
+            [
+                Some("9.50".into()),
+                Some("120.00".into()),
+                Some("0.99".into())
+            ]
+        );
         let orders = "bronze/shop/shop/orders";
         let ops = s.sorted(orders, bronze::OP).await?;
         assert_eq!(ops, [Some("r".into()), Some("r".into())]);
@@ -397,7 +459,10 @@ async fn parquet_header_csv_and_json_lines() -> Result<()> {
             Some("0|00001795953600000000|files/shop/orders/orders.jsonl|000000000002")
         );
         assert_eq!(s.sorted(orders, "note").await?, [None, Some("rush".into())]);
-        assert_eq!(s.sorted(orders, "total").await?, [Some("12.5".into()), Some("3.0".into())]);
+        assert_eq!(
+            s.sorted(orders, "total").await?,
+            [Some("12.5".into()), Some("3.0".into())]
+        );
     }
     Ok(())
 }
@@ -405,12 +470,20 @@ async fn parquet_header_csv_and_json_lines() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreadable_objects_are_dead_lettered_once_with_the_fix() -> Result<()> {
     let s = Setup::new(Backend::Fs, "cdc-files-refused")?;
-    let corrupt = s.put("dms/dbo/items/LOAD00000009.parquet", b"PAR1 not really parquet")?;
+    let corrupt = s.put(
+        "dms/dbo/items/LOAD00000009.parquet",
+        b"PAR1 not really parquet",
+    )?;
     let undeclared = s.put("dms/dbo/other/LOAD00000001.csv", LOAD)?;
     let ing = s.ingestor(100)?;
     for _ in 0..2 {
-        let r = ing.ingest(&[corrupt.clone(), undeclared.clone()], &s.source()).await?;
-        assert!(matches!(&r.objects[0].1, ObjectOutcome::Refused { reason } if reason.contains("Parquet")), "{r:?}");
+        let r = ing
+            .ingest(&[corrupt.clone(), undeclared.clone()], &s.source())
+            .await?;
+        assert!(
+            matches!(&r.objects[0].1, ObjectOutcome::Refused { reason } if reason.contains("Parquet")),
+            "{r:?}"
+        );
         assert!(
             matches!(&r.objects[1].1, ObjectOutcome::Refused { reason } if reason.contains("cdc.erp.columns.\"dbo.other\"")),
             "{r:?}"

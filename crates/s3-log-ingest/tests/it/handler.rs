@@ -164,9 +164,14 @@ location = "s3://landing/files/"
     ))?;
     cfg.lake.root = dir.path().join("lake").to_string_lossy().into_owned();
     let lake = lakestream_core::Lake::new(&cfg.lake)?;
-    let clock = FixedClock::new(chrono::DateTime::from_timestamp(1_795_939_200, 0).unwrap_or_default());
-    let deps: LogIngest<LocalObjects, FakeQueue> =
-        LogIngest::new(cfg, Arc::new(clock), LocalObjects(dir.path().join("objects")), None)?;
+    let clock =
+        FixedClock::new(chrono::DateTime::from_timestamp(1_795_939_200, 0).unwrap_or_default());
+    let deps: LogIngest<LocalObjects, FakeQueue> = LogIngest::new(
+        cfg,
+        Arc::new(clock),
+        LocalObjects(dir.path().join("objects")),
+        None,
+    )?;
     for round in 0..2 {
         let event: serde_json::Value = serde_json::from_str(DMS_EVENT)?;
         let response = handle(&deps, event, forever).await?;
@@ -178,7 +183,11 @@ location = "s3://landing/files/"
             anyhow::bail!("{response:?}");
         };
         let expected = if round == 0 { 3 + 4 + 2 } else { 0 };
-        assert_eq!(sqs.report.objects.rows_written, expected, "{:?}", sqs.report);
+        assert_eq!(
+            sqs.report.objects.rows_written, expected,
+            "{:?}",
+            sqs.report
+        );
     }
     let items = lakestream_core::read::read_table(&lake, "bronze/erp/dbo/items", None).await?;
     assert_eq!(items.num_rows(), 7);

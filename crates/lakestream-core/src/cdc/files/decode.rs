@@ -161,7 +161,7 @@ impl TextDecoder {
             Some(spec.declared.iter().map(|c| c.name.clone()).collect())
         };
         let splitter = if csv {
-            Splitter::Csv(CsvSplitter::new(spec.delimiter))
+            Splitter::Csv(Box::new(CsvSplitter::new(spec.delimiter)))
         } else {
             Splitter::Lines(LineSplitter::default())
         };
@@ -326,7 +326,11 @@ impl TextDecoder {
                 match v.as_str().and_then(dms_op) {
                     Some(o) => op = o,
                     None => {
-                        return chunk.reject(row, rec.raw, "unknown Op: DMS writes I, U or D".into());
+                        return chunk.reject(
+                            row,
+                            rec.raw,
+                            "unknown Op: DMS writes I, U or D".into(),
+                        );
                     }
                 }
                 continue;

@@ -82,7 +82,9 @@ impl CdcFileIngestor {
     /// Whether `object` belongs to a DMS / files family (its bucket is the family's
     /// `location` bucket and its key is under the prefix, at `<schema>/<table>/<file>`).
     pub fn owns(&self, object: &LogObject) -> bool {
-        self.config.cdc_object(&object.bucket, &object.key).is_some()
+        self.config
+            .cdc_object(&object.bucket, &object.key)
+            .is_some()
     }
 
     /// Ingest `objects` (each owned by a family), one after another.
@@ -102,8 +104,11 @@ impl CdcFileIngestor {
                     // Retrying cannot help: one letter for the object, acknowledged.
                     let reason = e.to_string();
                     tracing::warn!(object = %obj.uri(), error = %e.redacted(), "CDC file refused; dead-lettered");
-                    self.letters(&[self.object_letter(obj, "refused", reason.clone())], &mut report)
-                        .await?;
+                    self.letters(
+                        &[self.object_letter(obj, "refused", reason.clone())],
+                        &mut report,
+                    )
+                    .await?;
                     ObjectOutcome::Refused { reason }
                 }
             };
@@ -216,9 +221,7 @@ impl CdcFileIngestor {
         let key = version.key().to_string();
         let txn = ObjectTxn::of(pipeline, &obj.bucket, &key, version.etag());
         h.refresh().await?;
-        let committed = h
-            .committed(&[txn.rows.clone(), txn.done.clone()])
-            .await?;
+        let committed = h.committed(&[txn.rows.clone(), txn.done.clone()]).await?;
         if committed.contains_key(&txn.done) {
             return Ok((0, 0));
         }

@@ -155,7 +155,9 @@ pub fn bronze_batch(table: &str, d: &DecodedRows, ctx: &ObjectContext) -> Result
     let cols: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from(d.ops.clone())),
         Arc::new(seqs),
-        Arc::new(TimestampMicrosecondArray::from(d.source_ts.clone()).with_timezone_opt(tz.clone())),
+        Arc::new(
+            TimestampMicrosecondArray::from(d.source_ts.clone()).with_timezone_opt(tz.clone()),
+        ),
         new_null_array(&DataType::Utf8, n),
         new_null_array(&DataType::Utf8, n),
         new_null_array(&DataType::Int32, n),
@@ -182,9 +184,16 @@ pub fn merged_schema(existing: Option<&SchemaRef>, batch: &Schema) -> SchemaRef 
     let Some(existing) = existing else {
         return Arc::new(batch.clone());
     };
-    let mut fields: Vec<Field> = existing.fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut fields: Vec<Field> = existing
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
     for f in batch.fields() {
-        if !fields.iter().any(|e| e.name().eq_ignore_ascii_case(f.name())) {
+        if !fields
+            .iter()
+            .any(|e| e.name().eq_ignore_ascii_case(f.name()))
+        {
             fields.push(f.as_ref().clone().with_nullable(true));
         }
     }
@@ -255,13 +264,19 @@ mod tests {
         let c = FileKind::of(CdcSource::Dms, "dms/dbo/items/20261129-113401000.parquet");
         assert_eq!(c.map(|k| (k.format, k.phase())), Some((Format::Parquet, 1)));
         let f = FileKind::of(CdcSource::Files, "in/a/b/x.jsonl");
-        assert_eq!(f.map(|k| (k.format, k.phase())), Some((Format::JsonLines, 0)));
+        assert_eq!(
+            f.map(|k| (k.format, k.phase())),
+            Some((Format::JsonLines, 0))
+        );
         assert_eq!(FileKind::of(CdcSource::Dms, "dms/a/b/x.txt"), None);
         assert_eq!(
             seq(1, Some(1_795_000_000_000_000), "p/a/b/f.csv", 7),
             "1|00001795000000000000|p/a/b/f.csv|000000000007"
         );
-        assert_eq!(seq(0, None, "k", 1), "0|00000000000000000000|k|000000000001");
+        assert_eq!(
+            seq(0, None, "k", 1),
+            "0|00000000000000000000|k|000000000001"
+        );
         assert!(seq(0, Some(5), "k", 2) < seq(1, Some(1), "k", 1));
     }
 }

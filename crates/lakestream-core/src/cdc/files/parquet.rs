@@ -31,7 +31,10 @@ use std::sync::Arc;
 pub struct VersionReader(Arc<dyn ObjectVersion>);
 
 impl AsyncFileReader for VersionReader {
-    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, deltalake::parquet::errors::Result<Bytes>> {
+    fn get_bytes(
+        &mut self,
+        range: Range<u64>,
+    ) -> BoxFuture<'_, deltalake::parquet::errors::Result<Bytes>> {
         self.0
             .read_range(range)
             .map(|r| r.map_err(|e| ParquetError::External(Box::new(e))))
@@ -109,7 +112,9 @@ impl ParquetDecoder {
         let Some(batch) = self.stream.next().await else {
             return Ok(Chunk {
                 decoded: DecodedRows {
-                    columns: RecordBatch::new_empty(Arc::new(deltalake::arrow::datatypes::Schema::empty())),
+                    columns: RecordBatch::new_empty(Arc::new(
+                        deltalake::arrow::datatypes::Schema::empty(),
+                    )),
                     ops: vec![],
                     rows: vec![],
                     source_ts: vec![],
@@ -150,17 +155,20 @@ impl ParquetDecoder {
             columns.remove_column(i);
         }
         let mut source_ts = vec![None; n];
-        if let Some(ts) = &self.spec.timestamp_column {
-            if let Ok(i) = columns.schema().index_of(ts) {
-                let col = columns.column(i);
-                let times = cast(col, &timestamp_type())?;
-                if let Some(times) = times.as_any().downcast_ref::<TimestampMicrosecondArray>() {
-                    for r in 0..n {
-                        if times.is_valid(r) {
-                            source_ts[r] = Some(times.value(r));
-                        } else if col.is_valid(r) && why[r].is_none() {
-                            why[r] = Some(format!("timestamp column `{ts}`: not a time"));
-                        }
+        let ts_index = self
+            .spec
+            .timestamp_column
+            .as_ref()
+            .and_then(|ts| columns.schema().index_of(ts).ok().map(|i| (ts.clone(), i)));
+        if let Some((ts, i)) = ts_index {
+            let col = columns.column(i);
+            let times = cast(col, &timestamp_type())?;
+            if let Some(times) = times.as_any().downcast_ref::<TimestampMicrosecondArray>() {
+                for (r, slot) in source_ts.iter_mut().enumerate() {
+                    if times.is_valid(r) {
+                        *slot = Some(times.value(r));
+                    } else if col.is_valid(r) && why[r].is_none() {
+                        why[r] = Some(format!("timestamp column `{ts}`: not a time"));
                     }
                 }
             }

@@ -77,7 +77,10 @@ impl Planner for ChunkPlanner<'_> {
             .column_by_name(bronze::ROW)
             .and_then(|c| c.as_any().downcast_ref::<Int64Array>());
         let keep: BooleanArray = match rows {
-            Some(rows) => rows.iter().map(|r| Some(r.unwrap_or(0) > committed)).collect(),
+            Some(rows) => rows
+                .iter()
+                .map(|r| Some(r.unwrap_or(0) > committed))
+                .collect(),
             None => BooleanArray::from(vec![true; self.batch.num_rows()]),
         };
         let batch = filter_record_batch(self.batch, &keep)?;

@@ -7,7 +7,9 @@
 use super::layout::DecodedRows;
 use crate::error::Result;
 use crate::schema::timestamp_type;
-use deltalake::arrow::array::{Array, ArrayRef, BooleanArray, StringArray, TimestampMicrosecondArray};
+use deltalake::arrow::array::{
+    Array, ArrayRef, BooleanArray, StringArray, TimestampMicrosecondArray,
+};
 use deltalake::arrow::compute::{CastOptions, cast_with_options, filter_record_batch};
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use deltalake::arrow::record_batch::RecordBatch;
@@ -100,7 +102,13 @@ impl TextChunk {
     }
 
     /// Add a row: `values` by column index (missing columns null).
-    pub fn push(&mut self, row: i64, op: &'static str, values: Vec<(usize, Option<String>)>, raw: Vec<u8>) {
+    pub fn push(
+        &mut self,
+        row: i64,
+        op: &'static str,
+        values: Vec<(usize, Option<String>)>,
+        raw: Vec<u8>,
+    ) {
         for col in &mut self.values {
             col.push(None);
         }
@@ -133,9 +141,9 @@ impl TextChunk {
         for ((name, t), values) in self.names.iter().zip(&self.types).zip(&self.values) {
             let text = StringArray::from(values.clone());
             let typed = cast_with_options(&text, t, &safe)?;
-            for r in 0..n {
-                if text.is_valid(r) && !typed.is_valid(r) && bad[r].is_none() {
-                    bad[r] = Some(format!(
+            for (r, slot) in bad.iter_mut().enumerate() {
+                if text.is_valid(r) && !typed.is_valid(r) && slot.is_none() {
+                    *slot = Some(format!(
                         "column `{name}`: the value does not parse as {t}; fix the row or \
                          declare the column's type in the family's `columns`"
                     ));
@@ -218,7 +226,12 @@ mod tests {
                 (2, Some(t.to_string())),
             ]
         };
-        c.push(1, "c", row("1", "9.50", "2026-11-29 11:34:01.000001"), b"r1".to_vec());
+        c.push(
+            1,
+            "c",
+            row("1", "9.50", "2026-11-29 11:34:01.000001"),
+            b"r1".to_vec(),
+        );
         c.push(2, "u", row("x", "1", "2026-11-29 11:34:02"), b"r2".to_vec());
         c.push(3, "d", row("3", "", "nope"), b"r3".to_vec());
         c.reject(4, b"r4".to_vec(), "field count".into());
@@ -227,8 +240,14 @@ mod tests {
         assert_eq!(d.ops, ["c"]);
         assert_eq!(d.source_ts, [Some(1_795_952_041_000_001)]);
         assert_eq!(
-            bad.iter().map(|b| (b.row, b.raw.clone())).collect::<Vec<_>>(),
-            [(2, b"r2".to_vec()), (3, b"r3".to_vec()), (4, b"r4".to_vec())]
+            bad.iter()
+                .map(|b| (b.row, b.raw.clone()))
+                .collect::<Vec<_>>(),
+            [
+                (2, b"r2".to_vec()),
+                (3, b"r3".to_vec()),
+                (4, b"r4".to_vec())
+            ]
         );
         assert!(bad[0].reason.contains("`id`"), "{bad:?}");
         assert!(bad[1].reason.contains("`ts`"), "{bad:?}");

@@ -17,7 +17,7 @@ pub struct RawRecord {
 /// Splits records out of pushed bytes.
 pub enum Splitter {
     /// CSV with a delimiter.
-    Csv(CsvSplitter),
+    Csv(Box<CsvSplitter>),
     /// One JSON object per line.
     Lines(LineSplitter),
 }
@@ -174,7 +174,7 @@ mod tests {
     #[test]
     fn csv_records_across_chunks_keep_their_bytes() {
         let recs = split(
-            Splitter::Csv(CsvSplitter::new(b',')),
+            Splitter::Csv(Box::new(CsvSplitter::new(b','))),
             &[b"I,1,\"a,", b"b\"\r\n\nU,2,x\nD,3,\"q\"\"\"", b"\n4,last"],
         );
         let fields: Vec<Vec<String>> = recs
@@ -219,9 +219,15 @@ mod big {
     fn many_records_in_small_chunks() {
         let mut body = Vec::new();
         for i in 1..=20_000 {
-            body.extend_from_slice(format!("2026-11-29 11:30:00.000000,{i},item {i},{}.25,true\n", i % 1000).as_bytes());
+            body.extend_from_slice(
+                format!(
+                    "2026-11-29 11:30:00.000000,{i},item {i},{}.25,true\n",
+                    i % 1000
+                )
+                .as_bytes(),
+            );
         }
-        let mut s = Splitter::Csv(CsvSplitter::new(b','));
+        let mut s = Splitter::Csv(Box::new(CsvSplitter::new(b',')));
         let mut out = Vec::new();
         let mut n = 0;
         for c in body.chunks(4096) {

@@ -116,6 +116,7 @@ validate: venv ## cfn-lint, sam validate (with and without --lint), the offline 
 	$(SAM) validate
 	$(VENV)/bin/python scripts/template_contract.py
 	$(VENV)/bin/python scripts/template_contract.py --param MskPollerMode=Provisioned --param LogIngestMode=drain
+	$(VENV)/bin/python scripts/template_contract.py --param CdcLandingBucketName=lakestream-landing
 	$(VENV)/bin/pytest -q tests/deploy
 
 build: venv ## cargo lambda release build of every function (ARCH=arm64|x86_64), prints sizes

@@ -69,6 +69,8 @@ RULES = {
     "QUEUE-AGE-ALARM": "the log notification queue has an alarm on the age of its oldest message",
     "LOG-SOURCES": "a function fed S3 notifications by SQS must set LAKESTREAM_LOG_BUCKETS to buckets "
     "its role can read, never the lake's (else it reads whatever bucket a notification names)",
+    "CDC-LANDING": "with a CDC landing bucket, the notified function reads it (s3:GetObject and "
+    "s3:ListBucket), the queue accepts its notifications, and it is not the lake bucket",
     "FAILED-BATCHES-WRITERS": "the bucket Kafka mappings send failed batches to denies s3:PutObject to "
     "every principal but the consuming function's role (lakestream redrive turns its objects into lake "
     "rows)",
@@ -603,6 +605,7 @@ def check(template_path: Path, overrides: dict[str, str], txn_retention_days: in
         elif kind == "AWS::IAM::Role":
             findings += _check_role_s3(name, role_statements(res))
     findings += _check_log_sources(resources)
+    findings += _check_cdc_landing(resources, str(params.get("CdcLandingBucketName", "")), str(params.get("LakeBucketName", "")))
 
     invoke_configs = {
         function_role(resources, r["Properties"].get("FunctionName", ""))[0]: r["Properties"]
@@ -664,6 +667,42 @@ def _check_log_sources(resources: dict[str, Any]) -> list[str]:
                 findings.append(f"LOG-SOURCES {fn}: LAKESTREAM_LOG_BUCKETS names the lake bucket {b}")
             elif not allows(role_statements(role), "s3:GetObject", f"arn:aws:s3:::{b}/key"):
                 findings.append(f"LOG-SOURCES {fn}: role cannot s3:GetObject in log bucket {b}")
+    return findings
+
+
+def _check_cdc_landing(resources: dict[str, Any], landing: str, lake: str) -> list[str]:
+    """CDC-LANDING: the landing bucket of DMS / files families is readable by the function the
+    notification queue triggers, may send to that queue, and is not the lake bucket."""
+    if not landing:
+        return []
+    findings = []
+    if landing == lake:
+        findings.append(f"CDC-LANDING: the landing bucket {landing} is the lake bucket")
+    bucket = f"arn:aws:s3:::{landing}"
+    for esm in resources.values():
+        props = esm["Properties"]
+        if esm["Type"] != "AWS::Lambda::EventSourceMapping" or ":sqs:" not in str(props.get("EventSourceArn", "")):
+            continue
+        owner = function_role(resources, props.get("FunctionName", ""))
+        if owner is None:
+            continue
+        fn, role = owner
+        for action, res in (("s3:GetObject", f"{bucket}/dms/x.csv"), ("s3:ListBucket", bucket)):
+            if not allows(role_statements(role), action, res):
+                findings.append(f"CDC-LANDING {fn}: role cannot {action} in the landing bucket {landing}")
+        queue_arn = str(props.get("EventSourceArn", ""))
+        queue = queue_arn.rsplit(":", 1)[-1]
+        senders = [
+            s
+            for r in resources.values()
+            if r["Type"] == "AWS::SQS::QueuePolicy"
+            for s in _listify(r["Properties"].get("PolicyDocument", {}).get("Statement", []))
+            if "sqs:SendMessage" in _listify(s.get("Action", []))
+            and queue_arn in _listify(s.get("Resource", []))
+            and bucket in json.dumps(s.get("Condition", {}))
+        ]
+        if not senders:
+            findings.append(f"CDC-LANDING {queue}: the queue policy does not let {landing} send notifications")
     return findings
 
 

@@ -376,7 +376,7 @@ pub enum InvokeCommand {
         event: PathBuf,
         /// A directory standing in for buckets (`DIR/<bucket>/<key>`; absolute keys and `..` are
         /// refused); default: read from S3 (AWS_ENDPOINT_URL and the usual AWS variables apply).
-        /// Either way only `access_logs.source_buckets` (or LAKESTREAM_LOG_BUCKETS) are read.
+        /// Either way only `access_logs.source_buckets` (or LAKESTREAM_LOG_BUCKETS) and the DMS / files `[[cdc]]` families' location buckets are read.
         #[arg(long)]
         objects: Option<PathBuf>,
         /// The pipeline and lake.

@@ -16,6 +16,10 @@ pub struct LogObject {
     /// ETag from the notification, if given, without quotes: the version to read (`If-Match`).
     /// The idempotency key uses the ETag the read answered with, not this one.
     pub etag: Option<String>,
+    /// When S3 says the object was created (the record's `eventTime`, EventBridge `time`):
+    /// orders plain CDC files (`source = "files"`) that carry no commit time. Not part of the
+    /// object's identity for ingestion (the idempotency key is the key and ETag read).
+    pub event_time: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl LogObject {
@@ -110,6 +114,7 @@ fn parse_value(v: &Value, depth: u8) -> Result<Notification, String> {
                 str_at(d, &["object", "etag"]),
                 "EventBridge detail.object.etag missing",
             )?),
+            event_time: str_at(v, &["time"]).and_then(event_time),
         }]));
     }
     Err("not an S3 notification (no Records, SNS envelope, EventBridge event or test event)".into())
@@ -140,12 +145,20 @@ fn s3_records(records: &[Value]) -> Result<Notification, String> {
                 str_at(r, &["s3", "object", "eTag"]),
                 &format!("Records[{i}].s3.object.eTag missing"),
             )?),
+            event_time: str_at(r, &["eventTime"]).and_then(event_time),
         });
     }
     if objects.is_empty() {
         return Ok(Notification::Ignored(format!("events {ignored:?}")));
     }
     Ok(Notification::Objects(objects))
+}
+
+/// An RFC 3339 event time (`2026-11-29T11:34:01.123Z`); anything else is no time.
+fn event_time(text: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&chrono::Utc))
 }
 
 fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {

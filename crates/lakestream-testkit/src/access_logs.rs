@@ -58,5 +58,6 @@ pub fn log_object(key: &str, etag: Option<&str>) -> LogObject {
         key: key.into(),
         alt_key: None,
         etag: etag.map(str::to_string),
+        event_time: None,
     }
 }

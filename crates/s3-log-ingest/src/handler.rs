@@ -36,16 +36,18 @@ impl<S: ObjectSource, Q: Queue> LogIngest<S, Q> {
         objects: S,
         queue: Option<Q>,
     ) -> Result<Self, FunctionError> {
-        if config.access_logs.source_buckets.is_empty() {
+        let ingestor = AccessLogIngestor::new(config, clock)?;
+        if !ingestor.reads_objects() {
             return Err(lakestream_core::Error::Config(format!(
                 "s3-log-ingest reads log objects only from the configured raw-logs bucket(s): set {} \
-                 (the template sets it to RawLogsBucketName) or `access_logs.source_buckets`",
+                 (the template sets it to RawLogsBucketName) or `access_logs.source_buckets`, \
+                 or declare a `[[cdc]]` family with `source = \"dms\"` or `\"files\"`",
                 lakestream_formats::config::LOG_BUCKETS_ENV
             ))
             .into());
         }
         Ok(Self {
-            ingestor: AccessLogIngestor::new(config, clock)?,
+            ingestor,
             objects,
             queue,
             settings: DrainSettings::default(),

@@ -1,6 +1,8 @@
 //! The `s3-log-ingest` handler: S3 server access log objects named by S3 notifications,
 //! delivered by an SQS trigger (partial batch responses) or pulled from the queue by a
-//! scheduled drain, parsed into per-bucket Delta tables.
+//! scheduled drain, parsed into per-bucket Delta tables; and, through the same queue, the file
+//! deliveries of DMS / files CDC families (objects under a family's `location`), streamed into
+//! their bronze tables by [`lakestream_core::cdc::files`].
 //!
 //! [`handler::handle`] is the whole function without the Lambda runtime; `main` only reads the
 //! environment, builds the clients and a [`handler::LogIngest`] once, and serves. The pieces:
@@ -94,7 +96,33 @@ pub async fn process_messages(
             }
         }
     }
-    let objects: Vec<LogObject> = per_message.iter().flatten().cloned().collect();
+    // CDC file deliveries (objects of a DMS / files family's location) go to the file
+    // ingestor, one object at a time; the rest are access logs, in few large commits.
+    let (cdc, objects): (Vec<LogObject>, Vec<LogObject>) = per_message
+        .iter()
+        .flatten()
+        .cloned()
+        .partition(|o| ingestor.cdc_files_for(o).is_some());
+    if let Some(files) = cdc.first().and_then(|o| ingestor.cdc_files_for(o)) {
+        match files.ingest(&cdc, source).await {
+            Ok(r) => {
+                for (i, objs) in per_message.iter().enumerate() {
+                    if objs.iter().any(|o| r.failed(o)) {
+                        failed.insert(i);
+                    }
+                }
+                merge(&mut report.objects, r);
+            }
+            Err(e) => {
+                tracing::error!(error = %e.redacted(), "CDC file ingest failed; messages will be retried");
+                for (i, objs) in per_message.iter().enumerate() {
+                    if objs.iter().any(|o| cdc.contains(o)) {
+                        failed.insert(i);
+                    }
+                }
+            }
+        }
+    }
     if !objects.is_empty() {
         match ingestor.ingest(&objects, source).await {
             Ok(r) => {
@@ -103,12 +131,12 @@ pub async fn process_messages(
                         failed.insert(i);
                     }
                 }
-                report.objects = r;
+                merge(&mut report.objects, r);
             }
             Err(e) => {
                 tracing::error!(error = %e.redacted(), "ingest failed; messages will be retried");
                 for (i, objs) in per_message.iter().enumerate() {
-                    if !objs.is_empty() {
+                    if objs.iter().any(|o| objects.contains(o)) {
                         failed.insert(i);
                     }
                 }
@@ -118,6 +146,18 @@ pub async fn process_messages(
     report.failed = failed.iter().map(|&i| messages[i].id.clone()).collect();
     report.acknowledged = messages.len() - report.failed.len();
     report
+}
+
+/// Add `r` to `total`.
+fn merge(total: &mut ObjectIngestReport, r: ObjectIngestReport) {
+    total.objects.extend(r.objects);
+    total.rows_written += r.rows_written;
+    total.lines_dead_lettered += r.lines_dead_lettered;
+    total.bytes_read += r.bytes_read;
+    for (t, v) in r.versions {
+        let e = total.versions.entry(t).or_insert(v);
+        *e = (*e).max(v);
+    }
 }
 
 /// Handle an SQS-triggered invocation: the response lists exactly the messages to retry.

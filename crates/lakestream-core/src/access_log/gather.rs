@@ -86,6 +86,7 @@ pub(super) async fn gather(
                     key: read.key,
                     alt_key: None,
                     etag: Some(read.etag),
+                    event_time: None,
                 };
                 // Two notifications of one batch for the same object (e.g. its key encoded
                 // and decoded): read twice, parsed once.

@@ -12,6 +12,7 @@ use super::object::refused_letter;
 use super::outcome::{ObjectIngestReport, ObjectOutcome};
 use super::planner::ObjectPlanner;
 use super::source::ObjectSource;
+use crate::cdc::files::{CdcFileIngestor, FileSettings};
 use crate::clock::Clock;
 use crate::commit::{self, CommitSettings};
 use crate::dead_letter::{DeadLetter, write_dead_letters};
@@ -19,7 +20,7 @@ use crate::error::Result;
 use crate::storage::Lake;
 use crate::table::{TableHandle, WarmHandles};
 use deltalake::arrow::record_batch::RecordBatch;
-use lakestream_formats::config::{AccessLogLayout, PipelineConfig};
+use lakestream_formats::config::{AccessLogLayout, CdcSource, PipelineConfig};
 use lakestream_formats::notification::LogObject;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -32,6 +33,9 @@ pub struct AccessLogIngestor {
     clock: Arc<dyn Clock>,
     /// Table handles kept warm across invocations (taken out while in use).
     handles: WarmHandles,
+    /// The ingestor of the objects of DMS / files CDC families (notified through the same
+    /// queue); `None` without such a family.
+    files: Option<CdcFileIngestor>,
 }
 
 impl AccessLogIngestor {
@@ -44,13 +48,37 @@ impl AccessLogIngestor {
     /// Build over an already resolved lake (e.g. one with a store wrapper).
     pub fn with_lake(config: PipelineConfig, lake: Lake, clock: Arc<dyn Clock>) -> Self {
         let settings = CommitSettings::from(&config.commit);
+        let files = config
+            .cdc
+            .iter()
+            .any(|f| f.source != CdcSource::Debezium)
+            .then(|| CdcFileIngestor::with_lake(config.clone(), lake.clone(), clock.clone()));
         Self {
             config,
             lake,
             settings,
             clock,
             handles: WarmHandles::new(),
+            files,
         }
+    }
+
+    /// Chunk limits of CDC file ingestion.
+    pub fn with_file_settings(mut self, settings: FileSettings) -> Self {
+        self.files = self.files.map(|f| f.with_files(settings));
+        self
+    }
+
+    /// The ingestor of `object` when it belongs to a DMS / files CDC family (its family's
+    /// `location` bucket and prefix); `None`: an access-log object.
+    pub fn cdc_files_for(&self, object: &LogObject) -> Option<&CdcFileIngestor> {
+        self.files.as_ref().filter(|f| f.owns(object))
+    }
+
+    /// Whether the config reads anything from S3 notifications: access-log source buckets or
+    /// a DMS / files CDC family.
+    pub fn reads_objects(&self) -> bool {
+        !self.config.access_logs.source_buckets.is_empty() || self.files.is_some()
     }
 
     /// The table a bucket's rows go to.

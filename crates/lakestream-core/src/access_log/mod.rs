@@ -5,7 +5,8 @@
 //!
 //! Modules import downward only: `ingest` (commits) -> `gather` (reads and parses) -> `object`
 //! (one object's lines) -> `arrow`, and `report` -> `window` -> `arrow`; `outcome`, `source`
-//! and `planner` import none of the others but `arrow`. No two modules import each other.
+//! and `planner` import none of the others but `arrow`; `source` opens object versions
+//! (`version`) for the streaming readers of CDC files. No two modules import each other.
 
 pub mod arrow;
 mod gather;
@@ -16,9 +17,11 @@ pub mod outcome;
 mod planner;
 pub mod report;
 pub mod source;
+pub mod version;
 pub mod window;
 
 pub use arrow::{AccessLogBatchBuilder, access_log_schema};
 pub use ingest::AccessLogIngestor;
 pub use outcome::{ObjectIngestReport, ObjectOutcome};
 pub use source::{Fetched, LocalObjects, ObjectSource, ReadObject};
+pub use version::{InMemoryVersion, ObjectVersion, Opened};

@@ -1,6 +1,7 @@
 //! Where log objects are read from: the [`ObjectSource`] trait (S3 in the function, a
 //! directory locally and in tests) and what a read can find.
 
+use super::version::{InMemoryVersion, LocalVersion, Opened, file_md5};
 use crate::error::{Error, Result};
 use lakestream_formats::notification::LogObject;
 
@@ -40,6 +41,22 @@ pub trait ObjectSource {
     /// Read `object`, conditional on its notified ETag (`If-Match`) when it has one. An object
     /// larger than `max_bytes` is [`Fetched::TooLarge`], answered before its body is read.
     async fn fetch(&self, object: &LogObject, max_bytes: u64) -> Result<Fetched>;
+
+    /// Open `object` (conditional on its notified ETag, like [`fetch`](Self::fetch)) for
+    /// streaming and ranged reads of that version, never holding it whole. The default reads
+    /// the whole body through `fetch` (sources that can do no better); S3 and
+    /// [`LocalObjects`] stream.
+    async fn open(&self, object: &LogObject) -> Result<Opened> {
+        Ok(match self.fetch(object, u64::MAX).await? {
+            Fetched::Object(o) => Opened::Version(std::sync::Arc::new(InMemoryVersion {
+                key: o.key,
+                etag: o.etag,
+                bytes: o.bytes.into(),
+            })),
+            Fetched::Missing | Fetched::TooLarge { .. } => Opened::Missing,
+            Fetched::Superseded => Opened::Superseded,
+        })
+    }
 }
 
 /// A directory standing in for buckets: `<root>/<bucket>/<key>`. A file has no versions, so the
@@ -75,8 +92,10 @@ fn below(what: &str, part: &str, object: &LogObject) -> Result<std::path::PathBu
     }
 }
 
-impl ObjectSource for LocalObjects {
-    async fn fetch(&self, object: &LogObject, max_bytes: u64) -> Result<Fetched> {
+impl LocalObjects {
+    /// The file of `object` (its key, then its alternative key) inside the directory, with the
+    /// key that exists; `None` when neither does.
+    async fn resolve(&self, object: &LogObject) -> Result<Option<(std::path::PathBuf, String)>> {
         let bucket = below("bucket", &object.bucket, object)?;
         let keys = std::iter::once(&object.key)
             .chain(object.alt_key.as_ref())
@@ -112,29 +131,47 @@ impl ObjectSource for LocalObjects {
                     retryable: false,
                 });
             }
-            match tokio::fs::metadata(&path).await {
-                Ok(m) if m.len() > max_bytes => return Ok(Fetched::TooLarge { size: m.len() }),
-                _ => {}
-            }
-            match tokio::fs::read(&path).await {
-                Ok(bytes) => {
-                    use md5::Digest;
-                    let etag = format!("{:x}", md5::Md5::digest(&bytes));
-                    return Ok(Fetched::Object(ReadObject {
-                        bytes,
-                        key: name.clone(),
-                        etag,
-                    }));
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => {
-                    return Err(Error::Io {
-                        path: path.display().to_string(),
-                        source: e,
-                    });
-                }
+            if path.is_file() {
+                return Ok(Some((path, name.clone())));
             }
         }
-        Ok(Fetched::Missing)
+        Ok(None)
+    }
+}
+
+impl ObjectSource for LocalObjects {
+    async fn fetch(&self, object: &LogObject, max_bytes: u64) -> Result<Fetched> {
+        let Some((path, key)) = self.resolve(object).await? else {
+            return Ok(Fetched::Missing);
+        };
+        match tokio::fs::metadata(&path).await {
+            Ok(m) if m.len() > max_bytes => return Ok(Fetched::TooLarge { size: m.len() }),
+            _ => {}
+        }
+        match tokio::fs::read(&path).await {
+            Ok(bytes) => {
+                use md5::Digest;
+                let etag = format!("{:x}", md5::Md5::digest(&bytes));
+                Ok(Fetched::Object(ReadObject { bytes, key, etag }))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Fetched::Missing),
+            Err(e) => Err(Error::Io {
+                path: path.display().to_string(),
+                source: e,
+            }),
+        }
+    }
+
+    async fn open(&self, object: &LogObject) -> Result<Opened> {
+        let Some((path, key)) = self.resolve(object).await? else {
+            return Ok(Opened::Missing);
+        };
+        let (etag, size) = file_md5(&path).await?;
+        Ok(Opened::Version(std::sync::Arc::new(LocalVersion {
+            path,
+            key,
+            etag,
+            size,
+        })))
     }
 }

@@ -19,6 +19,7 @@ fn object(key: &str, etag: &str) -> LogObject {
         key: key.into(),
         alt_key: None,
         etag: Some(etag.into()),
+        event_time: None,
     }
 }
 

@@ -40,6 +40,7 @@ async fn ingest(lake: &TestLake, objects: &[(&str, String)]) -> Result<()> {
             key: format!("logs/{name}"),
             alt_key: None,
             etag: Some(format!("etag-{i}")),
+            event_time: None,
         };
         ing.ingest(&[object], &LocalObjects(dir.path().to_path_buf()))
             .await?;

@@ -302,6 +302,7 @@ async fn one_rejecting_access_log_table_does_not_fail_the_batch() -> Result<()> 
         key: "logs/a.log".into(),
         alt_key: None,
         etag: Some("e1".into()),
+        event_time: None,
     };
     let r = ing.ingest(std::slice::from_ref(&obj), &source).await?;
     assert!(!r.failed(&obj), "a permanent error is not retried: {r:?}");
@@ -388,6 +389,7 @@ async fn same_log_object_twice_at_once_on_a_new_table_lands_once() -> Result<()>
                 key: "logs/a.log".into(),
                 alt_key: None,
                 etag: Some("e1".into()),
+                event_time: None,
             }];
             let mk = || {
                 AccessLogIngestor::new(

@@ -10,6 +10,7 @@ mod access_report;
 mod ambiguous;
 mod athena_manifest;
 mod cdc_debezium;
+mod cdc_files;
 mod change_data_feed;
 mod checked_commit;
 mod commit_loop;

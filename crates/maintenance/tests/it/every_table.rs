@@ -124,6 +124,7 @@ impl Pipeline {
             key: format!("{k}.log"),
             alt_key: None,
             etag: None,
+            event_time: None,
         };
         logs.ingest(&[obj], &LocalObjects(self.dir.path().join("objs")))
             .await?;

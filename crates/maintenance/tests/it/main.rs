@@ -67,6 +67,7 @@ async fn every_table_when_none_is_named() -> anyhow::Result<()> {
         key: "a.log".into(),
         alt_key: None,
         etag: None,
+        event_time: None,
     };
     logs.ingest(&[obj], &LocalObjects(dir.path().join("objs")))
         .await?;

@@ -119,3 +119,79 @@ fn no_bucket_to_read_from_fails_at_start() -> anyhow::Result<()> {
     assert!(err.to_string().contains("LAKESTREAM_LOG_BUCKETS"), "{err}");
     Ok(())
 }
+
+/// Issue 26: the sample DMS event (`events/sqs-s3-dms.json`): a full load, a CDC file and a
+/// plain JSON-lines file of two families, notified through the access-log queue, land in
+/// their bronze tables; nothing is retried, a redelivery adds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sample_dms_event_lands_in_bronze() -> anyhow::Result<()> {
+    const DMS_EVENT: &str = include_str!("../../../../events/sqs-s3-dms.json");
+    let dir = tempfile::tempdir()?;
+    let landing = dir.path().join("objects/landing");
+    for (key, body) in [
+        (
+            "dms/dbo/items/LOAD00000001.csv",
+            &include_bytes!("../../../../tests/fixtures/dms/LOAD00000001.csv")[..],
+        ),
+        (
+            "dms/dbo/items/20261129-113401000.csv",
+            &include_bytes!("../../../../tests/fixtures/dms/20261129-113401000.csv")[..],
+        ),
+        (
+            "files/shop/orders/orders.jsonl",
+            &include_bytes!("../../../../tests/fixtures/dms/orders.jsonl")[..],
+        ),
+    ] {
+        let path = landing.join(key);
+        std::fs::create_dir_all(path.parent().context("parent")?)?;
+        std::fs::write(path, body)?;
+    }
+    let mut cfg = PipelineConfig::from_toml(&format!(
+        "{EXAMPLE}\n{}",
+        r#"
+[[cdc]]
+family = "erp"
+source = "dms"
+location = "s3://landing/dms/"
+timestamp_column = "ts"
+columns = { "dbo.items" = ["ts timestamp", "id int64", "name string", "amount decimal(10,2)", "active boolean"] }
+
+[[cdc]]
+family = "shop"
+source = "files"
+location = "s3://landing/files/"
+"#
+    ))?;
+    cfg.lake.root = dir.path().join("lake").to_string_lossy().into_owned();
+    let lake = lakestream_core::Lake::new(&cfg.lake)?;
+    let clock =
+        FixedClock::new(chrono::DateTime::from_timestamp(1_795_939_200, 0).unwrap_or_default());
+    let deps: LogIngest<LocalObjects, FakeQueue> = LogIngest::new(
+        cfg,
+        Arc::new(clock),
+        LocalObjects(dir.path().join("objects")),
+        None,
+    )?;
+    for round in 0..2 {
+        let event: serde_json::Value = serde_json::from_str(DMS_EVENT)?;
+        let response = handle(&deps, event, forever).await?;
+        assert_eq!(
+            serde_json::to_value(&response)?,
+            serde_json::json!({"batchItemFailures": []})
+        );
+        let LogResponse::Sqs(sqs) = &response else {
+            anyhow::bail!("{response:?}");
+        };
+        let expected = if round == 0 { 3 + 4 + 2 } else { 0 };
+        assert_eq!(
+            sqs.report.objects.rows_written, expected,
+            "{:?}",
+            sqs.report
+        );
+    }
+    let items = lakestream_core::read::read_table(&lake, "bronze/erp/dbo/items", None).await?;
+    assert_eq!(items.num_rows(), 7);
+    let orders = lakestream_core::read::read_table(&lake, "bronze/shop/shop/orders", None).await?;
+    assert_eq!(orders.num_rows(), 2);
+    Ok(())
+}

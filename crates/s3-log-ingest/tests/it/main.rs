@@ -253,6 +253,7 @@ async fn objects_are_read_with_the_notified_etag() -> anyhow::Result<()> {
         key: key.clone(),
         alt_key: None,
         etag: Some(etag.trim_matches('"').to_string()),
+        event_time: None,
     };
     let first = ing.ingest(&[object(&old)], &source).await?;
     assert!(!first.failed(&object(&old)), "acknowledged: {first:?}");

@@ -1,0 +1,20 @@
+//! S3 file deliveries into bronze (ARCHITECTURE.md "CDC lakehouse"): AWS DMS full-load and CDC
+//! files (CSV, Parquet) and plain CSV / JSON lines / Parquet files of `[[cdc]]` families with
+//! `source = "dms" | "files"`, notified through the same S3-notification queue as access logs.
+//!
+//! Modules import downward only: `ingest` (one object: open, resume, chunk loop, dead
+//! letters) -> `planner` (one chunk's commit) and `decode` (chunks of any format) -> `parquet`
+//! / `text` (records out of the byte stream) -> `rows` (text -> typed columns, bad rows) ->
+//! `layout` (file kinds, `__seq`, bronze columns).
+
+pub mod decode;
+pub mod ingest;
+pub mod layout;
+pub mod parquet;
+pub mod planner;
+pub mod rows;
+pub mod text;
+
+pub use ingest::{CdcFileIngestor, FileSettings};
+pub use layout::{FileKind, Format, seq};
+pub use planner::ObjectTxn;

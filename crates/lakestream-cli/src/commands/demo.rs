@@ -22,11 +22,12 @@ const BATCH: usize = 250;
 pub fn msk_event(records: &[SourceRecord]) -> serde_json::Value {
     let mut by_key: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
     for r in records {
-        let value = match &r.value {
+        let encode = |v: &RecordValue| match v {
             RecordValue::Bytes(b) => json!(base64::engine::general_purpose::STANDARD.encode(b)),
             RecordValue::Invalid { raw, .. } => json!(raw),
             RecordValue::Null => serde_json::Value::Null,
         };
+        let (value, key) = (encode(&r.value), encode(&r.key));
         by_key
             .entry(format!("{}-{}", r.topic, r.partition))
             .or_default()
@@ -35,6 +36,13 @@ pub fn msk_event(records: &[SourceRecord]) -> serde_json::Value {
                 "timestamp": r.timestamp_ms.unwrap_or(-1), "timestampType": "CREATE_TIME",
                 "value": value, "headers": []
             }));
+        if !key.is_null()
+            && let Some(last) = by_key
+                .get_mut(&format!("{}-{}", r.topic, r.partition))
+                .and_then(|v| v.last_mut())
+        {
+            last["key"] = key;
+        }
     }
     json!({
         "eventSource": "aws:kafka",
@@ -130,6 +138,7 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
     // What the dashboards read: the latest value and membership of each of the six orders.
     super::inspect::show(&lake, "processed/order", 10).await?;
     println!();
+    super::demo_cdc::run(&super::demo_cdc::with_families(&config)?, &lake).await?;
     let root = &config.lake.root;
     println!("Look around:");
     println!("  lakestream tables --lake {root}");

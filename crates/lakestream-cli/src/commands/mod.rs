@@ -4,6 +4,7 @@
 
 pub mod access_logs;
 pub mod demo;
+pub mod demo_cdc;
 pub mod inspect;
 pub mod invoke;
 pub mod maintain;

@@ -5,6 +5,7 @@
 
 pub mod access_logs;
 pub mod backend;
+pub mod cdc;
 pub mod clock;
 pub mod columns;
 pub mod config;

@@ -13,6 +13,7 @@ pub mod request;
 
 pub use request::Request;
 
+use lakestream_core::refine::cdc::family::all_jobs;
 use lakestream_core::refine::{JobReport, RunContext, in_dependency_order, run_job};
 use lakestream_core::{Clock, Lake};
 use lakestream_formats::config::PipelineConfig;
@@ -122,7 +123,8 @@ pub async fn handle(
     run(refiner, &Request::from_event(event)?).await
 }
 
-/// Run the request's jobs in dependency order; a failing job stops the jobs after it that
+/// Run the request's jobs (configured, and every `[[cdc]]` family table's apply job) in
+/// dependency order; a failing job stops the jobs after it that
 /// read its output, not the others. An unknown job name is [`FunctionError::BadInput`].
 pub async fn run(refiner: &Refiner, req: &Request) -> Result<RefineResponse, FunctionError> {
     let Refiner {
@@ -132,8 +134,10 @@ pub async fn run(refiner: &Refiner, req: &Request) -> Result<RefineResponse, Fun
     } = refiner;
     let settings = (&config.commit).into();
     let ctx = RunContext::new(config, lake, &settings, clock.now());
-    let order = in_dependency_order(&config.refine, &req.jobs)
-        .map_err(|e| FunctionError::BadInput(e.redacted()))?;
+    // The configured jobs plus one apply job per table of each `[[cdc]]` family (listed).
+    let jobs = all_jobs(lake, config).await?;
+    let order =
+        in_dependency_order(&jobs, &req.jobs).map_err(|e| FunctionError::BadInput(e.redacted()))?;
     let mut failed_outputs: Vec<&str> = Vec::new();
     let mut out = Vec::new();
     for job in order {

@@ -35,8 +35,10 @@ pub async fn run(
     max_runs: usize,
     json: bool,
 ) -> Result<()> {
-    if config.refine.is_empty() {
-        bail!("the config has no [[refine]] jobs (see README \"Refine jobs\")");
+    if config.refine.is_empty() && config.cdc.is_empty() {
+        bail!(
+            "the config has no [[refine]] jobs and no [[cdc]] families (see README \"Refine jobs\")"
+        );
     }
     let refiner = Refiner {
         config,

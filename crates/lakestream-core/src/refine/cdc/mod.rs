@@ -3,14 +3,20 @@
 //!
 //! - [`changes`]: what bronze gained since the silver `txn`, keys resolved, one change per
 //!   (key, `__seq`), sorted by key then `__seq` (shared by both SCD types).
+//! - [`scd1`]: SCD type 1 on the upsert's machinery, with truncates.
+//! - [`feed`]: the change data feed rows of a commit's touched keys.
+//! - [`scd2`]: SCD type 2 (history rebuilt per touched key).
+//! - [`family`]: a family's tables found by listing, and their apply jobs.
 
-#[allow(dead_code)] // until both SCD types call it
 pub(crate) mod changes;
+pub mod family;
+pub mod feed;
+mod scd1;
 pub(crate) mod scd2;
 
 use super::context::RunContext;
 use super::report::RunReport;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::table::TableHandle;
 use lakestream_formats::config::ScdType;
 use lakestream_formats::refine::RefineJob;
@@ -24,10 +30,7 @@ pub(crate) async fn run_once(
     output: TableHandle,
 ) -> Result<RunReport> {
     match apply.scd {
-        ScdType::One => Err(Error::Config(format!(
-            "refine job `{}`: CDC apply (SCD type 1) is being built (issue 26)",
-            cfg.job
-        ))),
+        ScdType::One => scd1::run_once(ctx, cfg, apply, output).await,
         ScdType::Two => scd2::run_once(ctx, cfg, apply, output).await,
     }
 }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 /// One key's winning source row (its key and ordering values are in the run's row buffers,
 /// its tie text, when needed, in [`Ties`]).
-pub(super) struct Incoming {
+pub(crate) struct Incoming {
     /// Index of the row in [`IncomingRows::rows`].
     pub row: u32,
     /// The row is a CDC delete.
@@ -33,10 +33,10 @@ pub(super) struct Incoming {
 }
 
 /// Tie texts of incoming rows, by index in the winners, computed only when needed.
-pub(super) type Ties = HashMap<usize, String>;
+pub(crate) type Ties = HashMap<usize, String>;
 
 /// The chunk's rows of one upsert run, encoded.
-pub(super) struct IncomingRows<'a> {
+pub(crate) struct IncomingRows<'a> {
     /// The job.
     pub cfg: &'a RefineJob,
     /// Its upsert settings.
@@ -69,17 +69,34 @@ impl<'a> IncomingRows<'a> {
         mut read: SourceRead,
         partition_columns: &[String],
     ) -> Result<Self> {
-        let src_schema = read.schema.clone();
-        // In a partition column of the output, null and "" are one Delta value: one key. The
-        // batches as read are dropped once they are one batch.
-        let rows = target::empty_partition_values(&read.rows()?, partition_columns)?;
+        // The batches as read are dropped once they are one batch.
+        let rows = read.rows()?;
         read.batches = Vec::new();
+        Self::of_rows(cfg, u, read, rows, &[], partition_columns)
+    }
+
+    /// Encode `rows`, the source rows of the run as the job shaped them (CDC: the changes of
+    /// [`read_changes`](crate::refine::cdc::changes::read_changes)); `not_stored` are columns
+    /// besides the op column the output does not keep (they stay usable as `rows` columns).
+    pub fn of_rows(
+        cfg: &'a RefineJob,
+        u: &'a UpsertConfig,
+        read: SourceRead,
+        rows: RecordBatch,
+        not_stored: &[&str],
+        partition_columns: &[String],
+    ) -> Result<Self> {
+        let src_schema = rows.schema();
+        // In a partition column of the output, null and "" are one Delta value: one key.
+        let rows = target::empty_partition_values(&rows, partition_columns)?;
         // The rows as the output stores them (the op column dropped unless kept).
         let op_column = u.op.as_ref().filter(|o| !o.keep).map(|o| o.column.as_str());
         let out_fields: Vec<Field> = src_schema
             .fields()
             .iter()
-            .filter(|f| Some(f.name().as_str()) != op_column)
+            .filter(|f| {
+                Some(f.name().as_str()) != op_column && !not_stored.contains(&f.name().as_str())
+            })
             .map(|f| f.as_ref().clone())
             .collect();
         let stored_schema: SchemaRef = Arc::new(Schema::new(out_fields));
@@ -181,7 +198,7 @@ impl<'a> IncomingRows<'a> {
 }
 
 /// What the winners did to the output.
-pub(super) fn counts(incoming: &[Incoming]) -> UpsertCounts {
+pub(crate) fn counts(incoming: &[Incoming]) -> UpsertCounts {
     let count = |f: &dyn Fn(&Incoming) -> bool| incoming.iter().filter(|w| f(w)).count();
     UpsertCounts {
         inserted: count(&|w| !w.older && !w.delete && !w.replaces),

@@ -13,9 +13,9 @@
 //!    commit path (read scope: the table, so a concurrent upsert, delete or compaction of a
 //!    removed file makes it re-plan from the new snapshot).
 
-mod incoming;
+pub(crate) mod incoming;
 pub mod order;
-mod rewrite;
+pub(crate) mod rewrite;
 pub mod target;
 pub mod tombstones;
 
@@ -25,24 +25,30 @@ use super::source::read_next;
 use crate::commit::{Change, ChangePlanner, NewTable, Proposal, ReadScope, TableState, run};
 use crate::error::{Error, Result};
 use crate::table::TableHandle;
+use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::{Add, Remove, Transaction};
 use deltalake::protocol::{DeltaOperation, MergePredicate};
 use incoming::{IncomingRows, Ties};
+use rewrite::Sweep;
 use lakestream_formats::refine::RefineJob;
 use lakestream_formats::refine::upsert::UpsertConfig;
 use std::sync::Arc;
-use tombstones::Deletes;
+pub(crate) use tombstones::Deletes;
 
-/// A planned commit, with the tombstones that must be durable before it lands.
-struct Plan {
-    proposal: Proposal,
-    tombstones: Option<Deletes>,
-    report: RunReport,
+/// A planned commit of a keyed run (upsert or CDC apply), with the tombstones that must be
+/// durable before it lands.
+pub(crate) struct Plan {
+    /// The commit.
+    pub proposal: Proposal,
+    /// Deletes that won (the side write).
+    pub tombstones: Option<Deletes>,
+    /// What the run did.
+    pub report: RunReport,
 }
 
 /// What planning from one snapshot came to.
-enum Planned {
+pub(crate) enum Planned {
     /// A commit to land.
     Commit(Box<Plan>),
     /// Nothing to commit (the source does not exist yet, or has nothing new): the report says
@@ -50,23 +56,37 @@ enum Planned {
     Nothing(RunReport),
 }
 
-fn empty_report() -> RunReport {
+/// An empty report of a keyed run.
+pub(crate) fn empty_report() -> RunReport {
     RunReport::new(RunCounts::Upsert(UpsertCounts::default()))
 }
 
-/// The upsert on the one commit loop: `plan` reads the source chunk and the output and writes
+/// Plans one commit of a keyed run (the source consumed up to `consumed`); writes data files
+/// only.
+#[allow(async_fn_in_trait)]
+pub(crate) trait KeyedPlan {
+    /// Plan from the output at `state`.
+    async fn plan(
+        &mut self,
+        output: &TableHandle,
+        state: &TableState,
+        consumed: Option<u64>,
+    ) -> Result<Planned>;
+}
+
+/// A keyed run on the one commit loop: `plan` reads the source chunk and the output and writes
 /// data files only; the tombstones of winning deletes are the side write, durable before the
 /// output commit (and repeated after a re-plan: writing one twice is harmless).
-struct UpsertPlanner<'a, 'c> {
+struct KeyedPlanner<'a, 'c, P> {
     ctx: &'a RunContext<'c>,
-    cfg: &'a RefineJob,
-    u: &'a UpsertConfig,
+    job: &'a str,
     app: String,
+    inner: P,
     tombstones: Option<Deletes>,
     report: RunReport,
 }
 
-impl ChangePlanner for UpsertPlanner<'_, '_> {
+impl<P: KeyedPlan> ChangePlanner for KeyedPlanner<'_, '_, P> {
     fn app_ids(&self) -> Vec<String> {
         vec![self.app.clone()]
     }
@@ -76,7 +96,7 @@ impl ChangePlanner for UpsertPlanner<'_, '_> {
             .committed
             .get(&self.app)
             .and_then(|v| u64::try_from(*v).ok());
-        match plan(self.ctx, self.cfg, self.u, output, state, consumed).await? {
+        match self.inner.plan(output, state, consumed).await? {
             Planned::Commit(p) => {
                 let p = *p;
                 self.tombstones = p.tombstones;
@@ -95,28 +115,26 @@ impl ChangePlanner for UpsertPlanner<'_, '_> {
         let Some(d) = &self.tombstones else {
             return Ok(());
         };
-        d.write(
-            self.ctx.lake,
-            &self.cfg.job,
-            self.ctx.settings,
-            self.ctx.now,
-        )
-        .await
+        d.write(self.ctx.lake, self.job, self.ctx.settings, self.ctx.now)
+            .await
     }
 }
 
-/// Run the upsert once on the one commit loop (re-planned from a fresh snapshot on conflict).
-pub(crate) async fn run_once(
+/// Run a keyed job once on the one commit loop (re-planned from a fresh snapshot on conflict),
+/// consuming its source as `app`; after a commit lands, tombstones older than `expire` go.
+pub(crate) async fn run_keyed<P: KeyedPlan>(
     ctx: &RunContext<'_>,
-    cfg: &RefineJob,
-    u: &UpsertConfig,
+    job: &str,
+    app: String,
+    inner: P,
     mut output: TableHandle,
+    expire: Option<std::time::Duration>,
 ) -> Result<RunReport> {
-    let mut planner = UpsertPlanner {
+    let mut planner = KeyedPlanner {
         ctx,
-        cfg,
-        u,
-        app: ctx.app_id(&cfg.job, &u.source),
+        job,
+        app,
+        inner,
         tombstones: None,
         report: empty_report(),
     };
@@ -125,19 +143,58 @@ pub(crate) async fn run_once(
     report.attempts = ran.attempts;
     if let Some(landed) = ran.landed {
         report.output_version = Some(landed.version);
-        if u.op.is_some() {
-            let tombs = tombstones::table_name(&cfg.job);
-            tombstones::expire(
-                ctx.lake,
-                &tombs,
-                ctx.settings,
-                ctx.now,
-                u.tombstone_retention,
-            )
-            .await?;
+        if let Some(retention) = expire {
+            let tombs = tombstones::table_name(job);
+            tombstones::expire(ctx.lake, &tombs, ctx.settings, ctx.now, retention).await?;
         }
     }
     Ok(report)
+}
+
+/// The upsert's plans.
+struct UpsertPlan<'a, 'c> {
+    ctx: &'a RunContext<'c>,
+    cfg: &'a RefineJob,
+    u: &'a UpsertConfig,
+}
+
+impl KeyedPlan for UpsertPlan<'_, '_> {
+    async fn plan(
+        &mut self,
+        output: &TableHandle,
+        state: &TableState,
+        consumed: Option<u64>,
+    ) -> Result<Planned> {
+        let (ctx, cfg, u) = (self.ctx, self.cfg, self.u);
+        let mut report = empty_report();
+        let Some(read) = read_next(ctx, cfg, &u.source, consumed).await? else {
+            report.waiting_for = Some(u.source.clone());
+            return Ok(Planned::Nothing(report));
+        };
+        if !read.chunk.advanced() {
+            return Ok(Planned::Nothing(report));
+        }
+        let partition_columns = if state.version.is_some() {
+            output.partition_columns()?
+        } else {
+            cfg.partition_by.clone()
+        };
+        let src = IncomingRows::new(cfg, u, read, &partition_columns)?;
+        let (plan, _) = plan(ctx, &src, output, state, consumed, &Sweep::default()).await?;
+        Ok(Planned::Commit(Box::new(plan)))
+    }
+}
+
+/// Run the upsert once on the one commit loop (re-planned from a fresh snapshot on conflict).
+pub(crate) async fn run_once(
+    ctx: &RunContext<'_>,
+    cfg: &RefineJob,
+    u: &UpsertConfig,
+    output: TableHandle,
+) -> Result<RunReport> {
+    let app = ctx.app_id(&cfg.job, &u.source);
+    let expire = u.op.is_some().then_some(u.tombstone_retention);
+    run_keyed(ctx, &cfg.job, app, UpsertPlan { ctx, cfg, u }, output, expire).await
 }
 
 /// The output schema after this commit: the output's columns, then new source columns.
@@ -158,35 +215,39 @@ fn evolve(current: Option<SchemaRef>, incoming: &SchemaRef) -> SchemaRef {
     Arc::new(deltalake::arrow::datatypes::Schema::new(fields))
 }
 
-/// Plan one commit from the output at `state` (source consumed up to `consumed`); writes data
-/// files only.
-async fn plan(
+/// The output's rows a plan replaced and the rows it wrote (the change data feed's old and new
+/// images; `dropped` only when the [`Sweep`] keeps them).
+pub struct Images {
+    /// Rows dropped from the output, in the output's schema.
+    pub dropped: Vec<RecordBatch>,
+    /// Rows written for the winners, in the output's schema.
+    pub written: Option<RecordBatch>,
+    /// The output's schema after the commit.
+    pub schema: SchemaRef,
+}
+
+/// Plan one commit of the encoded source rows `src` into the output at `state` (the source
+/// consumed up to `consumed`), sweeping per `sweep`; writes data files only.
+pub(crate) async fn plan(
     ctx: &RunContext<'_>,
-    cfg: &RefineJob,
-    u: &UpsertConfig,
+    src: &IncomingRows<'_>,
     output: &TableHandle,
     state: &TableState,
     consumed: Option<u64>,
-) -> Result<Planned> {
+    sweep: &Sweep,
+) -> Result<(Plan, Images)> {
+    let (cfg, u) = (src.cfg, src.u);
     let mut report = empty_report();
-    let Some(read) = read_next(ctx, cfg, &u.source, consumed).await? else {
-        report.waiting_for = Some(u.source.clone());
-        return Ok(Planned::Nothing(report));
-    };
-    if !read.chunk.advanced() {
-        return Ok(Planned::Nothing(report));
-    }
     let exists = state.version.is_some();
     let partition_columns = if exists {
         output.partition_columns()?
     } else {
         cfg.partition_by.clone()
     };
-    let src = IncomingRows::new(cfg, u, read, &partition_columns)?;
     let (mut incoming, index) = src.winners()?;
     let mut ties = Ties::new();
     if u.op.is_some() {
-        tombstones::keep_out_deleted(ctx.lake, &src, &mut incoming).await?;
+        tombstones::keep_out_deleted(ctx.lake, src, &mut incoming).await?;
     }
 
     let current = if exists {
@@ -208,23 +269,22 @@ async fn plan(
         schema.clone(),
         partition_columns.clone(),
     )?;
-    let (mut adds, removes) = if exists {
-        rewrite::replace_older_rows(
-            &src,
-            &index,
-            &mut incoming,
-            &mut ties,
-            output,
-            &schema,
-            &mut writer,
-        )
-        .await?
+    let replaced = if exists {
+        let out = rewrite::Output {
+            handle: output,
+            schema: &schema,
+            writer: &mut writer,
+        };
+        rewrite::replace_older_rows(src, &index, &mut incoming, &mut ties, out, sweep).await?
     } else {
-        (vec![], vec![])
+        rewrite::Replaced::default()
     };
-    adds.extend(rewrite::write_new_rows(&src, &incoming, &schema, &mut writer).await?);
+    let mut adds = replaced.adds;
+    let (new_files, new_rows) =
+        rewrite::write_new_rows(src, &incoming, &schema, &mut writer).await?;
+    adds.extend(new_files);
     // Deletes that won: their tombstones are the side write, durable before the commit.
-    let tombstones = Deletes::of(&src, &incoming, &mut ties)?;
+    let tombstones = Deletes::of(src, &incoming, &mut ties)?;
 
     let chunk = &src.read.chunk;
     report.sides = vec![SideReport {
@@ -238,17 +298,25 @@ async fn plan(
     }];
     report.counts = RunCounts::Upsert(incoming::counts(&incoming));
     let written = Written {
-        schema,
+        schema: schema.clone(),
         partition_columns,
         adds,
-        removes,
+        removes: replaced.removes,
     };
-    let proposal = proposal(ctx, cfg, u, &src, state, written)?;
-    Ok(Planned::Commit(Box::new(Plan {
-        proposal,
-        tombstones,
-        report,
-    })))
+    let proposal = proposal(ctx, cfg, u, src, state, written)?;
+    let images = Images {
+        dropped: replaced.dropped,
+        written: new_rows,
+        schema,
+    };
+    Ok((
+        Plan {
+            proposal,
+            tombstones,
+            report,
+        },
+        images,
+    ))
 }
 
 /// The files a plan wrote and the table they fit.

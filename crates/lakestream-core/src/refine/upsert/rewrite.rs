@@ -2,7 +2,9 @@
 //! are compared with the winners (an older winner is kept out, a newer one replaces the row),
 //! each file that loses a row is rewritten without it, streamed row group by row group
 //! (memory: about one row group plus the new file's compressed bytes), and the winners that
-//! are neither older nor deletes are written as new rows.
+//! are neither older nor deletes are written as new rows. A CDC truncate also drops every
+//! row older than it ([`Sweep`]), and a CDC apply keeps the dropped rows for the change data
+//! feed.
 
 use super::incoming::{Incoming, IncomingRows, Ties};
 use super::order::{KeyIndex, tie_texts};
@@ -10,7 +12,7 @@ use super::target::{self, TargetFile, reader};
 use crate::error::{Error, Result};
 use crate::read::with_partitions;
 use crate::table::TableHandle;
-use deltalake::arrow::array::{BooleanArray, UInt32Array};
+use deltalake::arrow::array::{BooleanArray, RecordBatch, UInt32Array};
 use deltalake::arrow::compute::{filter_record_batch, take_record_batch};
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::{Add, Remove};
@@ -20,19 +22,56 @@ use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use futures::TryStreamExt;
 use std::collections::HashMap;
 
+/// What a run does to the output besides replacing the incoming keys' rows.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Sweep {
+    /// A truncate: drop every row whose ordering bytes are below these (every file is read).
+    pub truncate_before: Option<Vec<u8>>,
+    /// Keep the rows dropped from the output (the old images of the change data feed).
+    pub keep_dropped: bool,
+}
+
+/// The files a run rewrote.
+#[derive(Debug, Default)]
+pub(crate) struct Replaced {
+    /// The rewritten files.
+    pub adds: Vec<Add>,
+    /// The removes of the files they replace.
+    pub removes: Vec<Remove>,
+    /// The rows dropped from the output (in the output's schema), when [`Sweep::keep_dropped`].
+    pub dropped: Vec<RecordBatch>,
+}
+
+/// The output a run rewrites: its handle, its schema after the commit and the run's writer.
+pub(crate) struct Output<'o> {
+    /// The output at the planned snapshot.
+    pub handle: &'o TableHandle,
+    /// Its schema after the commit (files are read and written in it).
+    pub schema: &'o SchemaRef,
+    /// The run's one writer.
+    pub writer: &'o mut RecordBatchWriter,
+}
+
+/// A target row dropped by the truncate (not by an incoming key).
+const TRUNCATED: usize = usize::MAX;
+
 /// Compare the output's rows of the incoming keys (at `output`'s snapshot, read in `schema`)
 /// with the winners: mark winners that lose as older and those that win as replacing, and
-/// rewrite each file that loses a row through `writer`. Returns the new files and the removes
-/// of the rewritten ones.
-pub(super) async fn replace_older_rows(
+/// rewrite each file that loses a row (or, per `sweep`, a row older than a truncate) through
+/// the output's writer.
+pub(crate) async fn replace_older_rows(
     src: &IncomingRows<'_>,
     index: &KeyIndex<'_>,
     incoming: &mut [Incoming],
     ties: &mut Ties,
-    output: &TableHandle,
-    schema: &SchemaRef,
-    writer: &mut RecordBatchWriter,
-) -> Result<(Vec<Add>, Vec<Remove>)> {
+    out: Output<'_>,
+    sweep: &Sweep,
+) -> Result<Replaced> {
+    let Output {
+        handle: output,
+        schema,
+        writer,
+    } = out;
     let (u, table) = (src.u, src.cfg.output.as_str());
     let files = target::live_files(output, &u.key[0])?;
     let first_key = src
@@ -44,7 +83,10 @@ pub(super) async fn replace_older_rows(
         &UInt32Array::from(incoming.iter().map(|w| w.row).collect::<Vec<_>>()),
         None,
     )?;
-    let candidates = target::candidates(&files, &u.key[0], &winners_first)?;
+    let candidates = match sweep.truncate_before {
+        Some(_) => files.iter().collect(),
+        None => target::candidates(&files, &u.key[0], &winners_first)?,
+    };
     drop(winners_first);
     let store = output.table().object_store();
     let mut columns: Vec<String> = u.key.iter().chain(&u.order_by).cloned().collect();
@@ -57,6 +99,12 @@ pub(super) async fn replace_older_rows(
         let eo = src.order_enc.rows(&batch, table)?;
         let mut tied = Vec::new();
         for i in 0..ek.num_rows() {
+            if let Some(t) = &sweep.truncate_before
+                && eo.row(i).data() < t.as_slice()
+            {
+                drops.entry(fi).or_default().push((i, TRUNCATED));
+                continue;
+            }
             let Some(&w) = index.get(ek.row(i).data()) else {
                 continue;
             };
@@ -85,12 +133,14 @@ pub(super) async fn replace_older_rows(
         }
     }
     // A key whose incoming row lost to a newer one keeps all its rows.
-    let (mut adds, mut removes) = (Vec::new(), Vec::new());
+    let mut out = Replaced::default();
     for (fi, f) in candidates.iter().enumerate() {
         let Some(rows) = drops.get(&fi) else { continue };
         let mut drop = Vec::new();
         for &(i, w) in rows {
-            if !incoming[w].older {
+            if w == TRUNCATED {
+                drop.push(i);
+            } else if !incoming[w].older {
                 incoming[w].replaces = true;
                 drop.push(i);
             }
@@ -100,20 +150,22 @@ pub(super) async fn replace_older_rows(
         if drop.is_empty() {
             continue;
         }
-        adds.extend(rewrite_without(writer, table, &store, f, schema, &drop).await?);
-        removes.push(f.remove.clone());
+        let dropped = sweep.keep_dropped.then_some(&mut out.dropped);
+        let rewritten = rewrite_without(writer, table, &store, f, schema, &drop, dropped).await?;
+        out.adds.extend(rewritten);
+        out.removes.push(f.remove.clone());
     }
-    Ok((adds, removes))
+    Ok(out)
 }
 
 /// Write the winners that are neither older than what the output has nor deletes, in
-/// `schema`, through `writer` (flushed).
-pub(super) async fn write_new_rows(
+/// `schema`, through `writer` (flushed); the files and the rows written.
+pub(crate) async fn write_new_rows(
     src: &IncomingRows<'_>,
     incoming: &[Incoming],
     schema: &SchemaRef,
     writer: &mut RecordBatchWriter,
-) -> Result<Vec<Add>> {
+) -> Result<(Vec<Add>, Option<RecordBatch>)> {
     let table = src.cfg.output.as_str();
     let mut upserts: Vec<u32> = incoming
         .iter()
@@ -122,15 +174,16 @@ pub(super) async fn write_new_rows(
         .collect();
     upserts.sort_unstable();
     if upserts.is_empty() {
-        return Ok(vec![]);
+        return Ok((vec![], None));
     }
     let rows = take_record_batch(&src.stored, &UInt32Array::from(upserts))?;
     let rows = with_partitions(schema, &rows, &HashMap::new())?;
     writer
-        .write(rows)
+        .write(rows.clone())
         .await
         .map_err(|e| Error::storage(table, e))?;
-    writer.flush().await.map_err(|e| Error::storage(table, e))
+    let adds = writer.flush().await.map_err(|e| Error::storage(table, e))?;
+    Ok((adds, Some(rows)))
 }
 
 /// Rows per batch read while rewriting (parquet's default of 1,024 made the per-batch work
@@ -139,7 +192,7 @@ const REWRITE_BATCH_ROWS: usize = 8192;
 
 /// Rewrite `f` without the rows whose index (in file order) is in `drop` (sorted), streaming
 /// row group by row group through `writer` into one new file (`dataChange=true`), flushed
-/// before returning. Empty when no row survives.
+/// before returning. Empty when no row survives. The dropped rows go to `dropped` when given.
 async fn rewrite_without(
     writer: &mut RecordBatchWriter,
     table: &str,
@@ -147,6 +200,7 @@ async fn rewrite_without(
     f: &TargetFile,
     schema: &SchemaRef,
     drop: &[usize],
+    mut dropped: Option<&mut Vec<RecordBatch>>,
 ) -> Result<Vec<Add>> {
     let mut stream = ParquetRecordBatchStreamBuilder::new(reader(store, f))
         .await
@@ -169,6 +223,12 @@ async fn rewrite_without(
         }
         let keep = BooleanArray::from(keep);
         offset += n;
+        if let Some(out) = dropped.as_deref_mut() {
+            let gone = filter_record_batch(&batch, &deltalake::arrow::compute::not(&keep)?)?;
+            if gone.num_rows() > 0 {
+                out.push(with_partitions(schema, &gone, &f.partitions)?);
+            }
+        }
         let batch = with_partitions(schema, &filter_record_batch(&batch, &keep)?, &f.partitions)?;
         if batch.num_rows() > 0 {
             kept += batch.num_rows();

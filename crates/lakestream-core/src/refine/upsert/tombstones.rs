@@ -62,7 +62,7 @@ pub async fn load(lake: &Lake, table: &str, key: &Encoder, order: &Encoder) -> R
 /// keeps a row out; at equal ordering values the delete wins over a non-delete, and a delete is
 /// never older than an equal tombstone (its own, from an earlier attempt or run that did not
 /// commit the output).
-pub(super) async fn keep_out_deleted(
+pub(crate) async fn keep_out_deleted(
     lake: &Lake,
     src: &IncomingRows<'_>,
     incoming: &mut [Incoming],
@@ -82,7 +82,7 @@ pub(super) async fn keep_out_deleted(
 }
 
 /// The deletes that won, to be recorded as tombstones before the output commit.
-pub(super) struct Deletes {
+pub(crate) struct Deletes {
     rows: RecordBatch,
     columns: Vec<String>,
     ties: Vec<String>,
@@ -91,7 +91,7 @@ pub(super) struct Deletes {
 impl Deletes {
     /// The winners that are deletes and not older than the output (their tie texts computed
     /// into `ties`); `None` when there are none.
-    pub(super) fn of(
+    pub(crate) fn of(
         src: &IncomingRows<'_>,
         incoming: &[Incoming],
         ties: &mut Ties,
@@ -116,7 +116,7 @@ impl Deletes {
     }
 
     /// Record them in `job`'s tombstone table.
-    pub(super) async fn write(
+    pub(crate) async fn write(
         &self,
         lake: &Lake,
         job: &str,

@@ -1,0 +1,103 @@
+//! Family expansion: a `[[cdc]]` family's tables are found at run time by listing its bronze
+//! directory down to the template's depth (a folder is a table when it has `_delta_log/`);
+//! each becomes the apply job [`CdcFamily::apply_job`] (bronze -> silver). Names that do not
+//! fit the template, fail the name check or are not in the family's `tables` are skipped with a
+//! warning. Refine, maintenance and `lakestream lag` see the same jobs.
+
+use crate::error::{Error, Result};
+use crate::storage::Lake;
+use crate::table::TableHandle;
+use deltalake::Path;
+use lakestream_formats::config::{CdcFamily, FamilyTable, PipelineConfig};
+use lakestream_formats::refine::RefineJob;
+
+/// The tables of `family` that have a bronze table, sorted.
+pub async fn family_tables(lake: &Lake, family: &CdcFamily) -> Result<Vec<FamilyTable>> {
+    Ok(listed(lake, &family.bronze_directory(), &family.bronze_template())
+        .await?
+        .into_iter()
+        .filter_map(|name| match family.table_of_bronze(&name) {
+            Some(t) if family.includes(&t) => Some(t),
+            Some(_) => None,
+            None => {
+                tracing::warn!(family = %family.family, folder = %name, "bronze folder skipped: its name does not fit the family's bronze template or cannot name a table");
+                None
+            }
+        })
+        .collect())
+}
+
+/// Tables (folders with `_delta_log/`) of the template's depth under `directory`, as names
+/// relative to the lake root; a missing directory has none.
+pub async fn listed(lake: &Lake, directory: &str, template: &str) -> Result<Vec<String>> {
+    let depth = template.split('/').count() - directory.split('/').count();
+    let root = TableHandle::open(lake, directory)?;
+    let store = root.table().object_store();
+    let mut level: Vec<String> = vec![String::new()];
+    for _ in 0..depth {
+        let mut next = Vec::new();
+        for rel in &level {
+            let prefix = (!rel.is_empty()).then(|| Path::from(rel.as_str()));
+            let listing = store
+                .list_with_delimiter(prefix.as_ref())
+                .await
+                .map_err(|e| Error::storage(directory, e))?;
+            for dir in listing.common_prefixes {
+                let name = dir.filename().unwrap_or_default();
+                if name.is_empty() || name.starts_with('_') {
+                    continue;
+                }
+                next.push(if rel.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{rel}/{name}")
+                });
+            }
+        }
+        level = next;
+    }
+    let mut tables = Vec::new();
+    for rel in level {
+        let listing = store
+            .list_with_delimiter(Some(&Path::from(rel.as_str())))
+            .await
+            .map_err(|e| Error::storage(directory, e))?;
+        if listing
+            .common_prefixes
+            .iter()
+            .any(|p| p.filename() == Some("_delta_log"))
+        {
+            tables.push(format!("{directory}/{rel}"));
+        }
+    }
+    tables.sort();
+    Ok(tables)
+}
+
+/// The apply jobs of every family table found by listing, sorted by name.
+pub async fn family_jobs(lake: &Lake, config: &PipelineConfig) -> Result<Vec<RefineJob>> {
+    let mut jobs = Vec::new();
+    for family in &config.cdc {
+        for t in family_tables(lake, family).await? {
+            match family.apply_job(&t) {
+                Ok(j) => jobs.push(j),
+                Err(e) => {
+                    tracing::warn!(family = %family.family, table = %t.qualified(), error = %e, "family table skipped: its silver table cannot be named");
+                }
+            }
+        }
+    }
+    Ok(jobs)
+}
+
+/// The configured refine jobs plus every family table's apply job (a configured job of the
+/// same name wins).
+pub async fn all_jobs(lake: &Lake, config: &PipelineConfig) -> Result<Vec<RefineJob>> {
+    let mut jobs = config.refine.clone();
+    for j in family_jobs(lake, config).await? {
+        if !jobs.iter().any(|c| c.job == j.job) {
+            jobs.push(j);
+        }
+    }
+    Ok(jobs)
+}

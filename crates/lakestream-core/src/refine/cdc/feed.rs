@@ -1,0 +1,133 @@
+//! The change data feed rows of one apply commit (Delta's `_change_data/` files): computed from
+//! the rows the commit dropped from silver (old images) and the rows it wrote (new images), so
+//! only the touched keys appear, whatever else the rewritten files held:
+//! - a key with a new row and no old one: `insert`;
+//! - a key with both: `update_preimage` (old) and `update_postimage` (new);
+//! - a key with an old row and no new one (delete, truncate): `delete` (old values).
+//!
+//! A change that lost (older than silver or a tombstone) drops and writes nothing, so it has no
+//! rows here.
+
+use crate::error::Result;
+use crate::refine::upsert::Images;
+use crate::refine::upsert::order::Encoder;
+use deltalake::arrow::array::{ArrayRef, RecordBatch, StringArray};
+use deltalake::arrow::compute::concat_batches;
+use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// The column holding the kind of change.
+pub const CHANGE_TYPE: &str = "_change_type";
+/// A new key.
+pub const INSERT: &str = "insert";
+/// A changed key's old row.
+pub const UPDATE_PREIMAGE: &str = "update_preimage";
+/// A changed key's new row.
+pub const UPDATE_POSTIMAGE: &str = "update_postimage";
+/// A removed key's old row.
+pub const DELETE: &str = "delete";
+
+/// The feed rows (the table's columns + [`CHANGE_TYPE`]) of a commit whose dropped and written
+/// rows are `images`, keys encoded by `keys`; `None` when the commit changes no row.
+pub fn change_rows(keys: &Encoder, table: &str, images: &Images) -> Result<Option<RecordBatch>> {
+    let schema = &images.schema;
+    let old = concat_batches(schema, &images.dropped)?;
+    let new = match &images.written {
+        Some(b) => b.clone(),
+        None => RecordBatch::new_empty(schema.clone()),
+    };
+    if old.num_rows() == 0 && new.num_rows() == 0 {
+        return Ok(None);
+    }
+    let old_keys: HashSet<Vec<u8>> = keys.encode(&old, table)?.into_iter().collect();
+    let new_keys: HashSet<Vec<u8>> = keys.encode(&new, table)?.into_iter().collect();
+    let old_types: Vec<&str> = keys
+        .encode(&old, table)?
+        .iter()
+        .map(|k| {
+            if new_keys.contains(k) {
+                UPDATE_PREIMAGE
+            } else {
+                DELETE
+            }
+        })
+        .collect();
+    let new_types: Vec<&str> = keys
+        .encode(&new, table)?
+        .iter()
+        .map(|k| {
+            if old_keys.contains(k) {
+                UPDATE_POSTIMAGE
+            } else {
+                INSERT
+            }
+        })
+        .collect();
+    let out = feed_schema(schema);
+    let with_type = |b: &RecordBatch, types: Vec<&str>| -> Result<RecordBatch> {
+        let mut cols: Vec<ArrayRef> = b.columns().to_vec();
+        cols.push(Arc::new(StringArray::from(types)));
+        Ok(RecordBatch::try_new(out.clone(), cols)?)
+    };
+    let parts = [with_type(&old, old_types)?, with_type(&new, new_types)?];
+    Ok(Some(concat_batches(&out, &parts)?))
+}
+
+/// `schema` + [`CHANGE_TYPE`] (Utf8, not null).
+pub fn feed_schema(schema: &SchemaRef) -> SchemaRef {
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new(CHANGE_TYPE, DataType::Utf8, false));
+    Arc::new(Schema::new(fields))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deltalake::arrow::array::{AsArray, Int64Array};
+
+    fn rows(ids: &[i64], v: &[&str]) -> RecordBatch {
+        RecordBatch::try_from_iter([
+            ("id", Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef),
+            ("v", Arc::new(StringArray::from(v.to_vec())) as ArrayRef),
+        ])
+        .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
+    }
+
+    #[test]
+    fn touched_keys_only_with_their_change_types() -> Result<()> {
+        let old = rows(&[1, 2], &["a", "b"]);
+        let images = Images {
+            schema: old.schema(),
+            dropped: vec![old],
+            written: Some(rows(&[1, 3], &["a2", "c"])),
+        };
+        let keys = Encoder::new(&["id".to_string()], vec![DataType::Int64])?;
+        let feed = change_rows(&keys, "t", &images)?.unwrap_or_else(|| rows(&[], &[]));
+        let got: Vec<(String, String)> = (0..feed.num_rows())
+            .map(|i| {
+                (
+                    feed.column(1).as_string::<i32>().value(i).to_string(),
+                    feed.column(2).as_string::<i32>().value(i).to_string(),
+                )
+            })
+            .collect();
+        let want = [
+            ("a", UPDATE_PREIMAGE),
+            ("b", DELETE),
+            ("a2", UPDATE_POSTIMAGE),
+            ("c", INSERT),
+        ];
+        assert_eq!(
+            got,
+            want.map(|(a, b)| (a.to_string(), b.to_string())).to_vec()
+        );
+        let nothing = Images {
+            schema: images.schema.clone(),
+            dropped: vec![],
+            written: None,
+        };
+        assert!(change_rows(&keys, "t", &nothing)?.is_none());
+        Ok(())
+    }
+}

@@ -1,0 +1,214 @@
+//! SCD type 1: the latest change per key by `__seq`, applied with the upsert's machinery
+//! (copy-on-write, files pruned by key statistics, tombstones as the side write, one commit
+//! with the source `txn`): the job is an upsert keyed on the CDC keys, ordered by `__seq`,
+//! with `__op = d` as its delete, `__op` and `__ingested_at` not stored. What CDC adds:
+//! - a truncate (`__op = t`) newer than the silver's `lakestream.cdc.truncated_at` drops every
+//!   silver row with a smaller `__seq` and records its `__seq` there in the same commit; a
+//!   change with `__seq <= truncated_at` is void;
+//! - the change data feed rows of the touched keys ([`feed`](super::feed)).
+
+use super::changes::{ChangeRead, read_changes};
+use super::feed;
+use crate::commit::TableState;
+use crate::error::{Error, Result};
+use crate::refine::context::RunContext;
+use crate::refine::report::RunReport;
+use crate::refine::upsert::incoming::IncomingRows;
+use crate::refine::upsert::rewrite::Sweep;
+use crate::refine::upsert::{self, KeyedPlan, Planned, empty_report};
+use crate::table::TableHandle;
+use deltalake::arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray};
+use deltalake::arrow::compute::filter_record_batch;
+use lakestream_formats::config::{bronze, silver};
+use lakestream_formats::refine::RefineJob;
+use lakestream_formats::refine::cdc::CdcApply;
+use lakestream_formats::refine::upsert::{OpConfig, UpsertConfig};
+use std::sync::Arc;
+
+/// One SCD1 apply run on the one commit loop.
+pub(crate) async fn run_once(
+    ctx: &RunContext<'_>,
+    cfg: &RefineJob,
+    apply: &CdcApply,
+    output: TableHandle,
+) -> Result<RunReport> {
+    let app = ctx.app_id(&cfg.job, &apply.source);
+    let plan = Scd1Plan { ctx, cfg, apply };
+    let expire = Some(apply.tombstone_retention);
+    upsert::run_keyed(ctx, &cfg.job, app, plan, output, expire).await
+}
+
+/// The upsert an SCD1 apply is: keyed on `keys`, ordered by `__seq`, `d` deletes.
+pub(crate) fn as_upsert(apply: &CdcApply, keys: Vec<String>) -> UpsertConfig {
+    UpsertConfig {
+        source: apply.source.clone(),
+        key: keys,
+        order_by: vec![bronze::SEQ.to_string()],
+        op: Some(OpConfig {
+            column: bronze::OP.to_string(),
+            delete: vec![bronze::OP_DELETE.to_string()],
+            keep: false,
+        }),
+        tombstone_retention: apply.tombstone_retention,
+    }
+}
+
+struct Scd1Plan<'a, 'c> {
+    ctx: &'a RunContext<'c>,
+    cfg: &'a RefineJob,
+    apply: &'a CdcApply,
+}
+
+impl KeyedPlan for Scd1Plan<'_, '_> {
+    async fn plan(
+        &mut self,
+        output: &TableHandle,
+        state: &TableState,
+        consumed: Option<u64>,
+    ) -> Result<Planned> {
+        let (ctx, cfg, apply) = (self.ctx, self.cfg, self.apply);
+        let mut report = empty_report();
+        let Some(ChangeRead {
+            read,
+            keys,
+            changes,
+        }) = read_changes(ctx, cfg, apply, consumed).await?
+        else {
+            report.waiting_for = Some(apply.source.clone());
+            return Ok(Planned::Nothing(report));
+        };
+        if !read.chunk.advanced() {
+            return Ok(Planned::Nothing(report));
+        }
+        let before = if state.version.is_some() {
+            truncated_at(output)?
+        } else {
+            None
+        };
+        let (rows, truncate) = apply_truncate(&changes, before.as_deref())?;
+        let u = as_upsert(apply, keys);
+        let src = IncomingRows::of_rows(cfg, &u, read, rows, &[bronze::INGESTED_AT], &[])?;
+        let sweep = Sweep {
+            truncate_before: match &truncate {
+                Some(t) => Some(seq_bytes(&src, t)?),
+                None => None,
+            },
+            keep_dropped: true,
+        };
+        let (mut plan, images) =
+            upsert::plan(ctx, &src, output, state, consumed, &sweep).await?;
+        if let Some(t) = truncate {
+            plan.proposal
+                .change
+                .properties
+                .push((silver::TRUNCATED_AT_PROPERTY.to_string(), t));
+        }
+        // The change data feed of the touched keys. Wired into the commit when `commit`
+        // writes change files: `commit::write_change_data(lake, output, schema, [], batch)`
+        // -> `plan.proposal.change.cdc_files`, and `create.change_data_feed = true`.
+        let _rows = feed::change_rows(&src.key_enc, &cfg.output, &images)?;
+        Ok(Planned::Commit(Box::new(plan)))
+    }
+}
+
+/// The silver's `lakestream.cdc.truncated_at` (the `__seq` of the last truncate applied).
+fn truncated_at(output: &TableHandle) -> Result<Option<String>> {
+    let snapshot = output
+        .table()
+        .snapshot()
+        .map_err(|e| Error::storage(output.name(), e))?;
+    Ok(snapshot
+        .metadata()
+        .configuration()
+        .get(silver::TRUNCATED_AT_PROPERTY)
+        .cloned())
+}
+
+/// The changes that still apply after the truncates (those of the table, `before`, and the
+/// newest in `changes`): truncate rows and every change with `__seq <=` the newest truncate are
+/// dropped. Also the chunk's truncate when it is newer than `before` (it sweeps the silver).
+fn apply_truncate(
+    changes: &RecordBatch,
+    before: Option<&str>,
+) -> Result<(RecordBatch, Option<String>)> {
+    let col = |name: &str| -> Result<&StringArray> {
+        changes
+            .column_by_name(name)
+            .and_then(|c| c.as_string_opt::<i32>())
+            .ok_or_else(|| Error::Internal(format!("changes have no text `{name}`")))
+    };
+    let (op, seq) = (col(bronze::OP)?, col(bronze::SEQ)?);
+    let newest = (0..changes.num_rows())
+        .filter(|&i| op.value(i) == bronze::OP_TRUNCATE)
+        .map(|i| seq.value(i))
+        .max();
+    let newer = newest.filter(|t| before.is_none_or(|b| *t > b));
+    let cut = newer.or(before);
+    if newest.is_none() && cut.is_none() {
+        return Ok((changes.clone(), None));
+    }
+    let keep: BooleanArray = (0..changes.num_rows())
+        .map(|i| {
+            Some(op.value(i) != bronze::OP_TRUNCATE && cut.is_none_or(|c| seq.value(i) > c))
+        })
+        .collect();
+    Ok((
+        filter_record_batch(changes, &keep)?,
+        newer.map(str::to_string),
+    ))
+}
+
+/// The ordering bytes of `__seq` value `seq` (as the upsert compares the output's rows).
+fn seq_bytes(src: &IncomingRows<'_>, seq: &str) -> Result<Vec<u8>> {
+    let batch = RecordBatch::try_from_iter([(
+        bronze::SEQ,
+        Arc::new(StringArray::from(vec![seq])) as ArrayRef,
+    )])?;
+    src.order_enc
+        .encode(&batch, &src.cfg.output)?
+        .pop()
+        .ok_or_else(|| Error::Internal("no encoded sequence".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn changes(ops: &[&str], seqs: &[&str]) -> RecordBatch {
+        RecordBatch::try_from_iter([
+            (
+                bronze::OP,
+                Arc::new(StringArray::from(ops.to_vec())) as ArrayRef,
+            ),
+            (
+                bronze::SEQ,
+                Arc::new(StringArray::from(seqs.to_vec())) as ArrayRef,
+            ),
+        ])
+        .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Default::default())))
+    }
+
+    fn seqs(b: &RecordBatch) -> Vec<String> {
+        b.column(1)
+            .as_string::<i32>()
+            .iter()
+            .flatten()
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn a_truncate_voids_older_changes_and_sweeps_only_when_newer() -> Result<()> {
+        let c = changes(&["c", "t", "u", "c", "t"], &["1", "3", "4", "2", "5"]);
+        let (rows, t) = apply_truncate(&c, None)?;
+        assert_eq!(seqs(&rows), Vec::<String>::new());
+        assert_eq!(t.as_deref(), Some("5"));
+        let c = changes(&["c", "t", "u"], &["1", "3", "4"]);
+        let (rows, t) = apply_truncate(&c, Some("2"))?;
+        assert_eq!((seqs(&rows), t.as_deref()), (vec!["4".to_string()], Some("3")));
+        // An older truncate than the table's is void; the table's still voids older changes.
+        let (rows, t) = apply_truncate(&c, Some("3"))?;
+        assert_eq!((seqs(&rows), t), (vec!["4".to_string()], None));
+        Ok(())
+    }
+}

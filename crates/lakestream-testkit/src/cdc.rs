@@ -29,7 +29,11 @@ pub fn bronze_batch(changes: &[BronzeChange<'_>], row_schema: &SchemaRef) -> Res
     let mut fields = vec![
         Field::new(bronze::OP, DataType::Utf8, false),
         Field::new(bronze::SEQ, DataType::Utf8, false),
-        Field::new(bronze::SOURCE_TS, lakestream_core::schema::timestamp_type(), true),
+        Field::new(
+            bronze::SOURCE_TS,
+            lakestream_core::schema::timestamp_type(),
+            true,
+        ),
         Field::new(bronze::KEY, DataType::Utf8, true),
         Field::new(bronze::TOPIC, DataType::Utf8, true),
         Field::new(bronze::PARTITION, DataType::Int32, true),
@@ -132,14 +136,11 @@ pub async fn append_bronze(
 ) -> Result<u64> {
     let mut properties = vec![
         (bronze::FAMILY_PROPERTY.to_string(), "test".to_string()),
-        (
-            bronze::TABLE_PROPERTY.to_string(),
-            {
-                let mut parts: Vec<&str> = table.rsplit('/').take(2).collect();
-                parts.reverse();
-                parts.join(".")
-            },
-        ),
+        (bronze::TABLE_PROPERTY.to_string(), {
+            let mut parts: Vec<&str> = table.rsplit('/').take(2).collect();
+            parts.reverse();
+            parts.join(".")
+        }),
     ];
     if let Some(k) = keys {
         properties.push((bronze::KEYS_PROPERTY.to_string(), k.to_string()));

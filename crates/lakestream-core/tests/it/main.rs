@@ -9,6 +9,7 @@ mod access_logs;
 mod access_report;
 mod ambiguous;
 mod athena_manifest;
+mod cdc_apply;
 mod cdc_debezium;
 mod cdc_files;
 mod change_data_feed;

@@ -95,8 +95,7 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
             },
             keep_dropped: true,
         };
-        let (mut plan, images) =
-            upsert::plan(ctx, &src, output, state, consumed, &sweep).await?;
+        let (mut plan, images) = upsert::plan(ctx, &src, output, state, consumed, &sweep).await?;
         if let Some(t) = truncate {
             plan.proposal
                 .change
@@ -148,9 +147,7 @@ fn apply_truncate(
         return Ok((changes.clone(), None));
     }
     let keep: BooleanArray = (0..changes.num_rows())
-        .map(|i| {
-            Some(op.value(i) != bronze::OP_TRUNCATE && cut.is_none_or(|c| seq.value(i) > c))
-        })
+        .map(|i| Some(op.value(i) != bronze::OP_TRUNCATE && cut.is_none_or(|c| seq.value(i) > c)))
         .collect();
     Ok((
         filter_record_batch(changes, &keep)?,
@@ -185,7 +182,9 @@ mod tests {
                 Arc::new(StringArray::from(seqs.to_vec())) as ArrayRef,
             ),
         ])
-        .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Default::default())))
+        .unwrap_or_else(|_| {
+            RecordBatch::new_empty(Arc::new(deltalake::arrow::datatypes::Schema::empty()))
+        })
     }
 
     fn seqs(b: &RecordBatch) -> Vec<String> {
@@ -205,7 +204,10 @@ mod tests {
         assert_eq!(t.as_deref(), Some("5"));
         let c = changes(&["c", "t", "u"], &["1", "3", "4"]);
         let (rows, t) = apply_truncate(&c, Some("2"))?;
-        assert_eq!((seqs(&rows), t.as_deref()), (vec!["4".to_string()], Some("3")));
+        assert_eq!(
+            (seqs(&rows), t.as_deref()),
+            (vec!["4".to_string()], Some("3"))
+        );
         // An older truncate than the table's is void; the table's still voids older changes.
         let (rows, t) = apply_truncate(&c, Some("3"))?;
         assert_eq!((seqs(&rows), t), (vec!["4".to_string()], None));

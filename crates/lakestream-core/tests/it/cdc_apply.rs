@@ -1,0 +1,411 @@
+//! CDC apply, SCD type 1, on bronze tables written directly (the contract's bronze schema):
+//! out-of-order changes across runs, redelivery, deletes and their tombstones, re-insert,
+//! truncates, a new bronze column, keys from the bronze property or the config; two runs at
+//! once, a compaction racing the apply, a run killed between its tombstone and silver commits;
+//! a family's tables expanded into jobs.
+
+use super::faults::Faults;
+use anyhow::{Context, Result};
+use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use lakestream_core::commit::CommitSettings;
+use lakestream_core::maintenance::{CompactOptions, compact};
+use lakestream_core::refine::cdc::family::all_jobs;
+use lakestream_core::refine::{RunContext, UpsertCounts, in_dependency_order, run_job};
+use lakestream_core::table::TableHandle;
+use lakestream_core::{Lake, read};
+use lakestream_formats::config::PipelineConfig;
+use lakestream_testkit::cdc::{BronzeChange, append_bronze};
+use lakestream_testkit::{TestLake, backends, strings};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+const BRONZE: &str = "bronze/crm/public/orders";
+const SILVER: &str = "silver/crm/public/orders";
+
+fn config(lake: &TestLake, keys: &str) -> Result<PipelineConfig> {
+    let job = format!(
+        r#"
+[[refine]]
+job = "orders"
+output = "{SILVER}"
+[refine.cdc]
+source = "{BRONZE}"
+{keys}
+"#
+    );
+    let mut cfg = PipelineConfig::from_toml(&format!("{}\n{job}", lakestream_testkit::EXAMPLE))?;
+    cfg.lake = lake.config.lake.clone();
+    cfg.commit = lake.config.commit.clone();
+    Ok(cfg)
+}
+
+fn rows_schema(color: bool) -> SchemaRef {
+    let mut f = vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("v", DataType::Utf8, true),
+    ];
+    if color {
+        f.push(Field::new("color", DataType::Utf8, true));
+    }
+    Arc::new(Schema::new(f))
+}
+
+/// (id, v, __seq) of a table, sorted.
+async fn silver(l: &Lake, table: &str) -> Result<Vec<(String, String, String)>> {
+    let b = read::read_table(l, table, None).await?;
+    let mut rows: Vec<(String, String, String)> = strings(&b, "id")?
+        .into_iter()
+        .zip(strings(&b, "v")?)
+        .zip(strings(&b, "__seq")?)
+        .map(|((i, v), s)| {
+            (
+                i.unwrap_or_default(),
+                v.unwrap_or_default(),
+                s.unwrap_or_default(),
+            )
+        })
+        .collect();
+    rows.sort();
+    Ok(rows)
+}
+
+fn want(rows: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
+    rows.iter()
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+        .collect()
+}
+
+async fn apply(cfg: &PipelineConfig, l: &Lake, s: &CommitSettings) -> Result<UpsertCounts> {
+    let job = cfg.refine_job("orders").context("job")?;
+    let ctx = RunContext::new(cfg, l, s, chrono::Utc::now());
+    Ok(run_job(&ctx, job, 1000).await?.upserted())
+}
+
+type Step = (
+    Vec<BronzeChange<'static>>,
+    bool,
+    Vec<(&'static str, &'static str, &'static str)>,
+);
+
+fn history() -> Vec<Step> {
+    vec![
+        (
+            vec![
+                ("c", "s05", r#"{"id":1,"v":"a"}"#),
+                ("c", "s05", r#"{"id":2,"v":"b"}"#),
+                ("u", "s07", r#"{"id":1,"v":"a2"}"#),
+            ],
+            false,
+            vec![("1", "a2", "s07"), ("2", "b", "s05")],
+        ),
+        // A late older update and a redelivered change: nothing changes.
+        (
+            vec![
+                ("u", "s06", r#"{"id":1,"v":"old"}"#),
+                ("c", "s05", r#"{"id":2,"v":"b"}"#),
+            ],
+            false,
+            vec![("1", "a2", "s07"), ("2", "b", "s05")],
+        ),
+        (
+            vec![("d", "s10", r#"{"id":2,"v":"b"}"#)],
+            false,
+            vec![("1", "a2", "s07")],
+        ),
+        // Older than the delete, arriving after it: the tombstone keeps it out.
+        (
+            vec![("u", "s09", r#"{"id":2,"v":"late"}"#)],
+            false,
+            vec![("1", "a2", "s07")],
+        ),
+        // Re-insert after the delete.
+        (
+            vec![("c", "s11", r#"{"id":2,"v":"back"}"#)],
+            false,
+            vec![("1", "a2", "s07"), ("2", "back", "s11")],
+        ),
+        // A truncate: every older row goes; older changes in the same chunk are void.
+        (
+            vec![
+                ("u", "s15", r#"{"id":1,"v":"pre"}"#),
+                ("t", "s20", "{}"),
+                ("c", "s21", r#"{"id":3,"v":"x"}"#),
+            ],
+            false,
+            vec![("3", "x", "s21")],
+        ),
+        // A change older than the truncate is void later too; a new column evolves silver.
+        (
+            vec![
+                ("u", "s18", r#"{"id":1,"v":"after"}"#),
+                ("c", "s22", r#"{"id":4,"v":"y","color":"red"}"#),
+            ],
+            true,
+            vec![("3", "x", "s21"), ("4", "y", "s22")],
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scd1_latest_wins_deletes_stick_truncates_void_and_columns_evolve() -> Result<()> {
+    for backend in backends() {
+        for after_each in [true, false] {
+            let lake = TestLake::new(backend, "cdc-scd1")?;
+            let cfg = config(&lake, "")?;
+            let l = Lake::new(&cfg.lake)?;
+            let s: CommitSettings = (&cfg.commit).into();
+            let h = history();
+            for (changes, color, want_rows) in &h {
+                append_bronze(&l, BRONZE, Some("id"), changes, &rows_schema(*color)).await?;
+                if after_each {
+                    apply(&cfg, &l, &s).await?;
+                    assert_eq!(
+                        silver(&l, SILVER).await?,
+                        want(want_rows),
+                        "{backend:?} after {changes:?}"
+                    );
+                }
+            }
+            apply(&cfg, &l, &s).await?;
+            assert_eq!(
+                silver(&l, SILVER).await?,
+                want(&h[h.len() - 1].2),
+                "{backend:?} after_each={after_each}"
+            );
+            let b = read::read_table(&l, SILVER, None).await?;
+            // No `__op`, no `__ingested_at`, no lineage (a new column lands where it arrives).
+            let mut names: Vec<String> = b
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            names.sort();
+            assert_eq!(names, ["__seq", "__source_ts", "color", "id", "v"]);
+            assert_eq!(
+                strings(&b, "color")?.iter().flatten().collect::<Vec<_>>(),
+                ["red"]
+            );
+            let mut h2 = TableHandle::open(&l, SILVER)?;
+            h2.refresh().await?;
+            let conf = h2.table().snapshot()?.metadata().configuration().clone();
+            assert_eq!(
+                conf.get("lakestream.cdc.truncated_at").map(String::as_str),
+                Some("s20")
+            );
+            assert_eq!(
+                conf.get("lakestream.refine.job").map(String::as_str),
+                Some("orders")
+            );
+            // Nothing new: nothing changes.
+            assert_eq!(apply(&cfg, &l, &s).await?, UpsertCounts::default());
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_come_from_the_config_or_the_bronze_property_or_the_error_says_where() -> Result<()> {
+    for backend in backends() {
+        let lake = TestLake::new(backend, "cdc-keys")?;
+        let l = Lake::new(&lake.config.lake)?;
+        let changes = [
+            ("c", "s1", r#"{"id":1,"v":"a"}"#),
+            ("c", "s2", r#"{"id":1,"v":"b"}"#),
+        ];
+        append_bronze(&l, BRONZE, None, &changes, &rows_schema(false)).await?;
+        let cfg = config(&lake, "")?;
+        let s: CommitSettings = (&cfg.commit).into();
+        let e = apply(&cfg, &l, &s)
+            .await
+            .err()
+            .context("no keys must fail")?;
+        assert!(
+            format!("{e:#}").contains(r#"cdc[..].keys."public.orders""#),
+            "{e:#}"
+        );
+        let cfg = config(&lake, r#"keys = ["id"]"#)?;
+        apply(&cfg, &l, &s).await?;
+        assert_eq!(silver(&l, SILVER).await?, want(&[("1", "b", "s2")]));
+    }
+    Ok(())
+}
+
+/// 40 keys inserted, then every round updates every other key.
+fn round(n: usize) -> Vec<(String, String)> {
+    (0..40)
+        .filter(|i| n == 0 || i % 2 == n % 2)
+        .map(|i| {
+            (
+                format!(r#"{{"id":{i},"v":"r{n}"}}"#),
+                format!("s{n:02}-{i:03}"),
+            )
+        })
+        .collect()
+}
+
+async fn append_round(l: &Lake, n: usize, op: &str) -> Result<()> {
+    let r = round(n);
+    let changes: Vec<BronzeChange<'_>> = r
+        .iter()
+        .map(|(j, s)| (op, s.as_str(), j.as_str()))
+        .collect();
+    for chunk in changes.chunks(10) {
+        append_bronze(l, BRONZE, Some("id"), chunk, &rows_schema(false)).await?;
+    }
+    Ok(())
+}
+
+/// Every key once with the newest round's value.
+fn expected_after(rounds: usize, deleted_even: bool) -> Vec<(String, String, String)> {
+    let mut out: Vec<(String, String, String)> = (0..40)
+        .filter(|i| !(deleted_even && i % 2 == 0))
+        .map(|i| {
+            let n = (1..=rounds).rev().find(|n| i % 2 == n % 2).unwrap_or(0);
+            (i.to_string(), format!("r{n}"), format!("s{n:02}-{i:03}"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_applies_a_compaction_and_a_killed_run_keep_every_key_once() -> Result<()> {
+    for backend in backends() {
+        let lake = TestLake::new(backend, "cdc-races")?;
+        let cfg = config(&lake, "")?;
+        let faults = Arc::new(Faults::default());
+        let l = faults.install(Lake::new(&cfg.lake)?);
+        let s: CommitSettings = (&cfg.commit).into();
+        append_round(&l, 0, "c").await?;
+        apply(&cfg, &l, &s).await?;
+        // Two applies at once: every key once, the source consumed once.
+        append_round(&l, 1, "u").await?;
+        let (a, b) = tokio::join!(apply(&cfg, &l, &s), apply(&cfg, &l, &s));
+        let (a, b) = (a?, b?);
+        assert_eq!(a.updated + b.updated, 20, "{a:?} {b:?}");
+        assert_eq!(
+            silver(&l, SILVER).await?,
+            expected_after(1, false),
+            "{backend:?}"
+        );
+
+        // A compaction lands between the apply's plan and its commit.
+        append_round(&l, 2, "u").await?;
+        let l2 = l.clone();
+        let opts = CompactOptions {
+            min_small_files: 2,
+            ..Default::default()
+        };
+        let hook = async move {
+            let landed = tokio::task::spawn_blocking(move || {
+                let rt = tokio::runtime::Runtime::new().ok()?;
+                let r = rt.block_on(compact(&l2, SILVER, &opts, chrono::Utc::now(), &|_, _| {}));
+                r.ok()?.version
+            })
+            .await;
+            assert!(matches!(landed, Ok(Some(_))), "the compaction must land");
+        };
+        *faults
+            .before_log_put
+            .lock()
+            .map_err(|_| anyhow::anyhow!("lock"))? = Some(Box::pin(hook));
+        apply(&cfg, &l, &s).await?;
+        assert_eq!(
+            silver(&l, SILVER).await?,
+            expected_after(2, false),
+            "{backend:?}"
+        );
+
+        // Deletes of the even keys; killed after the tombstone commit, before silver's.
+        append_round(&l, 2, "d").await?;
+        let once = CommitSettings {
+            max_attempts: 1,
+            ..s.clone()
+        };
+        faults.pass_first.store(1, Ordering::SeqCst);
+        faults.refuse.store(1, Ordering::SeqCst);
+        assert!(apply(&cfg, &l, &once).await.is_err());
+        let tombs = read::read_table(&l, "_lakestream/orders/tombstones", None).await?;
+        assert_eq!(tombs.num_rows(), 20, "the tombstones landed first");
+        assert_eq!(silver(&l, SILVER).await?, expected_after(2, false));
+        let c = apply(&cfg, &l, &s).await?;
+        assert_eq!(c.deleted, 20, "{c:?}");
+        assert_eq!(
+            silver(&l, SILVER).await?,
+            expected_after(2, true),
+            "{backend:?}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_family_expands_into_one_job_per_bronze_table_and_applies_all() -> Result<()> {
+    for backend in backends() {
+        let lake = TestLake::new(backend, "cdc-family")?;
+        let mut cfg = PipelineConfig::from_toml(&format!(
+            "{}\n{}",
+            lakestream_testkit::EXAMPLE,
+            r#"
+[[cdc]]
+family = "crm"
+source = "debezium"
+topics = ["crm.*.*"]
+keys = { "sales.items" = ["id"] }
+"#
+        ))?;
+        cfg.lake = lake.config.lake.clone();
+        cfg.commit = lake.config.commit.clone();
+        let l = Lake::new(&cfg.lake)?;
+        let s: CommitSettings = (&cfg.commit).into();
+        let one = [("c", "s1", r#"{"id":1,"v":"a"}"#)];
+        append_bronze(
+            &l,
+            "bronze/crm/public/orders",
+            Some("id"),
+            &one,
+            &rows_schema(false),
+        )
+        .await?;
+        append_bronze(
+            &l,
+            "bronze/crm/public/users",
+            Some("id"),
+            &one,
+            &rows_schema(false),
+        )
+        .await?;
+        append_bronze(
+            &l,
+            "bronze/crm/sales/items",
+            None,
+            &one,
+            &rows_schema(false),
+        )
+        .await?;
+        let mut jobs = all_jobs(&l, &cfg).await?;
+        jobs.retain(|j| j.job.starts_with("cdc-"));
+        let names: Vec<&str> = jobs.iter().map(|j| j.job.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "cdc-crm/public.orders",
+                "cdc-crm/public.users",
+                "cdc-crm/sales.items"
+            ]
+        );
+        let ctx = RunContext::new(&cfg, &l, &s, chrono::Utc::now());
+        for job in in_dependency_order(&jobs, &[])? {
+            run_job(&ctx, job, 10).await?;
+        }
+        for t in ["public/orders", "public/users", "sales/items"] {
+            assert_eq!(
+                silver(&l, &format!("silver/crm/{t}")).await?,
+                want(&[("1", "a", "s1")]),
+                "{backend:?} {t}"
+            );
+        }
+    }
+    Ok(())
+}

@@ -30,9 +30,9 @@ use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::{Add, Remove, Transaction};
 use deltalake::protocol::{DeltaOperation, MergePredicate};
 use incoming::{IncomingRows, Ties};
-use rewrite::Sweep;
 use lakestream_formats::refine::RefineJob;
 use lakestream_formats::refine::upsert::UpsertConfig;
+use rewrite::Sweep;
 use std::sync::Arc;
 pub(crate) use tombstones::Deletes;
 
@@ -194,7 +194,15 @@ pub(crate) async fn run_once(
 ) -> Result<RunReport> {
     let app = ctx.app_id(&cfg.job, &u.source);
     let expire = u.op.is_some().then_some(u.tombstone_retention);
-    run_keyed(ctx, &cfg.job, app, UpsertPlan { ctx, cfg, u }, output, expire).await
+    run_keyed(
+        ctx,
+        &cfg.job,
+        app,
+        UpsertPlan { ctx, cfg, u },
+        output,
+        expire,
+    )
+    .await
 }
 
 /// The output schema after this commit: the output's columns, then new source columns.

@@ -1,7 +1,7 @@
 //! The tables maintenance runs on: every table the pipeline writes
 //! ([`PipelineConfig::tables`]: topic tables, dead letters, access logs, refine outputs, CDC
-//! tombstones), with the per-bucket access-log directory expanded into the tables found under
-//! it. The maintenance function and the CLI's `--all` both use [`maintained_tables`], so the
+//! tombstones), with the per-bucket access-log directory and the CDC families' directories
+//! (bronze, silver, tombstones) expanded into the tables found under them. The maintenance function and the CLI's `--all` both use [`maintained_tables`], so the
 //! schedule and a manual run cover the same set.
 
 use crate::error::Result;
@@ -16,7 +16,9 @@ pub struct MaintainedTable {
     /// Path relative to the lake root.
     pub name: String,
     /// What it holds (never [`TableKind::AccessLogDirectory`]: its tables are listed instead,
-    /// as [`TableKind::AccessLogs`]).
+    /// as [`TableKind::AccessLogs`]; a CDC family's silver tables are [`TableKind::RefineOutput`],
+    /// its tombstone tables [`TableKind::Tombstones`], its bronze tables
+    /// [`TableKind::CdcDirectory`]).
     pub kind: TableKind,
 }
 
@@ -52,8 +54,19 @@ pub async fn maintained_tables_and_skipped(
                     });
                 }
             }
+            // Expanded below, family by family.
+            TableKind::CdcDirectory => {}
             kind => out.push(MaintainedTable { name: t.name, kind }),
         }
+    }
+    // CDC families: bronze, silver and tombstone tables found by listing their directories.
+    for (name, what) in crate::refine::cdc::family::family_table_names(lake, config).await? {
+        let kind = match what {
+            "silver" => TableKind::RefineOutput,
+            "tombstones" => TableKind::Tombstones,
+            _ => TableKind::CdcDirectory,
+        };
+        out.push(MaintainedTable { name, kind });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out.dedup_by(|a, b| a.name == b.name);

@@ -8,7 +8,7 @@ use super::faults::Faults;
 use anyhow::{Context, Result};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use lakestream_core::commit::CommitSettings;
-use lakestream_core::maintenance::{CompactOptions, compact};
+use lakestream_core::maintenance::{CompactOptions, compact, maintained_tables};
 use lakestream_core::refine::cdc::family::all_jobs;
 use lakestream_core::refine::{RunContext, UpsertCounts, in_dependency_order, run_job};
 use lakestream_core::table::TableHandle;
@@ -360,14 +360,11 @@ keys = { "sales.items" = ["id"] }
         let l = Lake::new(&cfg.lake)?;
         let s: CommitSettings = (&cfg.commit).into();
         let one = [("c", "s1", r#"{"id":1,"v":"a"}"#)];
-        append_bronze(
-            &l,
-            "bronze/crm/public/orders",
-            Some("id"),
-            &one,
-            &rows_schema(false),
-        )
-        .await?;
+        let del = [("d", "s2", r#"{"id":2,"v":"gone"}"#)];
+        for changes in [&one, &del] {
+            let orders = "bronze/crm/public/orders";
+            append_bronze(&l, orders, Some("id"), changes, &rows_schema(false)).await?;
+        }
         append_bronze(
             &l,
             "bronze/crm/public/users",
@@ -406,6 +403,29 @@ keys = { "sales.items" = ["id"] }
                 "{backend:?} {t}"
             );
         }
+        let tombs =
+            read::read_table(&l, "_lakestream/cdc-crm/public.orders/tombstones", None).await?;
+        assert_eq!(tombs.num_rows(), 1, "{backend:?}");
+        // Maintenance sees every family table: bronze, silver and the tombstones.
+        let maintained: Vec<String> = maintained_tables(&cfg, &l)
+            .await?
+            .into_iter()
+            .map(|t| t.name)
+            .filter(|n| n.contains("crm"))
+            .collect();
+        assert_eq!(
+            maintained,
+            [
+                "_lakestream/cdc-crm/public.orders/tombstones",
+                "bronze/crm/public/orders",
+                "bronze/crm/public/users",
+                "bronze/crm/sales/items",
+                "silver/crm/public/orders",
+                "silver/crm/public/users",
+                "silver/crm/sales/items",
+            ],
+            "{backend:?}"
+        );
     }
     Ok(())
 }

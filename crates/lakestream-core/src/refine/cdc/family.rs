@@ -31,6 +31,40 @@ pub async fn family_tables(lake: &Lake, family: &CdcFamily) -> Result<Vec<Family
 /// relative to the lake root; a missing directory has none.
 pub async fn listed(lake: &Lake, directory: &str, template: &str) -> Result<Vec<String>> {
     let depth = template.split('/').count() - directory.split('/').count();
+    listed_at(lake, directory, depth, None).await
+}
+
+/// The tables of every family (bronze, silver, and the apply jobs' tombstones), found by
+/// listing, with what each is: `"bronze"`, `"silver"` or `"tombstones"`.
+pub async fn family_table_names(
+    lake: &Lake,
+    config: &PipelineConfig,
+) -> Result<Vec<(String, &'static str)>> {
+    let mut out = Vec::new();
+    for f in &config.cdc {
+        for (dir, template, what) in [
+            (f.bronze_directory(), f.bronze_template(), "bronze"),
+            (f.silver_directory(), f.silver_template(), "silver"),
+        ] {
+            for t in listed(lake, &dir, &template).await? {
+                out.push((t, what));
+            }
+        }
+        let tombs = lakestream_formats::tables::cdc_tombstone_directory(&f.family);
+        for t in listed_at(lake, &tombs, 1, Some("tombstones")).await? {
+            out.push((t, "tombstones"));
+        }
+    }
+    Ok(out)
+}
+
+/// Tables `depth` folders under `directory` (plus `suffix`, a fixed last segment).
+async fn listed_at(
+    lake: &Lake,
+    directory: &str,
+    depth: usize,
+    suffix: Option<&str>,
+) -> Result<Vec<String>> {
     let root = TableHandle::open(lake, directory)?;
     let store = root.table().object_store();
     let mut level: Vec<String> = vec![String::new()];
@@ -58,6 +92,10 @@ pub async fn listed(lake: &Lake, directory: &str, template: &str) -> Result<Vec<
     }
     let mut tables = Vec::new();
     for rel in level {
+        let rel = match suffix {
+            Some(s) => format!("{rel}/{s}"),
+            None => rel,
+        };
         let listing = store
             .list_with_delimiter(Some(&Path::from(rel.as_str())))
             .await

@@ -197,6 +197,40 @@ async fn scd1_latest_wins_deletes_stick_truncates_void_and_columns_evolve() -> R
                 conf.get("lakestream.refine.job").map(String::as_str),
                 Some("orders")
             );
+            if after_each {
+                // The change data feed: the touched keys only, one commit per run.
+                let feed = lakestream_core::inspect::changes(&l, SILVER, 0, None).await?;
+                let b = &feed.rows;
+                let mut got: Vec<String> = (0..b.num_rows())
+                    .map(|i| -> Result<String> {
+                        let col = |n: &str| -> Result<String> {
+                            Ok(strings(b, n)?[i].clone().unwrap_or_default())
+                        };
+                        Ok(format!(
+                            "v{} {} {} {}",
+                            col("_commit_version")?,
+                            col("id")?,
+                            col("v")?,
+                            col("_change_type")?
+                        ))
+                    })
+                    .collect::<Result<_>>()?;
+                got.sort();
+                assert_eq!(
+                    got,
+                    [
+                        "v0 1 a2 insert",
+                        "v0 2 b insert",
+                        "v2 2 b delete",
+                        "v4 2 back insert",
+                        "v5 1 a2 delete",
+                        "v5 2 back delete",
+                        "v5 3 x insert",
+                        "v6 4 y insert",
+                    ],
+                    "{backend:?}"
+                );
+            }
             // Nothing new: nothing changes.
             assert_eq!(apply(&cfg, &l, &s).await?, UpsertCounts::default());
         }

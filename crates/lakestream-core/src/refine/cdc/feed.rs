@@ -8,27 +8,16 @@
 //! A change that lost (older than silver or a tombstone) drops and writes nothing, so it has no
 //! rows here.
 
+use crate::commit::{ChangeType, change_schema};
 use crate::error::Result;
 use crate::refine::upsert::Images;
 use crate::refine::upsert::order::Encoder;
 use deltalake::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use deltalake::arrow::compute::concat_batches;
-use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use std::collections::HashSet;
 use std::sync::Arc;
 
-/// The column holding the kind of change.
-pub const CHANGE_TYPE: &str = "_change_type";
-/// A new key.
-pub const INSERT: &str = "insert";
-/// A changed key's old row.
-pub const UPDATE_PREIMAGE: &str = "update_preimage";
-/// A changed key's new row.
-pub const UPDATE_POSTIMAGE: &str = "update_postimage";
-/// A removed key's old row.
-pub const DELETE: &str = "delete";
-
-/// The feed rows (the table's columns + [`CHANGE_TYPE`]) of a commit whose dropped and written
+/// The feed rows (the table's columns + [`CHANGE_TYPE`](crate::commit::CHANGE_TYPE)) of a commit whose dropped and written
 /// rows are `images`, keys encoded by `keys`; `None` when the commit changes no row.
 pub fn change_rows(keys: &Encoder, table: &str, images: &Images) -> Result<Option<RecordBatch>> {
     let schema = &images.schema;
@@ -47,9 +36,9 @@ pub fn change_rows(keys: &Encoder, table: &str, images: &Images) -> Result<Optio
         .iter()
         .map(|k| {
             if new_keys.contains(k) {
-                UPDATE_PREIMAGE
+                ChangeType::UpdatePreimage.as_str()
             } else {
-                DELETE
+                ChangeType::Delete.as_str()
             }
         })
         .collect();
@@ -58,13 +47,13 @@ pub fn change_rows(keys: &Encoder, table: &str, images: &Images) -> Result<Optio
         .iter()
         .map(|k| {
             if old_keys.contains(k) {
-                UPDATE_POSTIMAGE
+                ChangeType::UpdatePostimage.as_str()
             } else {
-                INSERT
+                ChangeType::Insert.as_str()
             }
         })
         .collect();
-    let out = feed_schema(schema);
+    let out = change_schema(schema);
     let with_type = |b: &RecordBatch, types: Vec<&str>| -> Result<RecordBatch> {
         let mut cols: Vec<ArrayRef> = b.columns().to_vec();
         cols.push(Arc::new(StringArray::from(types)));
@@ -74,17 +63,11 @@ pub fn change_rows(keys: &Encoder, table: &str, images: &Images) -> Result<Optio
     Ok(Some(concat_batches(&out, &parts)?))
 }
 
-/// `schema` + [`CHANGE_TYPE`] (Utf8, not null).
-pub fn feed_schema(schema: &SchemaRef) -> SchemaRef {
-    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-    fields.push(Field::new(CHANGE_TYPE, DataType::Utf8, false));
-    Arc::new(Schema::new(fields))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use deltalake::arrow::array::{AsArray, Int64Array};
+    use deltalake::arrow::datatypes::{DataType, Schema};
 
     fn rows(ids: &[i64], v: &[&str]) -> RecordBatch {
         RecordBatch::try_from_iter([
@@ -113,10 +96,10 @@ mod tests {
             })
             .collect();
         let want = [
-            ("a", UPDATE_PREIMAGE),
-            ("b", DELETE),
-            ("a2", UPDATE_POSTIMAGE),
-            ("c", INSERT),
+            ("a", "update_preimage"),
+            ("b", "delete"),
+            ("a2", "update_postimage"),
+            ("c", "insert"),
         ];
         assert_eq!(
             got,

@@ -5,11 +5,12 @@
 //! - a truncate (`__op = t`) newer than the silver's `lakestream.cdc.truncated_at` drops every
 //!   silver row with a smaller `__seq` and records its `__seq` there in the same commit; a
 //!   change with `__seq <= truncated_at` is void;
-//! - the change data feed rows of the touched keys ([`feed`](super::feed)).
+//! - silver is created with the change data feed on, and every commit carries the feed rows
+//!   of the touched keys ([`feed`](super::feed)) as `_change_data/` files.
 
 use super::changes::{ChangeRead, read_changes};
 use super::feed;
-use crate::commit::TableState;
+use crate::commit::{TableState, write_change_data};
 use crate::error::{Error, Result};
 use crate::refine::context::RunContext;
 use crate::refine::report::RunReport;
@@ -102,10 +103,14 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
                 .properties
                 .push((silver::TRUNCATED_AT_PROPERTY.to_string(), t));
         }
-        // The change data feed of the touched keys. Wired into the commit when `commit`
-        // writes change files: `commit::write_change_data(lake, output, schema, [], batch)`
-        // -> `plan.proposal.change.cdc_files`, and `create.change_data_feed = true`.
-        let _rows = feed::change_rows(&src.key_enc, &cfg.output, &images)?;
+        // Silver has the change data feed on; each commit carries its touched keys' rows.
+        if let Some(rows) = feed::change_rows(&src.key_enc, &cfg.output, &images)? {
+            plan.proposal.change.cdc_files =
+                write_change_data(ctx.lake, &cfg.output, images.schema.clone(), &[], &rows).await?;
+        }
+        if let Some(create) = plan.proposal.create.as_mut() {
+            create.change_data_feed = true;
+        }
         Ok(Planned::Commit(Box::new(plan)))
     }
 }

@@ -295,8 +295,28 @@ pub fn validate(cfg: &PipelineConfig) {
             lakestream_formats::tables::TableKind::AccessLogDirectory => {
                 format!("{}/<bucket>", t.name)
             }
+            lakestream_formats::tables::TableKind::CdcDirectory => cdc_tables(cfg, &t.key, &t.name),
             _ => t.name,
         };
         println!("  {name:<32} {:<34} {}", t.kind.describe(), t.key);
+    }
+}
+
+/// The tables a CDC family directory (`cdc[i].bronze`, `.silver`, `.scd`) holds, as a pattern
+/// (`bronze/crm/<schema>/<table>`, `_lakestream/cdc-crm/<schema>.<table>/tombstones`).
+fn cdc_tables(cfg: &PipelineConfig, key: &str, directory: &str) -> String {
+    let family = key
+        .strip_prefix("cdc[")
+        .and_then(|k| k.split(']').next())
+        .and_then(|i| i.parse::<usize>().ok())
+        .and_then(|i| cfg.cdc.get(i));
+    let pattern = |t: String| {
+        t.replace("{schema}", "<schema>")
+            .replace("{table}", "<table>")
+    };
+    match family {
+        Some(f) if key.ends_with(".bronze") => pattern(f.bronze_template()),
+        Some(f) if key.ends_with(".silver") => pattern(f.silver_template()),
+        _ => format!("{directory}/<schema>.<table>/tombstones"),
     }
 }

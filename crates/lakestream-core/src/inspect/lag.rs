@@ -118,7 +118,8 @@ pub async fn lag(lake: &Lake, config: &PipelineConfig, now: DateTime<Utc>) -> Re
         }
         out.kafka.push(row);
     }
-    for job in &config.refine {
+    // Configured jobs and every `[[cdc]]` family table's apply job (one listing per family).
+    for job in &crate::refine::cdc::family::all_jobs(lake, config).await? {
         let mut output = TableHandle::open(lake, &job.output)?;
         let exists = output.refresh().await?;
         for source in job.sources() {

@@ -44,11 +44,12 @@ pub struct Reader {
 /// Readers per source table.
 pub type Readers = BTreeMap<String, Vec<Reader>>;
 
-/// The refine readers of every table a job of `config` reads, from each output's `txn`s (an
+/// The refine readers of every table a job of `config` (or a CDC family's apply job) reads, from each output's `txn`s (an
 /// output not written yet: the job consumed nothing).
 pub async fn refine_readers(lake: &Lake, config: &PipelineConfig) -> Result<Readers> {
     let mut out = Readers::new();
-    for job in &config.refine {
+    // Configured jobs and every `[[cdc]]` family table's apply job (found by listing).
+    for job in &crate::refine::cdc::family::all_jobs(lake, config).await? {
         let mut output = TableHandle::open(lake, &job.output)?;
         let exists = output.refresh().await?;
         for source in job.sources() {

@@ -12,8 +12,13 @@
 //!    ([`rewrite`]), and commit removes + adds + the source `txn` in one commit on the checked
 //!    commit path (read scope: the table, so a concurrent upsert, delete or compaction of a
 //!    removed file makes it re-plan from the new snapshot).
+//!
+//! The CDC apply (SCD1, `refine/cdc/scd1.rs`) is this upsert over its changes: it shares
+//! [`plan`] (with a [`Sweep`] for truncates and the dropped / written rows for the change data
+//! feed) and the commit loop of `keyed.rs`.
 
 pub(crate) mod incoming;
+mod keyed;
 pub mod order;
 pub(crate) mod rewrite;
 pub mod target;
@@ -22,7 +27,7 @@ pub mod tombstones;
 use super::context::{JOB_PROPERTY, RunContext, source_id_property};
 use super::report::{RunCounts, RunReport, SideReport, UpsertCounts};
 use super::source::read_next;
-use crate::commit::{Change, ChangePlanner, NewTable, Proposal, ReadScope, TableState, run};
+use crate::commit::{Change, NewTable, Proposal, ReadScope, TableState};
 use crate::error::{Error, Result};
 use crate::table::TableHandle;
 use deltalake::arrow::array::RecordBatch;
@@ -30,6 +35,7 @@ use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::{Add, Remove, Transaction};
 use deltalake::protocol::{DeltaOperation, MergePredicate};
 use incoming::{IncomingRows, Ties};
+pub(crate) use keyed::{KeyedPlan, run_keyed};
 use lakestream_formats::refine::RefineJob;
 use lakestream_formats::refine::upsert::UpsertConfig;
 use rewrite::Sweep;
@@ -59,96 +65,6 @@ pub(crate) enum Planned {
 /// An empty report of a keyed run.
 pub(crate) fn empty_report() -> RunReport {
     RunReport::new(RunCounts::Upsert(UpsertCounts::default()))
-}
-
-/// Plans one commit of a keyed run (the source consumed up to `consumed`); writes data files
-/// only.
-#[allow(async_fn_in_trait)]
-pub(crate) trait KeyedPlan {
-    /// Plan from the output at `state`.
-    async fn plan(
-        &mut self,
-        output: &TableHandle,
-        state: &TableState,
-        consumed: Option<u64>,
-    ) -> Result<Planned>;
-}
-
-/// A keyed run on the one commit loop: `plan` reads the source chunk and the output and writes
-/// data files only; the tombstones of winning deletes are the side write, durable before the
-/// output commit (and repeated after a re-plan: writing one twice is harmless).
-struct KeyedPlanner<'a, 'c, P> {
-    ctx: &'a RunContext<'c>,
-    job: &'a str,
-    app: String,
-    inner: P,
-    tombstones: Option<Deletes>,
-    report: RunReport,
-}
-
-impl<P: KeyedPlan> ChangePlanner for KeyedPlanner<'_, '_, P> {
-    fn app_ids(&self) -> Vec<String> {
-        vec![self.app.clone()]
-    }
-
-    async fn plan(&mut self, output: &TableHandle, state: &TableState) -> Result<Option<Proposal>> {
-        let consumed = state
-            .committed
-            .get(&self.app)
-            .and_then(|v| u64::try_from(*v).ok());
-        match self.inner.plan(output, state, consumed).await? {
-            Planned::Commit(p) => {
-                let p = *p;
-                self.tombstones = p.tombstones;
-                self.report = p.report;
-                Ok(Some(p.proposal))
-            }
-            Planned::Nothing(report) => {
-                self.tombstones = None;
-                self.report = report;
-                Ok(None)
-            }
-        }
-    }
-
-    async fn side_writes(&mut self, _: &Proposal) -> Result<()> {
-        let Some(d) = &self.tombstones else {
-            return Ok(());
-        };
-        d.write(self.ctx.lake, self.job, self.ctx.settings, self.ctx.now)
-            .await
-    }
-}
-
-/// Run a keyed job once on the one commit loop (re-planned from a fresh snapshot on conflict),
-/// consuming its source as `app`; after a commit lands, tombstones older than `expire` go.
-pub(crate) async fn run_keyed<P: KeyedPlan>(
-    ctx: &RunContext<'_>,
-    job: &str,
-    app: String,
-    inner: P,
-    mut output: TableHandle,
-    expire: Option<std::time::Duration>,
-) -> Result<RunReport> {
-    let mut planner = KeyedPlanner {
-        ctx,
-        job,
-        app,
-        inner,
-        tombstones: None,
-        report: empty_report(),
-    };
-    let ran = run(&mut output, ctx.settings, &mut planner).await?;
-    let mut report = planner.report;
-    report.attempts = ran.attempts;
-    if let Some(landed) = ran.landed {
-        report.output_version = Some(landed.version);
-        if let Some(retention) = expire {
-            let tombs = tombstones::table_name(job);
-            tombstones::expire(ctx.lake, &tombs, ctx.settings, ctx.now, retention).await?;
-        }
-    }
-    Ok(report)
 }
 
 /// The upsert's plans.

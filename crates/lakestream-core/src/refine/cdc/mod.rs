@@ -1,11 +1,11 @@
 //! The CDC-apply kind: a bronze table's changes applied per key into silver, SCD type 1 or 2,
 //! with Delta's change data feed written in the same commit (ARCHITECTURE.md "CDC lakehouse").
 //!
-//! - [`changes`]: what bronze gained since the silver `txn`, keys resolved, one change per
+//! - `changes`: what bronze gained since the silver `txn`, keys resolved, one change per
 //!   (key, `__seq`), sorted by key then `__seq` (shared by both SCD types).
-//! - [`scd1`]: SCD type 1 on the upsert's machinery, with truncates.
+//! - `scd1`: SCD type 1 on the upsert's machinery, with truncates.
 //! - [`feed`]: the change data feed rows of a commit's touched keys.
-//! - [`scd2`]: SCD type 2 (history rebuilt per touched key).
+//! - `scd2`: SCD type 2 (history rebuilt per touched key).
 //! - [`family`]: a family's tables found by listing, and their apply jobs.
 
 pub(crate) mod changes;

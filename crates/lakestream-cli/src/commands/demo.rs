@@ -162,6 +162,12 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
         format!(
             "cargo run --features sql --bin lakestream -- sql \"SELECT count(*) FROM raw_order\" --lake {root}"
         ),
+        format!(
+            "lakestream changes silver/crm/public/customers --from 0 --lake {root}  # the change data feed"
+        ),
+        format!(
+            "lakestream history silver/legacy/dbo/accounts --lake {root}  # the SCD2 table's commits"
+        ),
     ] {
         println!("  {line}");
     }

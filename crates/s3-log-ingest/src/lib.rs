@@ -104,48 +104,60 @@ pub async fn process_messages(
         .cloned()
         .partition(|o| ingestor.cdc_files_for(o).is_some());
     if let Some(files) = cdc.first().and_then(|o| ingestor.cdc_files_for(o)) {
-        match files.ingest(&cdc, source).await {
-            Ok(r) => {
-                for (i, objs) in per_message.iter().enumerate() {
-                    if objs.iter().any(|o| r.failed(o)) {
-                        failed.insert(i);
-                    }
-                }
-                merge(&mut report.objects, r);
-            }
-            Err(e) => {
-                tracing::error!(error = %e.redacted(), "CDC file ingest failed; messages will be retried");
-                for (i, objs) in per_message.iter().enumerate() {
-                    if objs.iter().any(|o| cdc.contains(o)) {
-                        failed.insert(i);
-                    }
-                }
-            }
-        }
+        let outcome = files.ingest(&cdc, source).await;
+        settle(
+            outcome,
+            &cdc,
+            &per_message,
+            &mut failed,
+            &mut report.objects,
+            "CDC file ingest",
+        );
     }
     if !objects.is_empty() {
-        match ingestor.ingest(&objects, source).await {
-            Ok(r) => {
-                for (i, objs) in per_message.iter().enumerate() {
-                    if objs.iter().any(|o| r.failed(o)) {
-                        failed.insert(i);
-                    }
-                }
-                merge(&mut report.objects, r);
-            }
-            Err(e) => {
-                tracing::error!(error = %e.redacted(), "ingest failed; messages will be retried");
-                for (i, objs) in per_message.iter().enumerate() {
-                    if objs.iter().any(|o| objects.contains(o)) {
-                        failed.insert(i);
-                    }
-                }
-            }
-        }
+        let outcome = ingestor.ingest(&objects, source).await;
+        settle(
+            outcome,
+            &objects,
+            &per_message,
+            &mut failed,
+            &mut report.objects,
+            "ingest",
+        );
     }
     report.failed = failed.iter().map(|&i| messages[i].id.clone()).collect();
     report.acknowledged = messages.len() - report.failed.len();
     report
+}
+
+/// Mark the messages whose objects failed (all of `group`'s on an error: retried) and add a
+/// report to the total.
+fn settle(
+    outcome: lakestream_core::Result<ObjectIngestReport>,
+    group: &[LogObject],
+    per_message: &[Vec<LogObject>],
+    failed: &mut std::collections::BTreeSet<usize>,
+    total: &mut ObjectIngestReport,
+    what: &str,
+) {
+    match outcome {
+        Ok(r) => {
+            for (i, objs) in per_message.iter().enumerate() {
+                if objs.iter().any(|o| r.failed(o)) {
+                    failed.insert(i);
+                }
+            }
+            merge(total, r);
+        }
+        Err(e) => {
+            tracing::error!(error = %e.redacted(), "{what} failed; messages will be retried");
+            for (i, objs) in per_message.iter().enumerate() {
+                if objs.iter().any(|o| group.contains(o)) {
+                    failed.insert(i);
+                }
+            }
+        }
+    }
 }
 
 /// Add `r` to `total`.

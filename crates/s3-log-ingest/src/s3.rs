@@ -35,6 +35,32 @@ impl S3Objects {
     }
 }
 
+/// `If-Match` on the notified ETag (none when the notification carried none).
+fn if_match(object: &LogObject) -> Option<String> {
+    object
+        .etag
+        .as_deref()
+        .filter(|e| !e.is_empty())
+        .map(|e| format!("\"{}\"", e.trim_matches('"')))
+}
+
+/// The ETag S3 answered with: the idempotency key needs the version read, so an answer without
+/// one is refused (nothing of the object written).
+fn answered_etag(e_tag: Option<&str>, object: &LogObject, request: &str) -> Result<String> {
+    e_tag
+        .map(|e| e.trim_matches('"'))
+        .filter(|e| !e.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| Error::Fetch {
+            object: object.uri(),
+            message: format!(
+                "the {request} answered without an ETag: refused, nothing of it written (the \
+                 idempotency key needs the version read)"
+            ),
+            retryable: false,
+        })
+}
+
 impl ObjectSource for S3Objects {
     async fn fetch(&self, object: &LogObject, max_bytes: u64) -> Result<Fetched> {
         for key in std::iter::once(&object.key).chain(object.alt_key.as_ref()) {
@@ -43,30 +69,12 @@ impl ObjectSource for S3Objects {
                 .get_object()
                 .bucket(&object.bucket)
                 .key(key)
-                .set_if_match(
-                    object
-                        .etag
-                        .as_deref()
-                        .filter(|e| !e.is_empty())
-                        .map(|e| format!("\"{}\"", e.trim_matches('"'))),
-                )
+                .set_if_match(if_match(object))
                 .send()
                 .await;
             match res {
                 Ok(out) => {
-                    let etag = out
-                        .e_tag
-                        .as_deref()
-                        .map(|e| e.trim_matches('"'))
-                        .filter(|e| !e.is_empty())
-                        .ok_or_else(|| Error::Fetch {
-                            object: object.uri(),
-                            message: "the GET answered without an ETag: refused, nothing of it \
-                                      written (the idempotency key needs the version read)"
-                                .into(),
-                            retryable: false,
-                        })?
-                        .to_string();
+                    let etag = answered_etag(out.e_tag.as_deref(), object, "GET")?;
                     // The size is known from Content-Length before the body is read; the body
                     // is then read in chunks and given up past the limit (a server that sends
                     // more than it announced).
@@ -242,30 +250,12 @@ impl S3Objects {
             .head_object()
             .bucket(&object.bucket)
             .key(key)
-            .set_if_match(
-                object
-                    .etag
-                    .as_deref()
-                    .filter(|e| !e.is_empty())
-                    .map(|e| format!("\"{}\"", e.trim_matches('"'))),
-            )
+            .set_if_match(if_match(object))
             .send()
             .await;
         match res {
             Ok(out) => {
-                let etag = out
-                    .e_tag
-                    .as_deref()
-                    .map(|e| e.trim_matches('"'))
-                    .filter(|e| !e.is_empty())
-                    .ok_or_else(|| Error::Fetch {
-                        object: object.uri(),
-                        message: "the HEAD answered without an ETag: refused (the idempotency \
-                                  key needs the version read)"
-                            .into(),
-                        retryable: false,
-                    })?
-                    .to_string();
+                let etag = answered_etag(out.e_tag.as_deref(), object, "HEAD")?;
                 Ok(Some(Opened::Version(Arc::new(S3Version {
                     client: self.client.clone(),
                     bucket: object.bucket.clone(),

@@ -252,3 +252,59 @@ async fn scd2_history_and_change_feed() -> Result<()> {
     }
     Ok(())
 }
+
+/// A delete delivered before the upsert it closes (out of order across runs), and a truncate
+/// before an older insert, still close them when they arrive: silver keeps no trace of such a
+/// delete, so the job's side table (`_lakestream/<job>/tombstones`) does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_or_truncate_delivered_first_closes_what_arrives_later() -> Result<()> {
+    for b in backends() {
+        let lake = TestLake::new(b, "scd2-early-delete")?;
+        let cfg = config(&lake)?;
+        let l = Lake::new(&cfg.lake)?;
+        let s = CommitSettings::from(&cfg.commit);
+        let ing = KafkaIngestor::new(
+            cfg.clone(),
+            std::sync::Arc::new(lakestream_core::SystemClock),
+        )?;
+        let mut off = 0;
+        let mut send = |recs: &[(Option<i64>, &str, &str, u32)]| {
+            recs.iter()
+                .map(|&(id, v, op, seq)| {
+                    off += 1;
+                    change(off, id, v, op, seq)
+                })
+                .collect::<Vec<_>>()
+        };
+        for (run, changes) in [
+            // The delete of 3 (at 35) first; 4 is inserted so silver exists.
+            vec![(Some(3), "a", "d", 35), (Some(4), "y", "c", 31)],
+            // The insert it ends, then a re-insert after it.
+            vec![(Some(3), "a", "c", 32)],
+            vec![(Some(3), "z", "c", 38)],
+            // A truncate at 58, then an insert made before it, delivered after it.
+            vec![(None, "", "t", 58)],
+            vec![(Some(5), "old", "c", 55)],
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let r = ing.ingest(&send(&changes)).await?;
+            assert_eq!(r.dead_lettered, 0, "run {run}");
+            apply(&cfg, &l, &s)
+                .await?
+                .with_context(|| format!("run {run} committed"))?;
+        }
+        assert_eq!(
+            silver(&l).await?,
+            t4(&[
+                ("3", "a", "32", "35"),
+                ("3", "z", "38", "58"),
+                ("4", "y", "31", "58"),
+                ("5", "old", "55", "58"),
+            ]),
+            "{b:?}"
+        );
+    }
+    Ok(())
+}

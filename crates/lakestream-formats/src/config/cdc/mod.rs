@@ -11,6 +11,9 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// The `keys` / `columns` entry that applies to every table of a family without its own entry.
+pub const EVERY_TABLE: &str = "*";
+
 /// One family of CDC tables.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,12 +39,13 @@ pub struct CdcFamily {
     /// `1` (latest row per key) or `2` (history rows with `__START_AT` / `__END_AT`).
     #[serde(default)]
     pub scd: ScdType,
-    /// Key columns per table (`"<schema>.<table>" = ["id"]`). Debezium default: the record
-    /// key's fields; DMS / files: required for every applied table.
+    /// Key columns per table (`"<schema>.<table>" = ["id"]`; `"*"`: every table without its
+    /// own entry). Debezium default: the record key's fields; DMS / files: required for every
+    /// applied table.
     #[serde(default)]
     pub keys: BTreeMap<String, Vec<String>>,
-    /// Declared columns per table (`"<schema>.<table>" = ["id int64", "amount decimal(10,2)"]`),
-    /// in the source table's order: required for CSV without a header row; elsewhere they fix
+    /// Declared columns per table (`"<schema>.<table>" = ["id int64", "amount decimal(10,2)"]`;
+    /// `"*"`: every table without its own entry), in the source table's order: required for CSV without a header row; elsewhere they fix
     /// the type of the named columns (e.g. Debezium without `schemas.enable`).
     #[serde(default)]
     pub columns: BTreeMap<String, Vec<String>>,
@@ -316,26 +320,28 @@ impl CdcFamily {
         self.includes(&t).then_some(t)
     }
 
-    /// Declared key columns of `t`, if any.
+    /// Declared key columns of `t`, if any: its own entry, else the family-wide `"*"` entry.
     pub fn declared_keys(&self, t: &FamilyTable) -> Option<&[String]> {
-        self.keys.get(&t.qualified()).map(Vec::as_slice)
+        self.keys
+            .get(&t.qualified())
+            .or_else(|| self.keys.get(EVERY_TABLE))
+            .map(Vec::as_slice)
     }
 
-    /// Declared columns of `t` (parsed), in order; empty when none are declared.
+    /// Declared columns of `t` (parsed), in order: its own entry, else the family-wide `"*"`
+    /// entry; empty when neither is declared.
     pub fn declared_columns(&self, t: &FamilyTable) -> Result<Vec<CdcColumn>> {
-        let Some(list) = self.columns.get(&t.qualified()) else {
+        let Some((name, list)) = self
+            .columns
+            .get_key_value(&t.qualified())
+            .or_else(|| self.columns.get_key_value(EVERY_TABLE))
+        else {
             return Ok(vec![]);
         };
         list.iter()
             .map(|c| CdcColumn::parse(c))
             .collect::<std::result::Result<_, _>>()
-            .map_err(|e| {
-                Error::Config(format!(
-                    "`cdc.{}.columns.\"{}\"`: {e}",
-                    self.family,
-                    t.qualified()
-                ))
-            })
+            .map_err(|e| Error::Config(format!("`cdc.{}.columns.\"{name}\"`: {e}", self.family)))
     }
 
     /// CSV files have a header row.

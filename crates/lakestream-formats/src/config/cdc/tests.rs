@@ -184,3 +184,43 @@ fn the_example_family_config_parses() -> anyhow::Result<()> {
     assert_eq!(legacy.declared_columns(&acc)?.len(), 4);
     Ok(())
 }
+
+#[test]
+fn a_star_entry_declares_keys_and_columns_for_every_table_without_its_own() -> anyhow::Result<()> {
+    let cfg = parse(
+        r#"
+[[cdc]]
+family = "erp"
+source = "dms"
+location = "s3://landing/dms/"
+keys = { "*" = ["id"], "dbo.lines" = ["order_id", "line_no"] }
+columns = { "*" = ["commit_ts timestamp", "id int64", "name string"], "dbo.lines" = ["order_id int64", "line_no int32"] }
+"#,
+    )?;
+    let of = |key: &str| {
+        cfg.cdc_object("landing", key)
+            .ok_or_else(|| anyhow::anyhow!("no match for {key}"))
+    };
+    let (f, t) = of("dms/dbo/t07/LOAD00000001.csv")?;
+    assert_eq!(f.declared_keys(&t), Some(&["id".to_string()][..]));
+    let names: Vec<String> = f
+        .declared_columns(&t)?
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(names, ["commit_ts", "id", "name"]);
+    let (f, lines) = of("dms/dbo/lines/LOAD00000001.csv")?;
+    assert_eq!(
+        f.declared_keys(&lines),
+        Some(&["order_id".to_string(), "line_no".to_string()][..])
+    );
+    assert_eq!(f.declared_columns(&lines)?.len(), 2);
+    assert!(
+        err_of(
+            "[[cdc]]\nfamily = \"e\"\nsource = \"dms\"\nlocation = \"s3://landing/dms/\"\n\
+             columns = { \"*\" = [\"id int99\"] }\n"
+        )
+        .contains("columns.\"*\"")
+    );
+    Ok(())
+}

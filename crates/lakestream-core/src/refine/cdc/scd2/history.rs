@@ -2,14 +2,17 @@
 //! batches out).
 //!
 //! A key's silver rows are turned back into changes (a row = an upsert at its `__seq`; an
-//! `__END_SEQ` no row of the key starts at = a delete), the new changes are added (equal
-//! `__seq`: the change already applied wins), a truncate is a delete of every key, and the
-//! intervals are rebuilt in `__seq` order: an upsert closes the open row and opens its own, a
-//! delete closes the open row. The change feed compares the rebuilt rows with the old ones by
-//! (key, `__seq`): new -> `insert`, end changed -> `update_preimage` + `update_postimage`.
+//! `__END_SEQ` no row of the key starts at = a delete), the stored deletes and truncates are
+//! added ([`Stored`]), then the new changes (equal `__seq`: the change already applied wins); a
+//! truncate is a delete of every key, and the intervals are rebuilt in `__seq` order: an upsert
+//! closes the open row and opens its own, a delete closes the open row. The change feed
+//! compares the rebuilt rows with the old ones by (key, `__seq`): new -> `insert`, end changed
+//! -> `update_preimage` + `update_postimage`.
 //!
-//! Known limit: a delete that closes nothing (it arrived before every upsert of its key) leaves
-//! no trace in silver, so an older upsert arriving in a later run is not closed by it.
+//! A delete that closes nothing (it arrived before the upserts it ends) leaves no trace in
+//! silver, nor does a truncate for a key with no row yet: such deletes ([`Rebuilt::orphans`])
+//! and every truncate are kept in the job's side table and passed back as [`Stored`], so an
+//! older upsert arriving in a later run is closed by them.
 
 use crate::commit::ChangeType;
 use crate::error::{Error, Result};
@@ -33,9 +36,22 @@ pub struct Truncate {
     pub at: Option<i64>,
 }
 
+/// A delete or truncate kept in the job's side table (silver has no trace of it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// The key (encoded by [`KeyCodec`]); `None`: a truncate (every key).
+    pub key: Option<Vec<u8>>,
+    /// Its `__seq`.
+    pub seq: String,
+    /// Its time (µs).
+    pub at: Option<i64>,
+}
+
 /// The rebuilt history of the touched keys.
 #[derive(Debug)]
 pub struct Rebuilt {
+    /// New deletes that closed no row, as (encoded key, `__seq`): to be stored.
+    pub orphans: HashSet<(Vec<u8>, String)>,
     /// Every row of every touched key, in the silver schema.
     pub rows: RecordBatch,
     /// The change feed rows: the silver schema plus `_change_type`.
@@ -100,7 +116,8 @@ type Built = (usize, Option<(String, Option<i64>)>);
 enum Kind {
     /// Opens the row at this index of the combined rows.
     Upsert(usize),
-    Delete,
+    /// Closes the open row; `true`: a new delete of this run (an orphan when it closes none).
+    Delete(bool),
 }
 
 #[derive(Debug, Clone)]
@@ -164,13 +181,15 @@ fn as_rows(
 }
 
 /// Rebuild the history of the keys of `old` (their silver rows) and `changes` (the run's
-/// changes, `ChangeRead::changes` without truncates), with `truncates` closing every key.
+/// changes, `ChangeRead::changes` without truncates), with `truncates` closing every key and
+/// the `stored` deletes and truncates of earlier runs.
 pub fn rebuild(
     schema: &SchemaRef,
     codec: &KeyCodec,
     old: &RecordBatch,
     changes: &RecordBatch,
     truncates: &[Truncate],
+    stored: &[Stored],
 ) -> Result<Rebuilt> {
     let starts: Vec<Option<i64>> = micros(changes, bronze::SOURCE_TS)?
         .into_iter()
@@ -203,7 +222,7 @@ pub fn rebuild(
         let kind = if is_old || ops[i - old.num_rows()].as_deref() != Some(bronze::OP_DELETE) {
             Kind::Upsert(i)
         } else {
-            Kind::Delete
+            Kind::Delete(true)
         };
         list.push(Event {
             seq,
@@ -218,17 +237,27 @@ pub fn rebuild(
             list.push(Event {
                 seq: e.clone(),
                 old: true,
-                kind: Kind::Delete,
+                kind: Kind::Delete(false),
                 at: end_at[i],
             });
         }
     }
-    for list in events.values_mut() {
+    for (key, list) in events.iter_mut() {
+        for s in stored {
+            if s.key.as_deref().is_none_or(|k| k == *key) {
+                list.push(Event {
+                    seq: s.seq.clone(),
+                    old: true,
+                    kind: Kind::Delete(false),
+                    at: s.at,
+                });
+            }
+        }
         for t in truncates {
             list.push(Event {
                 seq: t.seq.clone(),
                 old: false,
-                kind: Kind::Delete,
+                kind: Kind::Delete(false),
                 at: t.at,
             });
         }
@@ -238,11 +267,13 @@ pub fn rebuild(
     }
     // Rebuild: (combined row, end) per row, key by key.
     let mut out: Vec<Built> = Vec::new();
-    for list in events.values() {
+    let mut orphans = HashSet::new();
+    for (key, list) in &events {
         let mut open: Option<usize> = None;
         for e in list {
-            if let Some(o) = open.take() {
-                out[o].1 = Some((e.seq.clone(), e.at));
+            let closed = open.take().map(|o| out[o].1 = Some((e.seq.clone(), e.at)));
+            if closed.is_none() && matches!(e.kind, Kind::Delete(true)) {
+                orphans.insert((key.to_vec(), e.seq.clone()));
             }
             if let Kind::Upsert(i) = e.kind {
                 open = Some(out.len());
@@ -264,7 +295,7 @@ pub fn rebuild(
     .with_timezone("UTC");
     rows = replace(&rows, silver::END_SEQ, Arc::new(end_seq))?;
     rows = replace(&rows, silver::END_AT, Arc::new(end_at))?;
-    feed(
+    let mut rebuilt = feed(
         schema,
         old,
         &combined,
@@ -274,7 +305,9 @@ pub fn rebuild(
         &end_at_vec(&combined)?,
         rows,
         &out,
-    )
+    )?;
+    rebuilt.orphans = orphans;
+    Ok(rebuilt)
 }
 
 fn end_at_vec(b: &RecordBatch) -> Result<Vec<Option<i64>>> {
@@ -354,6 +387,7 @@ fn feed(
         }
     }
     Ok(Rebuilt {
+        orphans: HashSet::new(),
         rows,
         feed,
         changed,

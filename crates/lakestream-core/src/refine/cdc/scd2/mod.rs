@@ -11,6 +11,7 @@
 //!    a truncate records `lakestream.cdc.truncated_at`. Silver is created with the feed on.
 
 pub mod history;
+mod stored;
 
 use super::changes::{ChangeRead, read_changes};
 use crate::commit::{
@@ -20,7 +21,7 @@ use crate::commit::{
 use crate::error::{Error, Result};
 use crate::refine::context::{JOB_PROPERTY, RunContext, source_id_property};
 use crate::refine::report::{RunCounts, RunReport, SideReport, UpsertCounts};
-use crate::refine::upsert::target;
+use crate::refine::upsert::{target, tombstones};
 use crate::table::TableHandle;
 use deltalake::arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray};
 use deltalake::arrow::compute::{cast, concat_batches, filter_record_batch};
@@ -42,6 +43,8 @@ struct Scd2Planner<'a, 'c> {
     apply: &'a CdcApply,
     app: String,
     report: RunReport,
+    /// Deletes and truncates to store before the commit (`stored`), with their columns.
+    pending: Option<(RecordBatch, Vec<String>)>,
 }
 
 impl ChangePlanner for Scd2Planner<'_, '_> {
@@ -55,6 +58,7 @@ impl ChangePlanner for Scd2Planner<'_, '_> {
             .get(&self.app)
             .and_then(|v| u64::try_from(*v).ok());
         self.report = RunReport::new(RunCounts::Upsert(UpsertCounts::default()));
+        self.pending = None;
         let Some(read) = read_changes(self.ctx, self.cfg, self.apply, consumed).await? else {
             self.report.waiting_for = Some(self.apply.source.clone());
             return Ok(None);
@@ -63,6 +67,25 @@ impl ChangePlanner for Scd2Planner<'_, '_> {
             return Ok(None);
         }
         plan(self, output, state, consumed, read).await.map(Some)
+    }
+
+    async fn side_writes(&mut self, _: &Proposal) -> Result<()> {
+        let Some((rows, columns)) = &self.pending else {
+            return Ok(());
+        };
+        let seqs = cast(
+            rows.column_by_name(bronze::SEQ)
+                .ok_or_else(|| Error::Internal("stored rows without `__seq`".into()))?,
+            &DataType::Utf8,
+        )?;
+        let ties = seqs
+            .as_string::<i32>()
+            .iter()
+            .map(|s| s.unwrap_or_default().to_string())
+            .collect();
+        let table = tombstones::table_name(&self.cfg.job);
+        let ctx = self.ctx;
+        tombstones::write(ctx.lake, &table, ctx.settings, rows, columns, ties, ctx.now).await
     }
 }
 
@@ -79,6 +102,7 @@ pub(crate) async fn run_once(
         apply,
         app: ctx.app_id(&cfg.job, &apply.source),
         report: RunReport::new(RunCounts::Upsert(UpsertCounts::default())),
+        pending: None,
     };
     let ran = run(&mut output, ctx.settings, &mut planner).await?;
     let mut report = planner.report;
@@ -208,7 +232,16 @@ async fn plan(
         old_parts.push(filter_record_batch(rows, &mask)?);
     }
     let old = concat_batches(&schema, &old_parts)?;
-    let rebuilt = history::rebuild(&schema, &codec, &old, &changes, &truncates)?;
+    let tombs = tombstones::table_name(&p.cfg.job);
+    let kept = stored::load(p.ctx.lake, &tombs, &codec).await?;
+    let rebuilt = history::rebuild(&schema, &codec, &old, &changes, &truncates, &kept)?;
+    p.pending = stored::to_store(&read.changes, &codec, &rebuilt, &kept)?.map(|rows| {
+        let columns = read.keys.iter().cloned();
+        (
+            rows,
+            columns.chain(stored::COLUMNS.map(String::from)).collect(),
+        )
+    });
 
     // Rewrite the files holding changed keys; write the changed keys' rows.
     let mut writer = batch_writer(p.ctx.lake, table, schema.clone(), vec![])?;

@@ -144,7 +144,8 @@ impl PipelineConfig {
         for (i, j) in self.refine.iter().enumerate() {
             let key = match &j.kind {
                 crate::refine::JobKind::Upsert(u) if u.op.is_some() => "upsert.op",
-                crate::refine::JobKind::Cdc(c) if c.scd == crate::config::ScdType::One => "cdc",
+                // SCD1: its tombstones; SCD2: the deletes and truncates silver has no trace of.
+                crate::refine::JobKind::Cdc(_) => "cdc",
                 _ => continue,
             };
             out.push(PipelineTable {

@@ -28,6 +28,7 @@ mod refine;
 mod refine_readers;
 mod requests;
 mod scd2;
+mod scd2_races;
 mod schema_case;
 mod table_paths;
 mod table_reset;

@@ -22,6 +22,7 @@ columns = [
   { name = "__op", type = "string", nullable = false },
   { name = "__seq", type = "string", nullable = false },
   { name = "__source_ts", type = "timestamp" },
+  { name = "__ingested_at", type = "timestamp" },
 ]
 
 [[refine]]
@@ -272,16 +273,32 @@ async fn a_delete_or_truncate_delivered_first_closes_what_arrives_later() -> Res
             recs.iter()
                 .map(|&(id, v, op, seq)| {
                     off += 1;
+                    if v == "no-ts" {
+                        // A change without `__source_ts`: its time is `__ingested_at`.
+                        let id = id.map_or("null".to_string(), |i| i.to_string());
+                        let json = format!(
+                            r#"{{"id":{id},"v":"{v}","__op":"{op}","__seq":"{seq:02}","__ingested_at":"2026-01-01T00:01:{seq:02}Z"}}"#
+                        );
+                        return SourceRecord::new("bronze", 0, off, 0, json.as_bytes());
+                    }
                     change(off, id, v, op, seq)
                 })
                 .collect::<Vec<_>>()
         };
         for (run, changes) in [
-            // The delete of 3 (at 35) first; 4 is inserted so silver exists.
-            vec![(Some(3), "a", "d", 35), (Some(4), "y", "c", 31)],
-            // The insert it ends, then a re-insert after it.
-            vec![(Some(3), "a", "c", 32)],
-            vec![(Some(3), "z", "c", 38)],
+            // The delete of 3 (at 35, no source time) first; 4 is inserted so silver exists;
+            // 6 inserted and deleted.
+            vec![
+                (Some(3), "no-ts", "d", 35),
+                (Some(4), "y", "c", 31),
+                (Some(6), "b", "c", 41),
+                (Some(6), "b", "d", 49),
+            ],
+            // The insert 3's delete ends, then a re-insert after it; an older delete of 6
+            // closes its row first (the delete at 49 now closes nothing)...
+            vec![(Some(3), "a", "c", 32), (Some(6), "b", "d", 45)],
+            // ... and still closes the re-insert made between them, delivered last.
+            vec![(Some(3), "z", "c", 38), (Some(6), "c", "c", 47)],
             // A truncate at 58, then an insert made before it, delivered after it.
             vec![(None, "", "t", 58)],
             vec![(Some(5), "old", "c", 55)],
@@ -302,8 +319,26 @@ async fn a_delete_or_truncate_delivered_first_closes_what_arrives_later() -> Res
                 ("3", "z", "38", "58"),
                 ("4", "y", "31", "58"),
                 ("5", "old", "55", "58"),
+                ("6", "b", "41", "45"),
+                ("6", "c", "47", "49"),
             ]),
             "{b:?}"
+        );
+        // Every closed row has its end time, also the one closed by the stored delete
+        // without a source time.
+        let rows = read::read_table(&l, "silver/hist", None).await?;
+        let ends = strings(&rows, "__END_SEQ")?.into_iter();
+        let ends: Vec<_> = ends.zip(strings(&rows, "__END_AT")?).collect();
+        let untimed: Vec<_> = ends
+            .iter()
+            .filter(|(s, at)| s.is_none() != at.is_none())
+            .collect();
+        assert!(untimed.is_empty(), "{b:?}: {untimed:?}");
+        let at_35 = ends.iter().find(|(s, _)| s.as_deref() == Some("35"));
+        let at_35 = at_35.and_then(|(_, at)| at.as_deref());
+        assert!(
+            at_35.is_some_and(|t| t.starts_with("2026-01-01T00:01:35")),
+            "{b:?}: {at_35:?}"
         );
     }
     Ok(())

@@ -9,10 +9,12 @@
 //! compares the rebuilt rows with the old ones by (key, `__seq`): new -> `insert`, end changed
 //! -> `update_preimage` + `update_postimage`.
 //!
-//! A delete that closes nothing (it arrived before the upserts it ends) leaves no trace in
-//! silver, nor does a truncate for a key with no row yet: such deletes ([`Rebuilt::orphans`])
-//! and every truncate are kept in the job's side table and passed back as [`Stored`], so an
-//! older upsert arriving in a later run is closed by them.
+//! A delete that closes nothing leaves no trace in silver: one that arrived before the upserts
+//! it ends, or one that closed a row until an older delete or truncate arrived and closed that
+//! row first. Nor does a truncate for a key with no row yet. Such deletes
+//! ([`Rebuilt::orphans`]) and every truncate are kept in the job's side table and passed back
+//! as [`Stored`], so the history stays a function of the key's set of changes, whatever the
+//! order they arrive in.
 
 use crate::commit::ChangeType;
 use crate::error::{Error, Result};
@@ -50,8 +52,8 @@ pub struct Stored {
 /// The rebuilt history of the touched keys.
 #[derive(Debug)]
 pub struct Rebuilt {
-    /// New deletes that closed no row, as (encoded key, `__seq`): to be stored.
-    pub orphans: HashSet<(Vec<u8>, String)>,
+    /// Deletes (new, or read back from silver) that close no row now: to be stored.
+    pub orphans: Vec<Stored>,
     /// Every row of every touched key, in the silver schema.
     pub rows: RecordBatch,
     /// The change feed rows: the silver schema plus `_change_type`.
@@ -107,6 +109,20 @@ impl KeyCodec {
         let rows = self.converter.convert_columns(&cols)?;
         Ok(rows.iter().map(|r| r.as_ref().to_vec()).collect())
     }
+
+    /// The key columns (silver types) of encoded keys, in order: [`encode`](Self::encode)'s
+    /// inverse.
+    pub fn decode(&self, keys: &[&[u8]]) -> Result<Vec<ArrayRef>> {
+        let parser = self.converter.parser();
+        Ok(self
+            .converter
+            .convert_rows(keys.iter().map(|k| parser.parse(k)))?)
+    }
+
+    /// The key column names and their silver types.
+    pub fn fields(&self) -> impl Iterator<Item = (&str, &DataType)> {
+        self.keys.iter().map(String::as_str).zip(&self.types)
+    }
 }
 
 /// A rebuilt row: its index in the combined rows, and its end (`__END_SEQ`, `__END_AT`).
@@ -116,7 +132,8 @@ type Built = (usize, Option<(String, Option<i64>)>);
 enum Kind {
     /// Opens the row at this index of the combined rows.
     Upsert(usize),
-    /// Closes the open row; `true`: a new delete of this run (an orphan when it closes none).
+    /// Closes the open row; `true`: its only trace would be the row it closes (a new delete,
+    /// or one read back from a silver row's end), so it is an orphan when it closes none.
     Delete(bool),
 }
 
@@ -237,21 +254,28 @@ pub fn rebuild(
             list.push(Event {
                 seq: e.clone(),
                 old: true,
-                kind: Kind::Delete(false),
+                kind: Kind::Delete(true),
                 at: end_at[i],
             });
         }
     }
+    // Stored deletes by key; stored truncates close every key.
+    let mut by_key: HashMap<&[u8], Vec<&Stored>> = HashMap::new();
+    let (keyed, every): (Vec<&Stored>, Vec<&Stored>) = stored.iter().partition(|s| s.key.is_some());
+    for s in keyed {
+        if let Some(k) = &s.key {
+            by_key.entry(k.as_slice()).or_default().push(s);
+        }
+    }
     for (key, list) in events.iter_mut() {
-        for s in stored {
-            if s.key.as_deref().is_none_or(|k| k == *key) {
-                list.push(Event {
-                    seq: s.seq.clone(),
-                    old: true,
-                    kind: Kind::Delete(false),
-                    at: s.at,
-                });
-            }
+        let own = by_key.get(key).map(Vec::as_slice).unwrap_or_default();
+        for s in own.iter().chain(&every) {
+            list.push(Event {
+                seq: s.seq.clone(),
+                old: true,
+                kind: Kind::Delete(false),
+                at: s.at,
+            });
         }
         for t in truncates {
             list.push(Event {
@@ -261,19 +285,30 @@ pub fn rebuild(
                 at: t.at,
             });
         }
-        // By `__seq`; of equal ones the applied change first, then delivery order.
+        // By `__seq`; of equal ones the applied change first (a stored delete after silver's
+        // trace of it: the sort is stable), then delivery order.
         list.sort_by(|a, b| a.seq.cmp(&b.seq).then(b.old.cmp(&a.old)));
         list.dedup_by(|b, a| a.seq == b.seq);
     }
     // Rebuild: (combined row, end) per row, key by key.
     let mut out: Vec<Built> = Vec::new();
-    let mut orphans = HashSet::new();
+    let mut orphans = Vec::new();
     for (key, list) in &events {
         let mut open: Option<usize> = None;
         for e in list {
             let closed = open.take().map(|o| out[o].1 = Some((e.seq.clone(), e.at)));
-            if closed.is_none() && matches!(e.kind, Kind::Delete(true)) {
-                orphans.insert((key.to_vec(), e.seq.clone()));
+            let kept = || {
+                every.iter().any(|s| s.seq == e.seq)
+                    || by_key
+                        .get(key)
+                        .is_some_and(|own| own.iter().any(|s| s.seq == e.seq))
+            };
+            if closed.is_none() && matches!(e.kind, Kind::Delete(true)) && !kept() {
+                orphans.push(Stored {
+                    key: Some(key.to_vec()),
+                    seq: e.seq.clone(),
+                    at: e.at,
+                });
             }
             if let Kind::Upsert(i) = e.kind {
                 open = Some(out.len());
@@ -387,7 +422,7 @@ fn feed(
         }
     }
     Ok(Rebuilt {
-        orphans: HashSet::new(),
+        orphans: Vec::new(),
         rows,
         feed,
         changed,

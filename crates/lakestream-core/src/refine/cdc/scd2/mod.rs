@@ -235,12 +235,10 @@ async fn plan(
     let tombs = tombstones::table_name(&p.cfg.job);
     let kept = stored::load(p.ctx.lake, &tombs, &codec).await?;
     let rebuilt = history::rebuild(&schema, &codec, &old, &changes, &truncates, &kept)?;
-    p.pending = stored::to_store(&read.changes, &codec, &rebuilt, &kept)?.map(|rows| {
-        let columns = read.keys.iter().cloned();
-        (
-            rows,
-            columns.chain(stored::COLUMNS.map(String::from)).collect(),
-        )
+    p.pending = stored::to_store(&codec, &rebuilt, &truncates, &kept)?.map(|rows| {
+        let schema = rows.schema();
+        let columns = schema.fields().iter().map(|f| f.name().clone()).collect();
+        (rows, columns)
     });
 
     // Rewrite the files holding changed keys; write the changed keys' rows.

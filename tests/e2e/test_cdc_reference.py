@@ -4,13 +4,14 @@ with Python `deltalake` (rows and `load_cdf`) and DuckDB, on the filesystem and 
 - random Debezium change streams (snapshot rows, inserts, updates, deletes with tombstones,
   re-inserts, a new column, changes re-sent and delivered late across batches, batches
   delivered twice, compactions in between) through `lakestream invoke msk` into bronze and
-  `lakestream refine` into silver, SCD1 and SCD2: after every apply run silver equals the
+  `lakestream refine` into silver (sometimes two at once, or racing a compaction), SCD1 and SCD2: after every apply run silver equals the
   reference row by row, and its change feed replayed onto the previous reference gives it;
 - a family of 70 Debezium tables and a family of 70 AWS DMS tables (full load, then CDC files
   notified out of order and twice), each declared in one `[[cdc]]` block."""
 import json
 import os
 import random
+import threading
 
 import pytest
 
@@ -32,9 +33,28 @@ def test_random_debezium_streams_match_the_reference_scd1_scd2_and_change_feed(l
         out = lake.invoke(path)
         assert (out["written"], out["dead_lettered"]) == (new, 0), out
 
-    rounds = random_schedule(rng, families, tmp_path, checker, deliver=deliver,
-                             refine=lambda: lake.cli("refine"),
+    raced = {"two applies": 0, "apply and compaction": 0}
+
+    def refine():
+        """Two apply runs at once, then one racing a compaction of every table, then one alone,
+        in turn."""
+        turn = sum(raced.values()) + refine.alone
+        if turn % 3 == 0:
+            raced["two applies"] += 1
+            run_all([lambda: lake.cli("refine"), lambda: lake.cli("refine")])
+        elif turn % 3 == 1:
+            raced["apply and compaction"] += 1
+            run_all([lambda: lake.cli("refine"), lambda: lake.cli("optimize", "--all", "--min-files", "2")])
+            lake.cli("refine")  # what the compaction's race left for the next run
+        else:
+            refine.alone += 1
+            lake.cli("refine")
+
+    refine.alone = 0
+
+    rounds = random_schedule(rng, families, tmp_path, checker, deliver=deliver, refine=refine,
                              optimize=lambda: lake.cli("optimize", "--all", "--min-files", "2"))
+    assert all(raced.values()), raced
     # Bronze kept every change once: delivered messages minus tombstones, no duplicates.
     streams = [s for _, _, ss in families for s in ss]
     for s in streams:
@@ -42,6 +62,25 @@ def test_random_debezium_streams_match_the_reference_scd1_scd2_and_change_feed(l
         assert sorted(r["__offset"] for r in bronze) == sorted(s.delivered), s.topic
     assert checker.checks >= 2 * len(streams) and rounds >= 4
     duckdb_agrees(lake, [silver_name(f, s) for f, _, ss in families for s in ss])
+
+
+def run_all(fns):
+    """Run callables at once on threads; re-raise the first error."""
+    errors = []
+
+    def wrap(fn):
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - re-raised below
+            errors.append(e)
+
+    threads = [threading.Thread(target=wrap, args=(fn,)) for fn in fns]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
 
 
 def duckdb_agrees(lake, tables):

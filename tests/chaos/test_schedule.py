@@ -20,6 +20,10 @@ Lambda binary, see `warm.py`):
 - `optimize-all`: `optimize --all --min-files 2`, the maintenance function's one table list
   (every table of the pipeline, the upsert's tombstones and the access-log table included);
 - `refine`: the CDC upsert `raw/cdc` -> `refined/cdc` (`latest`), re-run until it succeeds;
+- `dbz` / `cdc-apply`: a CDC family pair (`[[cdc]]` `shop`, SCD1, and `audit`, SCD2, one
+  Debezium topic each, the random streams of tests/cdc_reference.py: late and re-sent changes,
+  deletes with tombstones) ingested into bronze, and both apply jobs run (sometimes two at
+  once); the family's bronze and silver tables are compacted and vacuumed beside them;
 - `recreate`: `raw/order`'s prefix deleted; ingestion re-creates the table (the model resets).
 
 Commands may carry a crash point (`--crash-at`: the process aborts after a data PUT, a log PUT
@@ -29,12 +33,14 @@ through the fault proxy (refused, landed-then-500, delayed past the client timeo
 Schedules only contain waves whose outcome the model can tell: one batch per Kafka partition
 per wave (Lambda never runs two batches of a partition at once, except the same batch
 redelivered), no `raw/cdc` ingest in a wave with the upsert (the upsert then consumes exactly
-what was there), deletes name rows that exist (a concurrent ingest cannot write them again),
+what was there), likewise no `dbz` ingest in a wave with `cdc-apply`, deletes name rows that exist (a concurrent ingest cannot write them again),
 re-creation alone on its table.
 
 Checks: after every wave each table (`raw/order`, `dead_letters`, `raw/cdc`, `refined/cdc`) is
 read with Python `deltalake` (directly, not through the proxy) and compared, full rows as a
-multiset, with the model. A table found different is reported and no longer compared in that
+multiset, with the model; each family bronze holds every delivered change once, and each silver
+equals the plain reference of what the last apply consumed (its change feed replayed onto the
+previous reference gives it). A table found different is reported and no longer compared in that
 schedule; the schedule goes on, so one run can report several holes.
 
 Replay: a failure prints the seed, the schedule number and every wave with its operations and
@@ -42,6 +48,7 @@ outcomes, then which table differs and the missing/extra rows. The schedule is a
 (CHAOS_SEED, backend, schedule number) only; run it again with
 `CHAOS_SEED=<seed> CHAOS_SCHEDULE=<n> pytest tests/chaos/test_schedule.py -k <backend>`
 (fault draws and thread timing are not replayed, so a race may need a few runs)."""
+import copy
 import hashlib
 import json
 import os
@@ -60,6 +67,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 import model as M
+from cdc_reference import STREAMS_CONF, Checker, msk_event as dbz_event, two_families
 from chaoslib import BIN, BUCKET, CLIENT, MOTO, MOTO_PORT, SEED, STORAGE, record, rng, scaled
 from faultproxy import FaultProxy
 from warm import WarmFunction
@@ -124,7 +132,8 @@ source = "raw/cdc"
 key = ["grp", "id"]
 order_by = ["updated"]
 op = {{ column = "op", delete = ["D"] }}
-'''
+''' + STREAMS_CONF.replace("{", "{{").replace("}", "}}")
+CDC_JOBS = ["cdc-shop/public.orders", "cdc-audit/public.accounts"]
 
 ORDER_PARTITIONS = 3  # Kafka partitions of `orders`
 CDC_PARTITIONS = 2
@@ -134,9 +143,15 @@ CDC_PARTITIONS = 2
 # Generating a schedule (a function of the seed and the model only, never of outcomes).
 
 class Generator:
-    def __init__(self, r, warm):
+    def __init__(self, r, warm, cdc_r):
         self.r = r
         self.warm = warm
+        # The CDC family side draws from its own generator, so the other operations' schedules
+        # do not depend on it.
+        self.cdc_r = cdc_r
+        self.families = two_families(cdc_r, changes=18, tables=1)
+        self.streams = [s for _, _, ss in self.families for s in ss]
+        self.dbz_sent = []  # batches of the family topics sent: [(stream, messages)]
         self.log_end = Counter()  # (topic, partition) -> next offset Kafka would hand out
         self.sent = {}  # (topic, partition) -> batches sent (offset lists)
         self.log_objects = 0  # log objects written so far
@@ -231,6 +246,33 @@ class Generator:
             take({"op": "refine", "crash": crash,
                   "warm": self.warm and crash is None and r.random() < 0.3}, "refined/cdc", "raw/cdc")
 
+        def cdc_side():
+            """New Debezium changes, or both family apply jobs consuming them (never both in one
+            wave); beside them a compaction or vacuum of a family table."""
+            c = self.cdc_r
+            if "cdc" in OFF:
+                return
+            if n == 0 or c.random() < 0.5:
+                if self.dbz_sent and c.random() < 0.15:
+                    batch = c.choice(self.dbz_sent)  # an exact redelivery of an older batch
+                else:
+                    batch = [(st, st.take(c.randint(2, 7))) for st in self.streams]
+                    self.dbz_sent.append(batch)
+                take({"op": "dbz", "batch": batch, "copies": 2 if c.random() < 0.2 else 1,
+                      "crash": self.crash(0.15)}, *(bronze_of(st) for st in self.streams))
+            else:
+                crash = c.choice(STEPS) if c.random() < 0.3 else None
+                take({"op": "cdc-apply", "crash": crash, "copies": 2 if c.random() < 0.3 else 1},
+                     *(silver_of(f, st) for f, _, ss in self.families for st in ss))
+            extra = c.random()
+            family, _, (st,) = c.choice(self.families)
+            if extra < 0.3:
+                table = c.choice([bronze_of(st), silver_of(family, st)])
+                take({"op": "optimize", "table": table, "crash": None, "warm": False}, table)
+            elif extra < 0.4:
+                take({"op": "vacuum", "table": bronze_of(st), "zero": True}, bronze_of(st))
+
+        cdc_side()
         if n == 0:  # every partition gets data
             for p in range(ORDER_PARTITIONS):
                 ingest("orders", p)
@@ -304,7 +346,20 @@ def describe(op):
         return f"{o} {op['table']}{tail}"
     if o == "optimize-all":
         return "optimize --all --min-files 2"
+    if o == "dbz":
+        spans = ", ".join(f"{st.topic} {ms[0][0]}..{ms[-1][0]}" for st, ms in op["batch"] if ms)
+        return f"ingest {spans or 'nothing new'}{' (twice at once)' if op['copies'] > 1 else ''}{tail}"
+    if o == "cdc-apply":
+        return f"refine {' '.join(CDC_JOBS)}{' (twice at once)' if op['copies'] > 1 else ''}{tail}"
     return f"{o} latest{tail}"
+
+
+def bronze_of(st):
+    return f"bronze/{st.prefix}/{st.schema}/{st.table}"
+
+
+def silver_of(family, st):
+    return f"silver/{family}/{st.schema}/{st.table}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -398,6 +453,16 @@ class Lake:
         except TableNotFoundError:
             return Counter(), None
         except Exception as e:  # noqa: BLE001 - an unreadable table is a finding, reported below
+            return None, f"{type(e).__name__}: {str(e)[:600]}"
+
+    def offsets(self, table):
+        """(the `__offset`s of a bronze table as a multiset, None) or (None, why not)."""
+        try:
+            rows = self.table(table).to_pyarrow_table(columns=["__offset"]).to_pylist()
+            return Counter(r["__offset"] for r in rows), None
+        except TableNotFoundError:
+            return Counter(), None
+        except Exception as e:  # noqa: BLE001 - an unreadable table is a finding
             return None, f"{type(e).__name__}: {str(e)[:600]}"
 
     @staticmethod
@@ -523,6 +588,23 @@ def execute(lake, op, r):
     if o == "recreate":
         lake.remove_table(op["table"])
         return "prefix deleted"
+    if o == "dbz":
+        path = lake.tmp / f"dbz-{uuid.uuid4().hex[:8]}.json"
+        path.write_text(json.dumps(dbz_event(op["batch"])))
+        args = ["invoke", "msk", "--event", str(path)]
+        note = ""
+        if op["crash"]:
+            out = lake.run(args, crash=op["crash"])
+            note = "crashed, " if "crash point" in out.stderr else f"no crash (exit {out.returncode}), "
+        out = json.loads(lake.deliver(args).stdout)
+        return note + f"written {out.get('written')}, duplicates {out.get('duplicates')}"
+    if o == "cdc-apply":
+        note = ""
+        if op["crash"]:
+            out = lake.run(["refine", *CDC_JOBS], crash=op["crash"])
+            note = "crashed, " if "crash point" in out.stderr else f"no crash (exit {out.returncode}), "
+        out = lake.deliver(["refine", *CDC_JOBS, "--json"])
+        return note + "ran: " + "; ".join(runs_of(j["runs"]) for j in json.loads(out.stdout))
     raise AssertionError(f"unknown operation {op}")
 
 
@@ -580,6 +662,12 @@ def apply(model, ops):
             model.ingest_logs(op["objects"])
     if any(op["op"] == "refine" for op in ops):
         model.refine()
+    for op in ops:
+        if op["op"] == "dbz":
+            for st, messages in op["batch"]:
+                st.landed(messages)
+    if any(op["op"] == "cdc-apply" for op in ops):
+        model.cdc_applied = {st.topic: dict(st.delivered) for st in model.cdc_streams}
 
 
 def tables_of(op):
@@ -590,7 +678,38 @@ def tables_of(op):
         return {"refined/cdc"}
     if op["op"] == "logs":
         return {M.LOG_TABLE, "dead_letters"}
+    if op["op"] == "dbz":
+        return {bronze_of(st) for st, _ in op["batch"]}
+    if op["op"] == "cdc-apply":
+        return {t for t in CDC_TABLES if t.startswith("silver/")}
     return {op["table"]}
+
+
+CDC_TABLES = ["bronze/shop/public/orders", "silver/shop/public/orders",
+              "bronze/audit/public/accounts", "silver/audit/public/accounts"]
+
+
+def check_cdc(lake, gen, model, checker, wrong, findings, w):
+    """Each family bronze holds every delivered change once; each silver equals the reference
+    of what the last apply consumed (and its change feed replays onto the previous one)."""
+    for family, scd, (st,) in gen.families:
+        bronze, silver = bronze_of(st), silver_of(family, st)
+        if bronze not in wrong and st.delivered:
+            got, unreadable = lake.offsets(bronze)
+            want = Counter(st.delivered.keys())
+            if unreadable or got != want:
+                findings.append(f"wave {w}: table {bronze} " + (f"cannot be read: {unreadable}" if unreadable else
+                                f"differs: missing offsets {sorted(want - got)}, extra {sorted(got - want)}"))
+                wrong.add(bronze)
+        if silver in wrong:
+            continue
+        applied = copy.copy(st)
+        applied.delivered = model.cdc_applied.get(st.topic, {})
+        try:
+            checker.check(family, scd, applied, f"after wave {w}")
+        except Exception as e:  # noqa: BLE001 - a finding, reported with the schedule
+            findings.append(f"wave {w}: {str(e)[:1500]}")
+            wrong.add(silver)
 
 
 def run_schedule(backend, number, tmp, proxy, figures):
@@ -600,9 +719,11 @@ def run_schedule(backend, number, tmp, proxy, figures):
     `raw/order` and a lost CDC delete in `refined/cdc`)."""
     name = f"{backend}/{number}"
     r = rng(f"schedule/{name}")
-    gen = Generator(r, warm=HAVE_WARM)
+    gen = Generator(r, warm=HAVE_WARM, cdc_r=rng(f"schedule-cdc/{name}"))
     model = M.Model()
+    model.cdc_streams, model.cdc_applied = gen.streams, {}
     lake = Lake(backend, tmp, proxy)
+    checker = Checker(lake.table)
     model.log_bucket = lake.log_bucket
     done = []  # (wave, [(op, outcome)])
     findings, wrong = [], set()
@@ -654,6 +775,7 @@ def run_schedule(backend, number, tmp, proxy, figures):
                             continue
                         findings.append(f"wave {w}: table {table} differs from the model:\n" + M.diff(want, got))
                     wrong.add(table)
+                check_cdc(lake, gen, model, checker, wrong, findings, w)
             figures["waves"] += 1
             if wrong >= set(M.TABLES):
                 break
@@ -665,6 +787,7 @@ def run_schedule(backend, number, tmp, proxy, figures):
     finally:
         for k, v in lake.counts.items():
             figures[k] += v
+        figures["cdc_silver_compared"] += checker.checks
         figures["findings"] += len(findings)
         lake.close()
 
@@ -696,7 +819,7 @@ def test_random_schedules_match_the_model(tmp_path, backend):
         proxy = FaultProxy(MOTO_PORT, seed=SEED, refuse=0.04, land_then_500=0.04, delay=0.03, delay_s=0.8)
     figures = {"schedules": 0, "waves": 0, "operations": Counter(), "crash_points": 0, "crashes": 0,
                "invocations": 0, "warm_invocations": 0, "failed_invocations": 0, "rows_compared": 0,
-               "tables_compared": 0, "findings": 0}
+               "tables_compared": 0, "cdc_silver_compared": 0, "findings": 0}
     numbers = [int(ONLY)] if ONLY is not None else range(SCHEDULES[backend])
     failures = []
     try:

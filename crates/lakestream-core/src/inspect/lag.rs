@@ -131,10 +131,8 @@ pub async fn lag(lake: &Lake, config: &PipelineConfig, now: DateTime<Utc>) -> Re
             let latest = if src.refresh().await? {
                 let limit = readers::max_lag(&src)?;
                 max_lag_hours = Some(limit.num_hours());
-                // A job that consumed nothing is not waited for (readers.rs): nothing to show.
-                if consumed.is_some()
-                    && let Some(u) = readers::first_unread(&src, consumed).await?
-                {
+                // A job that consumed nothing reads from version 0 (readers.rs).
+                if let Some(u) = readers::first_unread(&src, consumed).await? {
                     unread_since = u.committed_at;
                     must_read_by = u.committed_at.map(|t| t + limit);
                     too_far_behind = u.gone || must_read_by.is_some_and(|t| t < now);

@@ -11,7 +11,11 @@
 //! cleanup) and fails with what to do when it runs (`lakestream refine JOB --skip-to`, then
 //! rebuild the output). `lakestream lag` shows, per job, when that limit is reached.
 //!
-//! A job that has consumed nothing yet (its output does not exist) is not waited for.
+//! A job that has consumed nothing yet (its output does not exist) reads from version 0: it is
+//! kept for like a job that lags from there, within the same limit (a new job on a table whose
+//! first commit is older than the log retention, or already cleaned up, is not waited for and is
+//! told to skip ahead). A CDC family's apply job exists as soon as its bronze table does, so a
+//! bronze compacted and vacuumed before the first apply keeps what the apply has to read.
 //!
 //! The library takes the readers as values ([`Reader`]); callers read them once per run with
 //! [`refine_readers`] (the maintenance function, the CLI's maintenance commands).
@@ -36,8 +40,8 @@ const READ_CONCURRENCY: usize = 16;
 pub struct Reader {
     /// The refine job.
     pub job: String,
-    /// Last version consumed (`None`: nothing yet; the job will read from version 0 and is not
-    /// waited for).
+    /// Last version consumed (`None`: nothing yet; the job will read from version 0 and is
+    /// kept for from there).
     pub consumed: Option<u64>,
 }
 
@@ -175,11 +179,9 @@ pub async fn resolve(
     }
     let limit = max_lag(h)?;
     for r in readers {
-        // A job that has consumed nothing yet is not waited for: it starts from what the table
-        // still holds (a new job on an old table is told to skip ahead).
-        if r.consumed.is_none() {
-            continue;
-        }
+        // A job that has consumed nothing yet reads from version 0 (`first_unread`): kept for
+        // from there, unless that is past the limit (a new job on an old table is told to skip
+        // ahead).
         let Some(unread) = first_unread(h, r.consumed).await? else {
             continue;
         };

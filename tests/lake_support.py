@@ -8,6 +8,7 @@ import os
 import re
 import pathlib
 import subprocess
+import threading
 import uuid
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -132,3 +133,22 @@ def delta_tables_under(directory):
     """Every Delta table below `directory` (a folder holding `_delta_log`), relative, sorted."""
     directory = pathlib.Path(directory)
     return sorted(str(p.parent.relative_to(directory)) or "." for p in directory.rglob("_delta_log"))
+
+
+def run_all(fns):
+    """Run callables at once on threads; re-raise the first error."""
+    errors = []
+
+    def wrap(fn):
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - re-raised below
+            errors.append(e)
+
+    threads = [threading.Thread(target=wrap, args=(fn,)) for fn in fns]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]

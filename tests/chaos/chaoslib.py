@@ -14,6 +14,8 @@ import uuid
 
 from deltalake import DeltaTable
 
+from lake_support import run_all  # noqa: F401 - the suite's tests import it from here
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = os.environ.get("LAKESTREAM_BIN", str(ROOT / "target/debug/lakestream"))
 EXAMPLE = (ROOT / "lakestream.toml").read_text()
@@ -185,25 +187,6 @@ def manifest_files(lake, table):
 def good_offsets(k, n=7):
     """Offsets of batch k that all carry valid orders (offset % 13 in 0..6)."""
     return list(range(k * 13, k * 13 + min(n, 7)))
-
-
-def run_all(fns):
-    """Run callables on threads at once; re-raise the first error."""
-    errors = []
-
-    def wrap(fn):
-        try:
-            fn()
-        except Exception as e:  # noqa: BLE001 - re-raised below
-            errors.append(e)
-
-    threads = [threading.Thread(target=wrap, args=(fn,)) for fn in fns]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
 
 
 def append(lake, partition, k, sent):

@@ -11,12 +11,12 @@ with Python `deltalake` (rows and `load_cdf`) and DuckDB, on the filesystem and 
 import json
 import os
 import random
-import threading
 
 import pytest
 
 from cdc_reference import (DMS_COLS, STREAMS_CONF, Checker, DmsStream, LsnClock, Stream, msk_event,
                            random_schedule, silver_name, sqs_event, two_families)
+from lake_support import run_all
 from test_duckdb import connect
 
 SEED = int(os.environ.get("CHAOS_SEED", "20261202"))
@@ -62,25 +62,6 @@ def test_random_debezium_streams_match_the_reference_scd1_scd2_and_change_feed(l
         assert sorted(r["__offset"] for r in bronze) == sorted(s.delivered), s.topic
     assert checker.checks >= 2 * len(streams) and rounds >= 4
     duckdb_agrees(lake, [silver_name(f, s) for f, _, ss in families for s in ss])
-
-
-def run_all(fns):
-    """Run callables at once on threads; re-raise the first error."""
-    errors = []
-
-    def wrap(fn):
-        try:
-            fn()
-        except Exception as e:  # noqa: BLE001 - re-raised below
-            errors.append(e)
-
-    threads = [threading.Thread(target=wrap, args=(fn,)) for fn in fns]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
 
 
 def duckdb_agrees(lake, tables):

@@ -8,7 +8,7 @@ use super::faults::Faults;
 use anyhow::{Context, Result};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use lakestream_core::commit::CommitSettings;
-use lakestream_core::maintenance::{CompactOptions, compact, maintained_tables};
+use lakestream_core::maintenance::maintained_tables;
 use lakestream_core::refine::cdc::family::all_jobs;
 use lakestream_core::refine::{RunContext, UpsertCounts, in_dependency_order, run_job};
 use lakestream_core::table::TableHandle;
@@ -326,24 +326,7 @@ async fn racing_applies_a_compaction_and_a_killed_run_keep_every_key_once() -> R
 
         // A compaction lands between the apply's plan and its commit.
         append_round(&l, 2, "u").await?;
-        let l2 = l.clone();
-        let opts = CompactOptions {
-            min_small_files: 2,
-            ..Default::default()
-        };
-        let hook = async move {
-            let landed = tokio::task::spawn_blocking(move || {
-                let rt = tokio::runtime::Runtime::new().ok()?;
-                let r = rt.block_on(compact(&l2, SILVER, &opts, chrono::Utc::now(), &|_, _| {}));
-                r.ok()?.version
-            })
-            .await;
-            assert!(matches!(landed, Ok(Some(_))), "the compaction must land");
-        };
-        *faults
-            .before_log_put
-            .lock()
-            .map_err(|_| anyhow::anyhow!("lock"))? = Some(Box::pin(hook));
+        faults.compact_before_next_log_put(&l, SILVER);
         apply(&cfg, &l, &s).await?;
         assert_eq!(
             silver(&l, SILVER).await?,

@@ -38,6 +38,38 @@ impl Faults {
     pub fn install(self: &Arc<Self>, lake: Lake) -> Lake {
         lake.with_store_wrapper(hook_log_puts(self.clone()))
     }
+
+    /// Before the next log PUT, a compaction of `table` (`--min-files 2`) runs and must land:
+    /// "meanwhile", between a change's plan and its commit.
+    pub fn compact_before_next_log_put(&self, lake: &Lake, table: &'static str) {
+        let (lake, opts) = (
+            lake.clone(),
+            lakestream_core::maintenance::CompactOptions {
+                min_small_files: 2,
+                ..Default::default()
+            },
+        );
+        let hook = async move {
+            // `compact` takes a non-Send progress callback: run it on its own runtime.
+            let landed = tokio::task::spawn_blocking(move || {
+                let rt = tokio::runtime::Runtime::new().ok()?;
+                let now = chrono::Utc::now();
+                let r = rt.block_on(lakestream_core::maintenance::compact(
+                    &lake,
+                    table,
+                    &opts,
+                    now,
+                    &|_, _| {},
+                ));
+                r.ok()?.version
+            })
+            .await;
+            assert!(matches!(landed, Ok(Some(_))), "the compaction must land");
+        };
+        if let Ok(mut slot) = self.before_log_put.lock() {
+            *slot = Some(Box::pin(hook));
+        }
+    }
 }
 
 fn injected(what: &str) -> object_store::Error {

@@ -6,7 +6,6 @@ use super::faults::Faults;
 use anyhow::{Context, Result};
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use lakestream_core::commit::CommitSettings;
-use lakestream_core::maintenance::{CompactOptions, compact};
 use lakestream_core::refine::{RunContext, UpsertCounts, run_job};
 use lakestream_core::{Lake, read};
 use lakestream_formats::config::PipelineConfig;
@@ -114,24 +113,7 @@ async fn scd2_racing_applies_a_compaction_and_a_killed_run_count_every_change_on
             apply(&cfg, &l, &s).await?;
         }
         append(&l, 2, "u", (0..40).filter(|i| i % 2 == 0)).await?;
-        let l2 = l.clone();
-        let opts = CompactOptions {
-            min_small_files: 2,
-            ..Default::default()
-        };
-        let hook = async move {
-            let landed = tokio::task::spawn_blocking(move || {
-                let rt = tokio::runtime::Runtime::new().ok()?;
-                let r = rt.block_on(compact(&l2, SILVER, &opts, chrono::Utc::now(), &|_, _| {}));
-                r.ok()?.version
-            })
-            .await;
-            assert!(matches!(landed, Ok(Some(_))), "the compaction must land");
-        };
-        *faults
-            .before_log_put
-            .lock()
-            .map_err(|_| anyhow::anyhow!("lock"))? = Some(Box::pin(hook));
+        faults.compact_before_next_log_put(&l, SILVER);
         apply(&cfg, &l, &s).await?;
 
         // Deletes of keys 40..50 that were never inserted (their inserts come late), killed

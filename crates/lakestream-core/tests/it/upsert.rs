@@ -6,7 +6,6 @@
 use super::faults::Faults;
 use anyhow::{Context, Result};
 use lakestream_core::commit::CommitSettings;
-use lakestream_core::maintenance::{CompactOptions, compact};
 use lakestream_core::refine::{RunContext, UpsertCounts, run_job};
 use lakestream_core::{KafkaIngestor, Lake, read};
 use lakestream_formats::config::PipelineConfig;
@@ -224,33 +223,7 @@ async fn racing_upserts_compactions_and_a_killed_run_keep_one_row_per_key() -> R
                 }
                 2 => {
                     // A compaction lands between the upsert's plan and its commit.
-                    let (l2, opts) = (
-                        l.clone(),
-                        CompactOptions {
-                            min_small_files: 2,
-                            ..Default::default()
-                        },
-                    );
-                    let hook = async move {
-                        // `compact` takes a non-Send progress callback: run it on its own runtime.
-                        let landed = tokio::task::spawn_blocking(move || {
-                            let rt = tokio::runtime::Runtime::new().ok()?;
-                            let r = rt.block_on(compact(
-                                &l2,
-                                "silver/cdc",
-                                &opts,
-                                chrono::Utc::now(),
-                                &|_, _| {},
-                            ));
-                            r.ok()?.version
-                        })
-                        .await;
-                        assert!(matches!(landed, Ok(Some(_))), "the compaction must land");
-                    };
-                    *faults
-                        .before_log_put
-                        .lock()
-                        .map_err(|_| anyhow::anyhow!("lock"))? = Some(Box::pin(hook));
+                    faults.compact_before_next_log_put(&l, "silver/cdc");
                     upsert(&cfg, &l, &s).await?;
                 }
                 _ => {

@@ -13,6 +13,9 @@
 //! the first's `txn` and re-plans to nothing). The partition's own `txn` is left alone, so a
 //! batch of the live stream committing at the same moment loses nothing either.
 //!
+//! A CDC family's bronze table (a Debezium topic of a `[[cdc]]` family) is looked up the same
+//! way by its lineage columns `__topic` / `__partition` / `__offset`.
+//!
 //! A table without those two columns cannot be checked: its records are refused unless the
 //! caller accepts duplicates. Dead letters keep the pipeline's per-record keys, so a record the
 //! failed invocation already dead-lettered is not dead-lettered twice. One window stays open: a
@@ -82,16 +85,24 @@ impl KafkaIngestor {
             )));
         }
         let mut by_table: BTreeMap<&str, (&TableLayout, Vec<&SourceRecord>)> = BTreeMap::new();
+        let mut bronze: BTreeMap<String, Vec<&SourceRecord>> = BTreeMap::new();
         let mut missing: Vec<SourceRecord> = Vec::new();
         for r in batch.records {
+            let family_table = || {
+                let (family, t) = self.config.cdc_topic(&r.topic)?;
+                family.bronze_table(&t).ok()
+            };
             match self.layouts.get(&r.topic) {
                 Some(l) => by_table
                     .entry(l.table.as_str())
                     .or_insert((l, vec![]))
                     .1
                     .push(r),
-                // Dead-lettered by the write below (idempotently, per record).
-                None => missing.push(r.clone()),
+                None => match family_table() {
+                    Some(table) => bronze.entry(table).or_default().push(r),
+                    // Dead-lettered by the write below (idempotently, per record).
+                    None => missing.push(r.clone()),
+                },
             }
         }
         // Refuse before anything is written.
@@ -113,19 +124,22 @@ impl KafkaIngestor {
                 continue;
             }
             let one_topic = self.topics_of(layout) == 1;
-            let mut handle = self.handles.take(&self.lake, table).await?;
-            let landed = async {
-                handle.refresh().await?;
-                landed_records(&handle, &records, one_topic).await
-            }
-            .await;
-            self.handles.put(handle);
-            let landed = landed?;
+            let landed = self.landed(table, &records, one_topic, TOPIC_TABLE).await?;
             for r in records {
                 if landed.contains(&record_id(r)) {
                     found += 1;
                 } else {
                     missing.push(r.clone());
+                }
+            }
+        }
+        for (table, records) in &bronze {
+            let landed = self.landed(table, records, false, CDC_BRONZE).await?;
+            for r in records {
+                if landed.contains(&record_id(r)) {
+                    found += 1;
+                } else {
+                    missing.push((*r).clone());
                 }
             }
         }
@@ -144,6 +158,26 @@ impl KafkaIngestor {
         report.tombstones_skipped = report.redriven.tombstones_skipped;
         report.duplicates = report.redriven.duplicates + found;
         Ok(report)
+    }
+
+    /// The records of `records` that `table` holds (none when it does not exist yet).
+    async fn landed(
+        &self,
+        table: &str,
+        records: &[&SourceRecord],
+        one_topic: bool,
+        columns: Lineage,
+    ) -> Result<HashSet<RecordId>> {
+        let mut handle = self.handles.take(&self.lake, table).await?;
+        let landed = async {
+            if !handle.refresh().await? {
+                return Ok(HashSet::new());
+            }
+            landed_records(&handle, records, one_topic, columns).await
+        }
+        .await;
+        self.handles.put(handle);
+        landed
     }
 
     /// How many configured topics write the table of `layout`.
@@ -173,6 +207,19 @@ impl KafkaIngestor {
 /// A record as the table identifies it: topic, partition, offset.
 type RecordId = (String, i64, i64);
 
+/// The columns that say which Kafka record a row came from: topic, partition, offset.
+type Lineage = [&'static str; 3];
+
+/// A topic table's (`kafka_metadata`).
+const TOPIC_TABLE: Lineage = ["kafka_topic", "kafka_partition", "kafka_offset"];
+
+/// A CDC family bronze table's.
+const CDC_BRONZE: Lineage = [
+    lakestream_formats::config::bronze::TOPIC,
+    lakestream_formats::config::bronze::PARTITION,
+    lakestream_formats::config::bronze::OFFSET,
+];
+
 fn record_id(r: &SourceRecord) -> RecordId {
     (r.topic.clone(), i64::from(r.partition), r.offset)
 }
@@ -186,6 +233,7 @@ async fn landed_records(
     handle: &TableHandle,
     records: &[&SourceRecord],
     one_topic: bool,
+    [topic_col, partition_col, offset_col]: Lineage,
 ) -> Result<HashSet<RecordId>> {
     let table = handle.name();
     handle.refuse_deletion_vectors()?;
@@ -203,26 +251,26 @@ async fn landed_records(
     let store = t.object_store();
     let mut landed = HashSet::new();
     for file in snapshot.log_data().iter() {
-        if !may_hold(file.stats().as_deref(), lo, hi) {
+        if !may_hold(file.stats().as_deref(), offset_col, lo, hi) {
             continue;
         }
         let partitions = file.partition_values_map();
         let path = file.object_store_path();
         for batch in read_data_file(&store, &path, &partitions, &schema, table).await? {
             let (Some(p), Some(o)) = (
-                batch.column_by_name("kafka_partition"),
-                batch.column_by_name("kafka_offset"),
+                batch.column_by_name(partition_col),
+                batch.column_by_name(offset_col),
             ) else {
                 continue;
             };
             let (p, o) = (
-                metadata_column(p, "kafka_partition", &DataType::Int64, table)?,
-                metadata_column(o, "kafka_offset", &DataType::Int64, table)?,
+                metadata_column(p, partition_col, &DataType::Int64, table)?,
+                metadata_column(o, offset_col, &DataType::Int64, table)?,
             );
             let (p, o) = (p.as_primitive::<Int64Type>(), o.as_primitive::<Int64Type>());
             let topic = batch
-                .column_by_name("kafka_topic")
-                .map(|c| metadata_column(c, "kafka_topic", &DataType::Utf8, table))
+                .column_by_name(topic_col)
+                .map(|c| metadata_column(c, topic_col, &DataType::Utf8, table))
                 .transpose()?;
             let topic = topic.as_ref().map(|c| c.as_string::<i32>());
             for i in 0..batch.num_rows() {
@@ -285,13 +333,13 @@ fn metadata_column(column: &ArrayRef, name: &str, to: &DataType, table: &str) ->
     })
 }
 
-/// False only when the file's statistics prove it holds no offset in `lo..=hi`.
-fn may_hold(stats: Option<&str>, lo: i64, hi: i64) -> bool {
+/// False only when the file's statistics prove it holds no `offset_col` in `lo..=hi`.
+fn may_hold(stats: Option<&str>, offset_col: &str, lo: i64, hi: i64) -> bool {
     let Some(stats) = stats.and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok()) else {
         return true;
     };
-    let min = stats["minValues"]["kafka_offset"].as_i64();
-    let max = stats["maxValues"]["kafka_offset"].as_i64();
+    let min = stats["minValues"][offset_col].as_i64();
+    let max = stats["maxValues"][offset_col].as_i64();
     match (min, max) {
         (Some(min), Some(max)) => min <= hi && lo <= max,
         _ => true,
@@ -306,13 +354,16 @@ mod tests {
     fn statistics_prune_only_files_that_cannot_hold_the_offsets() {
         let s =
             r#"{"numRecords":3,"minValues":{"kafka_offset":10},"maxValues":{"kafka_offset":20}}"#;
-        assert!(may_hold(Some(s), 20, 30));
-        assert!(may_hold(Some(s), 0, 10));
-        assert!(may_hold(Some(s), 12, 13));
-        assert!(!may_hold(Some(s), 21, 30));
-        assert!(!may_hold(Some(s), 0, 9));
-        assert!(may_hold(None, 0, 1), "no statistics: read the file");
-        assert!(may_hold(Some(r#"{"numRecords":3}"#), 0, 1));
-        assert!(may_hold(Some("not json"), 0, 1));
+        assert!(may_hold(Some(s), "kafka_offset", 20, 30));
+        assert!(may_hold(Some(s), "kafka_offset", 0, 10));
+        assert!(may_hold(Some(s), "kafka_offset", 12, 13));
+        assert!(!may_hold(Some(s), "kafka_offset", 21, 30));
+        assert!(!may_hold(Some(s), "kafka_offset", 0, 9));
+        assert!(
+            may_hold(None, "kafka_offset", 0, 1),
+            "no statistics: read the file"
+        );
+        assert!(may_hold(Some(r#"{"numRecords":3}"#), "kafka_offset", 0, 1));
+        assert!(may_hold(Some("not json"), "kafka_offset", 0, 1));
     }
 }

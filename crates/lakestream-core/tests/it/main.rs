@@ -12,6 +12,7 @@ mod athena_manifest;
 mod cdc_apply;
 mod cdc_debezium;
 mod cdc_files;
+mod cdc_redrive;
 mod change_data_feed;
 mod checked_commit;
 mod commit_loop;

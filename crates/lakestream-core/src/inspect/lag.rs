@@ -1,7 +1,7 @@
 //! How far behind each job is, from what the tables themselves record (nothing else is asked):
 //! - **Kafka**: per topic and partition, the offset committed in the table (`txn`
 //!   `<pipeline>/<topic>/<partition>`; compare with the topic's end offsets in Kafka), and when
-//!   the table last committed;
+//!   the table last committed; a CDC family's Debezium topics from their bronze tables;
 //! - **refine**: per job and source, the source version the output consumed (its `txn`) against
 //!   the source's latest version, since when the job has versions to read, and until when
 //!   maintenance keeps them for it (the source's log retention; see
@@ -84,6 +84,47 @@ pub struct Lag {
     pub access_logs: Vec<AccessLogLag>,
 }
 
+/// The Debezium topics of the `[[cdc]]` families, from their bronze tables (found by the
+/// apply jobs' listing): the `txn`s `<pipeline>/<topic>/<partition>` whose topic a family
+/// matches.
+async fn debezium_bronze(
+    lake: &Lake,
+    config: &PipelineConfig,
+    jobs: &[lakestream_formats::refine::RefineJob],
+) -> Result<Vec<KafkaLag>> {
+    let mut out = Vec::new();
+    for job in jobs {
+        let lakestream_formats::refine::JobKind::Cdc(apply) = &job.kind else {
+            continue;
+        };
+        let mut h = TableHandle::open(lake, &apply.source)?;
+        if apply.family.is_none() || !h.refresh().await? {
+            continue;
+        }
+        let txns = h.all_txns().await?.unwrap_or_default();
+        let prefix = format!("{}/", config.pipeline);
+        let mut topics: BTreeMap<String, BTreeMap<i32, i64>> = BTreeMap::new();
+        for (app, v) in txns {
+            let Some((topic, p)) = app.strip_prefix(&prefix).and_then(|a| a.rsplit_once('/'))
+            else {
+                continue;
+            };
+            if let (Ok(p), Some(_)) = (p.parse(), config.cdc_topic(topic)) {
+                topics.entry(topic.to_string()).or_default().insert(p, v);
+            }
+        }
+        let latest = h.version().unwrap_or(0);
+        let latest = Some((latest, commit_time(&h, latest).await?));
+        out.extend(topics.into_iter().map(|(topic, partitions)| KafkaLag {
+            topic,
+            table: apply.source.clone(),
+            partitions,
+            latest,
+        }));
+    }
+    Ok(out)
+}
+
 /// The lag of every job `config` describes, as of `now`.
 pub async fn lag(lake: &Lake, config: &PipelineConfig, now: DateTime<Utc>) -> Result<Lag> {
     let mut out = Lag {
@@ -118,8 +159,11 @@ pub async fn lag(lake: &Lake, config: &PipelineConfig, now: DateTime<Utc>) -> Re
         }
         out.kafka.push(row);
     }
+    let jobs = crate::refine::cdc::family::all_jobs(lake, config).await?;
+    out.kafka
+        .extend(debezium_bronze(lake, config, &jobs).await?);
     // Configured jobs and every `[[cdc]]` family table's apply job (one listing per family).
-    for job in &crate::refine::cdc::family::all_jobs(lake, config).await? {
+    for job in &jobs {
         let mut output = TableHandle::open(lake, &job.output)?;
         let exists = output.refresh().await?;
         for source in job.sources() {

@@ -1,6 +1,6 @@
-//! A redrive of a failed batch of a CDC family's Debezium topic: each record is looked up in
-//! its bronze table by `__topic` / `__partition` / `__offset`, so what landed before the batch
-//! failed is not written twice, and the rest lands once.
+//! A failed batch of a CDC family's Debezium topic: a redrive looks each record up in its bronze
+//! table by `__topic` / `__partition` / `__offset`, so what landed before the batch failed is
+//! not written twice, and the rest lands once; `lag` shows the topic's committed offsets.
 
 use anyhow::Result;
 use lakestream_core::Redrive;
@@ -88,6 +88,13 @@ async fn a_redriven_debezium_batch_lands_once_in_bronze() -> Result<()> {
             .await?;
         assert_eq!((again.found_in_table, again.written), (4, 0), "{b:?}");
         assert_eq!(offsets(&lake).await?, [10, 11, 12, 13, 20], "{b:?}");
+        // `lag` lists the family topic with the offset its bronze committed.
+        let l = lakestream_core::Lake::new(&lake.config.lake)?;
+        let lag = lakestream_core::inspect::lag(&l, &lake.config, chrono::Utc::now()).await?;
+        let row = lag.kafka.iter().find(|k| k.topic == TOPIC);
+        let row = row.ok_or_else(|| anyhow::anyhow!("no lag row for {TOPIC}: {lag:?}"))?;
+        assert_eq!(row.table, BRONZE);
+        assert_eq!(row.partitions.get(&0), Some(&20), "{b:?}: {row:?}");
     }
     Ok(())
 }

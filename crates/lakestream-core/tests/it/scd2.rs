@@ -41,13 +41,47 @@ fn config(lake: &TestLake) -> Result<PipelineConfig> {
     Ok(cfg)
 }
 
-/// A change: offset, id (None: a truncate), value, op, seq (2 digits), second of the minute.
+/// A change: offset, id (None: a truncate), value, op, seq (2 digits), second of the minute
+/// (`__source_ts`; value `no-ts`: none, `__ingested_at` at that second of the next minute).
 fn change(o: i64, id: Option<i64>, v: &str, op: &str, seq: u32) -> SourceRecord {
     let id = id.map_or("null".to_string(), |i| i.to_string());
-    let json = format!(
-        r#"{{"id":{id},"v":"{v}","__op":"{op}","__seq":"{seq:02}","__source_ts":"2026-01-01T00:00:{seq:02}Z"}}"#
-    );
+    let time = if v == "no-ts" {
+        format!(r#""__ingested_at":"2026-01-01T00:01:{seq:02}Z""#)
+    } else {
+        format!(r#""__source_ts":"2026-01-01T00:00:{seq:02}Z""#)
+    };
+    let json = format!(r#"{{"id":{id},"v":"{v}","__op":"{op}","__seq":"{seq:02}",{time}}}"#);
     SourceRecord::new("bronze", 0, o, 0, json.as_bytes())
+}
+
+/// Writes changes into the bronze topic table, at the next offsets.
+struct Bronze {
+    ing: KafkaIngestor,
+    off: i64,
+}
+
+impl Bronze {
+    fn new(cfg: &PipelineConfig) -> Result<Self> {
+        let clock = std::sync::Arc::new(lakestream_core::SystemClock);
+        Ok(Self {
+            ing: KafkaIngestor::new(cfg.clone(), clock)?,
+            off: 0,
+        })
+    }
+
+    /// Ingest (id, value, op, seq) changes; none may be dead-lettered.
+    async fn send(&mut self, changes: &[(Option<i64>, &str, &str, u32)]) -> Result<()> {
+        let records: Vec<SourceRecord> = changes
+            .iter()
+            .map(|&(id, v, op, seq)| {
+                self.off += 1;
+                change(self.off, id, v, op, seq)
+            })
+            .collect();
+        let r = self.ing.ingest(&records).await?;
+        anyhow::ensure!(r.dead_lettered == 0, "dead letters: {r:?}");
+        Ok(())
+    }
 }
 
 /// Silver rows (id, v, __seq, __END_SEQ), sorted.
@@ -109,29 +143,16 @@ async fn scd2_history_and_change_feed() -> Result<()> {
         let cfg = config(&lake)?;
         let l = Lake::new(&cfg.lake)?;
         let s = CommitSettings::from(&cfg.commit);
-        let ing = KafkaIngestor::new(
-            cfg.clone(),
-            std::sync::Arc::new(lakestream_core::SystemClock),
-        )?;
-        let mut off = 0;
-        let mut send = |recs: Vec<(Option<i64>, &str, &str, u32)>| {
-            let out: Vec<SourceRecord> = recs
-                .into_iter()
-                .map(|(id, v, op, seq)| {
-                    off += 1;
-                    change(off, id, v, op, seq)
-                })
-                .collect();
-            out
-        };
+        let mut bronze = Bronze::new(&cfg)?;
 
         // Run 1, in order: 1 inserted then updated; 2 inserted.
-        ing.ingest(&send(vec![
-            (Some(1), "a", "c", 10),
-            (Some(1), "b", "u", 20),
-            (Some(2), "x", "c", 15),
-        ]))
-        .await?;
+        bronze
+            .send(&[
+                (Some(1), "a", "c", 10),
+                (Some(1), "b", "u", 20),
+                (Some(2), "x", "c", 15),
+            ])
+            .await?;
         let v = apply(&cfg, &l, &s).await?.context("run 1 committed")?;
         assert_eq!(
             silver(&l).await?,
@@ -153,7 +174,7 @@ async fn scd2_history_and_change_feed() -> Result<()> {
         );
 
         // Run 2, a late change of 1 between 10 and 20; 2 untouched.
-        ing.ingest(&send(vec![(Some(1), "late", "u", 12)])).await?;
+        bronze.send(&[(Some(1), "late", "u", 12)]).await?;
         let v = apply(&cfg, &l, &s).await?.context("run 2")?;
         assert_eq!(
             silver(&l).await?,
@@ -176,11 +197,9 @@ async fn scd2_history_and_change_feed() -> Result<()> {
         );
 
         // Run 3, a delete closes 1; a redelivery of (2, 15) changes nothing.
-        ing.ingest(&send(vec![
-            (Some(1), "b", "d", 30),
-            (Some(2), "x", "c", 15),
-        ]))
-        .await?;
+        bronze
+            .send(&[(Some(1), "b", "d", 30), (Some(2), "x", "c", 15)])
+            .await?;
         let v = apply(&cfg, &l, &s).await?.context("run 3")?;
         assert_eq!(
             silver(&l).await?,
@@ -202,12 +221,12 @@ async fn scd2_history_and_change_feed() -> Result<()> {
         );
 
         // Run 4, a redelivery only: the txn moves, no row and no feed row.
-        ing.ingest(&send(vec![(Some(1), "late", "u", 12)])).await?;
+        bronze.send(&[(Some(1), "late", "u", 12)]).await?;
         let v = apply(&cfg, &l, &s).await?.context("run 4")?;
         assert!(feed(&l, v).await?.is_empty(), "{b:?}");
 
         // Run 5, a re-insert after the delete opens a new row.
-        ing.ingest(&send(vec![(Some(1), "again", "c", 40)])).await?;
+        bronze.send(&[(Some(1), "again", "c", 40)]).await?;
         let v = apply(&cfg, &l, &s).await?.context("run 5")?;
         assert_eq!(
             feed(&l, v).await?,
@@ -216,7 +235,7 @@ async fn scd2_history_and_change_feed() -> Result<()> {
         );
 
         // Run 6, a truncate closes every open row and is recorded.
-        ing.ingest(&send(vec![(None, "", "t", 50)])).await?;
+        bronze.send(&[(None, "", "t", 50)]).await?;
         let v = apply(&cfg, &l, &s).await?.context("run 6")?;
         assert_eq!(
             silver(&l).await?,
@@ -264,27 +283,7 @@ async fn a_delete_or_truncate_delivered_first_closes_what_arrives_later() -> Res
         let cfg = config(&lake)?;
         let l = Lake::new(&cfg.lake)?;
         let s = CommitSettings::from(&cfg.commit);
-        let ing = KafkaIngestor::new(
-            cfg.clone(),
-            std::sync::Arc::new(lakestream_core::SystemClock),
-        )?;
-        let mut off = 0;
-        let mut send = |recs: &[(Option<i64>, &str, &str, u32)]| {
-            recs.iter()
-                .map(|&(id, v, op, seq)| {
-                    off += 1;
-                    if v == "no-ts" {
-                        // A change without `__source_ts`: its time is `__ingested_at`.
-                        let id = id.map_or("null".to_string(), |i| i.to_string());
-                        let json = format!(
-                            r#"{{"id":{id},"v":"{v}","__op":"{op}","__seq":"{seq:02}","__ingested_at":"2026-01-01T00:01:{seq:02}Z"}}"#
-                        );
-                        return SourceRecord::new("bronze", 0, off, 0, json.as_bytes());
-                    }
-                    change(off, id, v, op, seq)
-                })
-                .collect::<Vec<_>>()
-        };
+        let mut bronze = Bronze::new(&cfg)?;
         for (run, changes) in [
             // The delete of 3 (at 35, no source time) first; 4 is inserted so silver exists;
             // 6 inserted and deleted.
@@ -306,8 +305,7 @@ async fn a_delete_or_truncate_delivered_first_closes_what_arrives_later() -> Res
         .into_iter()
         .enumerate()
         {
-            let r = ing.ingest(&send(&changes)).await?;
-            assert_eq!(r.dead_lettered, 0, "run {run}");
+            bronze.send(&changes).await?;
             apply(&cfg, &l, &s)
                 .await?
                 .with_context(|| format!("run {run} committed"))?;

@@ -97,8 +97,16 @@ async fn debezium_bronze(
         let lakestream_formats::refine::JobKind::Cdc(apply) = &job.kind else {
             continue;
         };
+        // Debezium families only (a DMS bronze's `txn`s are per object, not per partition).
+        let debezium = config.cdc.iter().any(|f| {
+            Some(&f.family) == apply.family.as_ref()
+                && f.source == lakestream_formats::config::CdcSource::Debezium
+        });
+        if !debezium {
+            continue;
+        }
         let mut h = TableHandle::open(lake, &apply.source)?;
-        if apply.family.is_none() || !h.refresh().await? {
+        if !h.refresh().await? {
             continue;
         }
         let txns = h.all_txns().await?.unwrap_or_default();

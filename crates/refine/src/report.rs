@@ -61,7 +61,16 @@ pub fn summary_line(r: &JobReport, output: &str, took: std::time::Duration) -> S
         })
         .collect();
     let upserted = r.upserted();
-    let result = if !upserted.is_zero() {
+    let aggregated: Vec<_> = r.runs.iter().filter_map(|run| run.aggregated()).collect();
+    let result = if !aggregated.is_empty() {
+        let (retracted, recomputed) = aggregated
+            .iter()
+            .fold((0, 0), |(a, b), c| (a + c.retracted, b + c.recomputed));
+        format!(
+            "{} groups inserted, {} updated, {} deleted ({retracted} source rows retracted, {recomputed} groups recomputed) in {output}",
+            upserted.inserted, upserted.updated, upserted.deleted
+        )
+    } else if !upserted.is_zero() {
         format!(
             "{} inserted, {} updated, {} deleted, {} older rows ignored in {output}",
             upserted.inserted, upserted.updated, upserted.deleted, upserted.older_ignored

@@ -250,8 +250,15 @@ async fn removed_from(h: &TableHandle, from: u64) -> Result<HashSet<String>> {
             let actions = deltalake::logstore::get_actions(v, &bytes)
                 .map_err(|e| Error::storage(table, e))?;
             for a in actions {
-                if let Action::Remove(r) = a {
-                    removed.insert(decoded(&r.path));
+                match a {
+                    Action::Remove(r) => {
+                        removed.insert(decoded(&r.path));
+                    }
+                    // An aggregate reads the change files of the versions it has not read.
+                    Action::Cdc(c) => {
+                        removed.insert(decoded(&c.path));
+                    }
+                    _ => {}
                 }
             }
         }

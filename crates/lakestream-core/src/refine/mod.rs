@@ -1,9 +1,10 @@
 //! Refine jobs: derived tables computed from what source Delta tables gained, exactly once
 //! (ARCHITECTURE.md "Refine"). This module runs jobs — one run, a job until nothing is new,
 //! several jobs in dependency order — and dispatches each run on the job's kind. Two kinds
-//! today, each in its own folder (a new kind is a new folder and a new [`JobKind`] variant):
-//! the interval join (the seed's curated job) and the keyed latest-wins upsert (the seed's
-//! processed job; CDC deletes).
+//! kinds, each in its own folder (a new kind is a new folder and a new [`JobKind`] variant):
+//! the interval join (the seed's curated job), the keyed latest-wins upsert (the seed's
+//! processed job; CDC deletes), the CDC apply (SCD1/SCD2) and the incremental aggregate (gold
+//! tables).
 //!
 //! - [`context`]: what a run needs besides the job, and the names of a job's progress
 //!   (`txn` appIds, output table properties).
@@ -13,7 +14,10 @@
 //! - [`skip`]: `--skip-to`, a consumed version recorded without rows.
 //! - [`join`]: one interval-join run on the checked commit path.
 //! - [`upsert`]: one upsert run (copy-on-write: rewrite files that lose rows, add new rows).
+//! - [`cdc`]: one CDC apply run (SCD1 / SCD2, with the change data feed).
+//! - [`aggregate`]: one aggregate run (signed changes folded into touched groups).
 
+pub mod aggregate;
 pub mod cdc;
 pub mod context;
 pub mod join;
@@ -24,7 +28,9 @@ pub mod source;
 pub mod upsert;
 
 pub use context::{RunContext, source_app_id, source_id_property};
-pub use report::{JobReport, JoinCounts, RunCounts, RunReport, SideReport, UpsertCounts};
+pub use report::{
+    AggregateCounts, JobReport, JoinCounts, RunCounts, RunReport, SideReport, UpsertCounts,
+};
 pub use skip::skip_to;
 
 use crate::error::{Error, Result};
@@ -79,6 +85,7 @@ pub async fn run_once(ctx: &RunContext<'_>, cfg: &RefineJob) -> Result<RunReport
         JobKind::Join(join) => join::run_once(ctx, cfg, join, output).await,
         JobKind::Upsert(upsert) => upsert::run_once(ctx, cfg, upsert, output).await,
         JobKind::Cdc(apply) => cdc::run_once(ctx, cfg, apply, output).await,
+        JobKind::Aggregate(a) => aggregate::run_once(ctx, cfg, a, output).await,
     }
 }
 

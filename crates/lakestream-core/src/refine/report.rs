@@ -59,6 +59,25 @@ pub enum RunCounts {
     Join(JoinCounts),
     /// A keyed upsert's.
     Upsert(UpsertCounts),
+    /// An aggregate's.
+    Aggregate(AggregateCounts),
+}
+
+/// Groups an aggregate run changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AggregateCounts {
+    /// Groups that are new.
+    pub inserted: usize,
+    /// Groups whose row changed.
+    pub updated: usize,
+    /// Groups that lost their last row.
+    pub deleted: usize,
+    /// Source rows retracted (deleted or updated by their commits).
+    pub retracted: usize,
+    /// Groups whose `min`/`max` lost its extreme, recomputed from the source.
+    pub recomputed: usize,
+    /// Source files read to recompute them.
+    pub recompute_files: usize,
 }
 
 /// What one run did.
@@ -92,15 +111,29 @@ impl RunReport {
     pub fn joined(&self) -> usize {
         match self.counts {
             RunCounts::Join(j) => j.joined,
-            RunCounts::Upsert(_) => 0,
+            RunCounts::Upsert(_) | RunCounts::Aggregate(_) => 0,
         }
     }
 
-    /// Keys changed (all zero for a join).
+    /// Keys changed (an aggregate's groups; all zero for a join).
     pub fn upserted(&self) -> UpsertCounts {
         match self.counts {
             RunCounts::Upsert(u) => u,
+            RunCounts::Aggregate(a) => UpsertCounts {
+                inserted: a.inserted,
+                updated: a.updated,
+                deleted: a.deleted,
+                older_ignored: 0,
+            },
             RunCounts::Join(_) => UpsertCounts::default(),
+        }
+    }
+
+    /// An aggregate's counts (`None` for other kinds).
+    pub fn aggregated(&self) -> Option<AggregateCounts> {
+        match self.counts {
+            RunCounts::Aggregate(a) => Some(a),
+            _ => None,
         }
     }
 }
@@ -115,6 +148,10 @@ struct RunReportJson<'a> {
     updated: usize,
     deleted: usize,
     older_ignored: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retracted: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recomputed: Option<usize>,
     output_version: Option<u64>,
     attempts: u32,
     waiting_for: &'a Option<String>,
@@ -130,6 +167,8 @@ impl Serialize for RunReport {
             updated: u.updated,
             deleted: u.deleted,
             older_ignored: u.older_ignored,
+            retracted: self.aggregated().map(|a| a.retracted),
+            recomputed: self.aggregated().map(|a| a.recomputed),
             output_version: self.output_version,
             attempts: self.attempts,
             waiting_for: &self.waiting_for,

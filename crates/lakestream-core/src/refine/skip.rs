@@ -44,6 +44,12 @@ pub async fn skip_to(
                 cfg.job
             )));
         }
+        JobKind::Aggregate(_) => {
+            return Err(Error::Config(format!(
+                "refine job `{}`: --skip-to is not supported for aggregates (skipped changes would leave every group inexact); rebuild it instead: delete its output table and run the job, whose first run reads the source's snapshot",
+                cfg.job
+            )));
+        }
         JobKind::Upsert(_) => {
             let src = TableHandle::open_existing(ctx.lake, table).await?;
             properties.push((source_id_property(table), src.table_id()?));

@@ -7,6 +7,7 @@ mod access_log_etag;
 mod access_log_limits;
 mod access_logs;
 mod access_report;
+mod aggregate;
 mod ambiguous;
 mod athena_manifest;
 mod cdc_apply;

@@ -5,14 +5,16 @@
 //!
 //! A job is its common settings plus exactly one kind ([`JobKind`]), decided when the TOML is
 //! parsed: callers match on the kind and never re-check which one is set. Each kind's settings
-//! and rules live in their own module ([`join`], [`upsert`]); a new kind is a new module and a
+//! and rules live in their own module ([`join`], [`upsert`], [`cdc`], [`aggregate`]); a new kind is a new module and a
 //! new variant.
 
+pub mod aggregate;
 pub mod cdc;
 pub mod join;
 pub mod upsert;
 
 use crate::error::{Error, Result};
+use aggregate::AggregateConfig;
 use cdc::CdcApply;
 use join::IntervalJoinConfig;
 use serde::Deserialize;
@@ -51,6 +53,9 @@ pub enum JobKind {
     /// CDC changes applied per key, SCD1 or SCD2, with the change data feed (`[refine.cdc]`,
     /// or expanded from a `[[cdc]]` family).
     Cdc(CdcApply),
+    /// Incremental aggregate of one source, one row per group (`[refine.aggregate]`, a gold
+    /// table).
+    Aggregate(AggregateConfig),
 }
 
 /// The TOML shape of a job: both kinds optional, so a job naming both or neither is refused
@@ -74,6 +79,8 @@ struct RawRefineJob {
     upsert: Option<UpsertConfig>,
     #[serde(default)]
     cdc: Option<CdcApply>,
+    #[serde(default)]
+    aggregate: Option<AggregateConfig>,
 }
 
 /// serde's conversion hook: the message becomes a `config:` error with the key and line named
@@ -82,13 +89,14 @@ impl TryFrom<RawRefineJob> for RefineJob {
     type Error = String;
 
     fn try_from(raw: RawRefineJob) -> std::result::Result<Self, String> {
-        let kind = match (raw.join, raw.upsert, raw.cdc) {
-            (Some(j), None, None) => JobKind::Join(j),
-            (None, Some(u), None) => JobKind::Upsert(u),
-            (None, None, Some(c)) => JobKind::Cdc(c),
+        let kind = match (raw.join, raw.upsert, raw.cdc, raw.aggregate) {
+            (Some(j), None, None, None) => JobKind::Join(j),
+            (None, Some(u), None, None) => JobKind::Upsert(u),
+            (None, None, Some(c), None) => JobKind::Cdc(c),
+            (None, None, None, Some(a)) => JobKind::Aggregate(a),
             _ => {
                 return Err(format!(
-                    "refine job `{}`: configure exactly one of `[refine.join]`, `[refine.upsert]` and `[refine.cdc]`",
+                    "refine job `{}`: configure exactly one of `[refine.join]`, `[refine.upsert]`, `[refine.cdc]` and `[refine.aggregate]`",
                     raw.job
                 ));
             }
@@ -129,6 +137,7 @@ impl RefineJob {
     pub fn output_columns(&self) -> Vec<String> {
         match &self.kind {
             JobKind::Join(join) => join.output_columns(),
+            JobKind::Aggregate(a) => a.output_columns(),
             JobKind::Upsert(_) | JobKind::Cdc(_) => vec![],
         }
     }
@@ -139,6 +148,7 @@ impl RefineJob {
             JobKind::Join(j) => vec![&j.left.table, &j.right.table],
             JobKind::Upsert(u) => vec![&u.source],
             JobKind::Cdc(c) => vec![&c.source],
+            JobKind::Aggregate(a) => vec![&a.source],
         }
     }
 
@@ -165,6 +175,7 @@ impl RefineJob {
             JobKind::Join(join) => join.validate(key, &self.output, &self.partition_by),
             JobKind::Upsert(upsert) => upsert.validate(key, &self.output, &self.partition_by),
             JobKind::Cdc(cdc) => cdc.validate(key, &self.output, &self.partition_by),
+            JobKind::Aggregate(a) => a.validate(key, &self.output, &self.partition_by),
         }
     }
 }

@@ -26,7 +26,7 @@ use std::sync::Arc;
 pub struct TargetFile {
     path: Path,
     /// Partition values as stored in the log.
-    pub(super) partitions: HashMap<String, Option<String>>,
+    pub(crate) partitions: HashMap<String, Option<String>>,
     /// `min`/`max` statistics of the first key column.
     key_range: Option<(serde_json::Value, serde_json::Value)>,
     /// The remove action that retires this file.

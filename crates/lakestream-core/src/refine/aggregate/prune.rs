@@ -1,0 +1,162 @@
+//! Which files can hold rows of given groups: the source's files when groups are recomputed
+//! (partition values of plain group columns, min/max statistics of plain columns and of the
+//! timestamp under `date(col)`), and the output's files holding touched groups (its partition
+//! values, which are group columns).
+
+use super::groups::Evaluator;
+use crate::error::Result;
+use crate::read::{FileStats, PartitionValues};
+use deltalake::arrow::array::{Array, ArrayRef, AsArray};
+use deltalake::arrow::compute::cast;
+use deltalake::arrow::datatypes::DataType;
+use lakestream_formats::refine::aggregate::GroupExpr;
+
+/// One group column's value as files are compared with it.
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    /// Any file may hold it (null, `hour(..)`, a type statistics do not order).
+    Any,
+    /// A number.
+    Number(f64),
+    /// Text.
+    Text(String),
+    /// A UTC date `YYYY-MM-DD` of a `date(col)` group.
+    Day(String),
+}
+
+/// The groups to find, one row of values per group.
+pub(crate) struct Wanted {
+    /// Per group column: the source column and whether it is a source partition column.
+    columns: Vec<(String, bool, bool)>,
+    /// Per group: per group column, the value (and its partition text).
+    groups: Vec<Vec<(Value, Option<String>)>>,
+}
+
+fn values(a: &ArrayRef, expr: &GroupExpr) -> Result<Vec<(Value, Option<String>)>> {
+    let text = cast(a, &DataType::Utf8)?;
+    let text = text.as_string::<i32>();
+    let nums = match a.data_type() {
+        t if t.is_numeric() => Some(cast(a, &DataType::Float64)?),
+        _ => None,
+    };
+    let mut out = Vec::with_capacity(a.len());
+    for i in 0..a.len() {
+        let t = text.is_valid(i).then(|| text.value(i).to_string());
+        let v = match (expr, &t, &nums) {
+            (_, None, _) | (GroupExpr::Hour(_), _, _) => Value::Any,
+            (GroupExpr::Date(_), Some(d), _) => Value::Day(d.clone()),
+            (GroupExpr::Column(_), Some(_), Some(n)) => Value::Number(
+                n.as_primitive::<deltalake::arrow::datatypes::Float64Type>()
+                    .value(i),
+            ),
+            (GroupExpr::Column(_), Some(s), None) if a.data_type() == &DataType::Utf8 => {
+                Value::Text(s.clone())
+            }
+            _ => Value::Any,
+        };
+        out.push((v, t));
+    }
+    Ok(out)
+}
+
+impl Wanted {
+    /// The groups `keys` of `ev`; `partitioned(column)` says whether a source column is a
+    /// partition column of the table searched, `output` that the table is the output (its
+    /// columns are the group columns' names).
+    pub fn new(
+        ev: &Evaluator,
+        names: &[String],
+        keys: &[Vec<u8>],
+        partitioned: impl Fn(&str) -> bool,
+        output: bool,
+    ) -> Result<Self> {
+        let arrays = ev.key_arrays(keys)?;
+        let mut per_column = Vec::new();
+        let mut columns = Vec::new();
+        for ((a, e), name) in arrays.iter().zip(ev.exprs()).zip(names) {
+            let column = if output {
+                name.clone()
+            } else {
+                e.column().to_string()
+            };
+            let is_part = partitioned(&column) && (output || matches!(e, GroupExpr::Column(_)));
+            columns.push((column, is_part, output));
+            per_column.push(values(a, e)?);
+        }
+        let groups = (0..keys.len())
+            .map(|g| per_column.iter().map(|c| c[g].clone()).collect())
+            .collect();
+        Ok(Self { columns, groups })
+    }
+
+    /// Can a file with these partition values and statistics hold a row of a wanted group?
+    pub fn may_hold(&self, partitions: &PartitionValues, stats: &FileStats) -> bool {
+        self.groups.iter().any(|g| {
+            g.iter()
+                .zip(&self.columns)
+                .all(|((v, text), (col, is_part, output))| {
+                    if *is_part {
+                        let stored = partitions.get(col).cloned().flatten();
+                        // "" and null are one partition value.
+                        return stored.unwrap_or_default() == text.clone().unwrap_or_default();
+                    }
+                    if *output {
+                        return true;
+                    }
+                    in_range(v, col, stats)
+                })
+        })
+    }
+}
+
+/// May a file whose statistics are `stats` hold `v` in column `col`?
+fn in_range(v: &Value, col: &str, stats: &FileStats) -> bool {
+    let bound = |kind: &str| stats.as_ref()?.get(kind)?.get(col).cloned();
+    let (Some(lo), Some(hi)) = (bound("minValues"), bound("maxValues")) else {
+        return true;
+    };
+    match (v, &lo, &hi) {
+        (Value::Any, _, _) => true,
+        (Value::Number(x), serde_json::Value::Number(lo), serde_json::Value::Number(hi)) => {
+            match (lo.as_f64(), hi.as_f64()) {
+                (Some(lo), Some(hi)) => lo <= *x && *x <= hi,
+                _ => true,
+            }
+        }
+        (Value::Text(s), serde_json::Value::String(lo), serde_json::Value::String(hi)) => {
+            // Long strings may be truncated in statistics: only trust short maxima.
+            lo.as_str() <= s.as_str() && (hi.chars().count() >= 32 || s.as_str() <= hi.as_str())
+        }
+        (Value::Day(d), serde_json::Value::String(lo), serde_json::Value::String(hi)) => {
+            // Timestamp statistics are RFC 3339 in UTC: their first ten characters are the date.
+            match (lo.get(..10), hi.get(..10)) {
+                (Some(lo), Some(hi)) => lo <= d.as_str() && d.as_str() <= hi,
+                _ => true,
+            }
+        }
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn statistics_rule_files_out() {
+        let stats = Some(json!({
+            "minValues": {"ts": "2026-11-30T23:10:00.000Z", "v": 3, "s": "b"},
+            "maxValues": {"ts": "2026-12-01T01:00:00.000Z", "v": 9, "s": "d"}
+        }));
+        assert!(in_range(&Value::Day("2026-12-01".into()), "ts", &stats));
+        assert!(in_range(&Value::Day("2026-11-30".into()), "ts", &stats));
+        assert!(!in_range(&Value::Day("2026-12-02".into()), "ts", &stats));
+        assert!(in_range(&Value::Number(3.0), "v", &stats));
+        assert!(!in_range(&Value::Number(10.0), "v", &stats));
+        assert!(!in_range(&Value::Text("a".into()), "s", &stats));
+        assert!(in_range(&Value::Text("c".into()), "s", &stats));
+        assert!(in_range(&Value::Number(100.0), "other", &stats));
+        assert!(in_range(&Value::Any, "v", &stats));
+    }
+}

@@ -76,6 +76,9 @@ pub enum Command {
     /// Put Kafka batches Lambda gave up on (the failed-batches bucket's on-failure records)
     /// back into the lake, exactly once; safe to run again.
     Redrive(RedriveArgs),
+    /// Back-fill: append the rows of Parquet, CSV or JSON-lines files to a table, exactly once
+    /// per file content (a re-run writes nothing).
+    Load(LoadArgs),
     /// List the tables of the lake.
     Tables {
         /// The lake.
@@ -209,6 +212,25 @@ pub struct RedriveArgs {
     /// cannot be checked against the table (a record that had landed is written twice).
     #[arg(long)]
     pub allow_duplicates: bool,
+    /// Print the reports as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The pipeline and lake.
+    #[command(flatten)]
+    pub lake: LakeArgs,
+}
+
+/// `lakestream load`.
+#[derive(clap::Args)]
+pub struct LoadArgs {
+    /// The table, e.g. raw/order.
+    pub table: String,
+    /// Files to load (format from the extension: .parquet, .csv, .json/.jsonl).
+    #[arg(required = true)]
+    pub files: Vec<String>,
+    /// The files' format, when the extension does not say: parquet, csv or json.
+    #[arg(long)]
+    pub format: Option<String>,
     /// Print the reports as JSON.
     #[arg(long)]
     pub json: bool,

@@ -41,6 +41,7 @@ async fn main() -> Result<()> {
         Command::Checkpoint(a) => maintain::run_checkpoint(a).await,
         Command::Manifest(a) => maintain::run_manifest(a).await,
         Command::Refine(a) => commands::refine::run_command(a).await,
+        Command::Load(a) => commands::load::run_command(a).await,
         Command::Tables { lake } => commands::tables::list(&lake).await,
         Command::Show(a) => inspect::show_command(a).await,
         Command::Changes(a) => inspect::changes_command(a).await,

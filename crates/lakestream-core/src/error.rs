@@ -68,6 +68,15 @@ pub enum Error {
         operation: String,
     },
 
+    /// A back-fill file cannot be appended (`lakestream load`): nothing of it was written.
+    #[error("cannot load {file}: {reason}. Nothing of it was written")]
+    Load {
+        /// The file.
+        file: String,
+        /// Why, and what to do.
+        reason: String,
+    },
+
     /// There is no Delta table at that name (nothing has written it yet).
     #[error("table `{0}` does not exist")]
     TableNotFound(String),

@@ -13,6 +13,7 @@ pub mod error;
 pub mod inspect;
 pub mod intercept;
 pub mod kafka;
+pub mod load;
 pub mod maintenance;
 pub mod partition_path;
 pub mod put_probe;

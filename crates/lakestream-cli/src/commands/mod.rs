@@ -7,6 +7,7 @@ pub mod demo;
 pub mod demo_cdc;
 pub mod inspect;
 pub mod invoke;
+pub mod load;
 pub mod maintain;
 pub mod redrive;
 pub mod refine;

@@ -34,7 +34,7 @@ TEST_ENV = LAKESTREAM_TEST_S3_ENDPOINT=http://127.0.0.1:$(MOTO_PORT) LAKESTREAM_
 	AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 \
 	MOTO_PORT=$(MOTO_PORT) LAKESTREAM_BIN=$(CURDIR)/target/debug/lakestream
 
-.PHONY: help demo test test-steps lint-build test-rust test-py package-check lambda-check check fmt clippy no-datafusion validate build package deploy bench bench-compare bench-refine bench-upsert bench-logs fuzz chaos venv moto-start moto-stop clean
+.PHONY: help demo test test-steps lint-build test-rust test-py package-check lambda-check check fmt clippy no-datafusion validate build package deploy bench bench-compare bench-refine bench-upsert bench-gold bench-logs fuzz chaos venv moto-start moto-stop clean
 
 help: ## List targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-14s %s\n", $$1, $$2}'
@@ -151,6 +151,9 @@ bench-refine: ## Curated interval join on one day of generated data: once, and a
 bench-upsert: venv ## Upsert 100k keys into 10M rows (two shapes) vs Python deltalake MERGE, one core (not in CI)
 	cargo build --release --bin lakestream
 	$(VENV)/bin/python scripts/bench_upsert.py
+
+bench-gold: venv ## Incremental gold run (+1 day) vs DataFusion recomputing over 1M and 10M rows, one core (not in CI)
+	$(VENV)/bin/python scripts/bench_gold.py
 
 bench-logs: ## Access-log parse -> Arrow vs Rust regex vs Python re (Athena pattern), one core
 	cargo bench -p lakestream-core --bench access_log_parse --no-run

@@ -8,6 +8,8 @@ Every pair runs on the same generated data in the same run, each engine pinned t
               both tables' Parquet sizes are reported (writer settings: each engine's defaults).
   access logs lines -> typed Arrow vs Rust `regex` and Python `re` with AWS's Athena pattern.
   upsert      `lakestream refine` upsert vs Python `deltalake` MERGE (scripts/bench_upsert.py).
+  gold        an incremental gold run over a day of new rows vs DataFusion recomputing the
+              aggregate over the whole source, at 1M and 10M rows (scripts/bench_gold.py).
   functions   the release function binaries against a local Lambda Runtime API stand-in and the
               S3 emulator behind a counting proxy: S3 requests per warm append over 120 commits
               (where each goes), per cold invocation, log bytes per invocation at the default
@@ -142,6 +144,14 @@ def upsert():
     import bench_upsert
     subprocess.run(["cargo", "build", "-q", "--release", "--bin", "lakestream"], cwd=ROOT, check=True)
     return bench_upsert.run()
+
+
+def gold():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import bench_gold
+    if QUICK:
+        os.environ.setdefault("BENCH_GOLD_ROWS", "1000000")
+    return bench_gold.run()
 
 
 # ---------------------------------------------------------------- functions
@@ -461,7 +471,7 @@ def main():
     if len(sys.argv) == 6 and sys.argv[1] == "ingest-python":
         return ingest_python(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     OUT.mkdir(parents=True, exist_ok=True)
-    only = set(os.environ.get("BENCH_ONLY", "ingest,logs,upsert,functions").split(","))
+    only = set(os.environ.get("BENCH_ONLY", "ingest,logs,upsert,gold,functions").split(","))
     results = {"size": "quick" if QUICK else "full", "repeat": REPEAT}
     rows = []
     if "ingest" in only:
@@ -490,6 +500,12 @@ def main():
             rows.append((f"upsert {shape} (wall, peak RSS)",
                          f"{a['wall_s']:.2f} s, {a['peak_rss_mib']} MiB", f"{b['wall_s']:.2f} s, {b['peak_rss_mib']} MiB",
                          f"{b['wall_s'] / a['wall_s']:.2f}x, {b['peak_rss_mib'] / a['peak_rss_mib']:.1f}x"))
+    if "gold" in only:
+        for r in results.setdefault("gold", gold()):
+            rows.append((f"gold: +{r['new_rows']:,} rows into {r['source_rows']:,} (incremental vs recompute)",
+                         fmt_range((r["lakestream_incremental_s"], *r["lakestream_range"])),
+                         fmt_range((r["datafusion_recompute_s"], *r["datafusion_range"])) + " DataFusion",
+                         f"{r['datafusion_recompute_s'] / r['lakestream_incremental_s']:.1f}x"))
     if "functions" in only:
         r = results["functions"] = functions()
         w = r["warm_append"]

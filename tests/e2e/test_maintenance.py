@@ -26,10 +26,10 @@ def test_optimize_vacuum_manifest_keep_the_table_readable(lake):
     old = lake.delta("raw/order", version=2)
     assert len(old.file_uris()) == 3  # time travel still sees the small files
 
-    # The curated job has not run: it reads raw/order from version 0, so the compacted-away
-    # files are kept for it; once it has read past the compaction they can go.
+    # The curated and gold jobs have not run: they read raw/order from version 0, so the
+    # compacted-away files are kept for them; once they have read past the compaction they can go.
     out = cli("vacuum", "raw/order", "--dry-run", "--retention-hours", "0", "--force")
-    assert "kept 3 removed file(s) that refine jobs (curated) still need (versions from 0)" in out, out
+    assert "kept 3 removed file(s) that refine jobs (curated, gold) still need (versions from 0)" in out, out
     assert "0 files" in out, out
     lake.invoke("msk-members.json")
     cli("refine")
@@ -89,7 +89,8 @@ def test_the_cli_and_the_function_maintain_the_same_tables(tmp_path):
     cli("refine")
 
     listed = cli("validate")
-    expected = {"raw/order", "raw/member", "dead_letters", "access_logs", "curated/order", "processed/order"}
+    expected = {"raw/order", "raw/member", "dead_letters", "access_logs", "curated/order", "processed/order",
+                "gold/order_hourly"}
     for name in expected:
         assert f"\n  {name} " in listed, listed
 

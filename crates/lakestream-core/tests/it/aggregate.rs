@@ -40,7 +40,7 @@ order_by = ["ts"]
 op = { column = "op", delete = ["D"] }
 
 [[refine]]
-job = "gold"
+job = "gold_cdc"
 output = "gold/cdc"
 partition_by = ["owner"]
 max_files_per_run = 3
@@ -147,7 +147,7 @@ async fn gold(l: &Lake) -> Result<(Expected, u64)> {
         assert!(out.insert(k.clone(), v).is_none(), "group {k:?} twice");
     }
     let mut h = lakestream_core::table::TableHandle::open_existing(l, "gold/cdc").await?;
-    let app = lakestream_core::refine::source_app_id("orders-raw", "gold", "silver/cdc");
+    let app = lakestream_core::refine::source_app_id("orders-raw", "gold_cdc", "silver/cdc");
     let consumed = h
         .committed(std::slice::from_ref(&app))
         .await?
@@ -246,7 +246,8 @@ async fn gold_equals_group_by_of_its_changing_source_after_every_run() -> Result
             let ran = match step % 3 {
                 // Two runs at once.
                 0 => {
-                    let (a, b) = tokio::join!(run(&cfg, &l, &s, "gold"), run(&cfg, &l, &s, "gold"));
+                    let (a, b) =
+                        tokio::join!(run(&cfg, &l, &s, "gold_cdc"), run(&cfg, &l, &s, "gold_cdc"));
                     let (a, b) = (a?, b?);
                     (a.0 + b.0, a.1 + b.1)
                 }
@@ -259,7 +260,7 @@ async fn gold_equals_group_by_of_its_changing_source_after_every_run() -> Result
                     if files >= 2 {
                         faults.compact_before_next_log_put(&l, "silver/cdc");
                     }
-                    run(&cfg, &l, &s, "gold").await?
+                    run(&cfg, &l, &s, "gold_cdc").await?
                 }
                 // Killed before its commit lands: the next run does it all.
                 2 if step > 2 => {
@@ -268,10 +269,10 @@ async fn gold_equals_group_by_of_its_changing_source_after_every_run() -> Result
                         ..s.clone()
                     };
                     faults.refuse.store(1, std::sync::atomic::Ordering::SeqCst);
-                    assert!(run(&cfg, &l, &once, "gold").await.is_err());
-                    run(&cfg, &l, &s, "gold").await?
+                    assert!(run(&cfg, &l, &once, "gold_cdc").await.is_err());
+                    run(&cfg, &l, &s, "gold_cdc").await?
                 }
-                _ => run(&cfg, &l, &s, "gold").await?,
+                _ => run(&cfg, &l, &s, "gold_cdc").await?,
             };
             (retracted, recomputed) = (retracted + ran.0, recomputed + ran.1);
             let (got, consumed) = gold(&l).await?;

@@ -14,6 +14,13 @@ use lakestream_testkit::lagging::{curated_order_ids, member, order, run_curated}
 use lakestream_testkit::{Backend, TestLake, backends};
 use std::sync::Arc;
 
+/// The example's lake without its gold job (it reads raw/order too, and never runs here: these
+/// tests are about the curated job's lag).
+fn without_gold(mut lake: TestLake) -> TestLake {
+    lake.config.refine.retain(|j| j.job != "gold");
+    lake
+}
+
 async fn order_readers(lake: &Lake, cfg: &PipelineConfig) -> Result<Vec<Reader>> {
     Ok(refine_readers(lake, cfg)
         .await?
@@ -38,7 +45,7 @@ async fn lagging(lake: &TestLake, l: &Lake) -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vacuum_keeps_what_a_lagging_job_needs_until_the_log_retention() -> Result<()> {
     for b in backends() {
-        let lake = TestLake::new(b, "refine-readers")?;
+        let lake = without_gold(TestLake::new(b, "refine-readers")?);
         let l = Lake::new(&lake.config.lake)?;
         lagging(&lake, &l).await?;
         let readers = order_readers(&l, &lake.config).await?;
@@ -126,7 +133,7 @@ async fn vacuum_keeps_what_a_lagging_job_needs_until_the_log_retention() -> Resu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn log_cleanup_keeps_the_log_to_load_the_consumed_version() -> Result<()> {
-    let lake = TestLake::new(Backend::Fs, "refine-readers-log")?;
+    let lake = without_gold(TestLake::new(Backend::Fs, "refine-readers-log")?);
     let l = Lake::new(&lake.config.lake)?;
     let ing = lake.ingestor()?;
     ing.ingest(&[member()]).await?;

@@ -80,6 +80,7 @@ async fn every_table_when_none_is_named() -> anyhow::Result<()> {
             "access_logs/datalake-prod",
             "curated/order",
             "dead_letters",
+            "gold/order_hourly",
             "processed/order",
             "raw/member",
             "raw/order"

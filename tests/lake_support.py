@@ -152,3 +152,38 @@ def run_all(fns):
         t.join()
     if errors:
         raise errors[0]
+
+
+def gold_difference(gold_rows, source, sql, groups, measures):
+    """How a gold table (its rows as dicts) differs from `sql`, a GROUP BY run by DuckDB over
+    `source` (a pyarrow table, named `src` in the query): `None` when every group and measure
+    matches (floats to 1e-9 relative), else a short description."""
+    import duckdb
+
+    def by_group(rows):
+        out = {}
+        for r in rows:
+            key = tuple(str(r[g]) for g in groups)
+            if key in out:
+                raise AssertionError(f"group {key} twice")
+            out[key] = tuple(r[m] for m in measures)
+        return out
+
+    def same(a, b):
+        if a is None or b is None:
+            return a is b
+        if isinstance(a, float) or isinstance(b, float):
+            return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+        return a == b
+
+    con = duckdb.connect()
+    con.register("src", source)
+    want = by_group(con.sql(sql).to_arrow_table().to_pylist())
+    got = by_group(gold_rows)
+    if got.keys() != want.keys():
+        return (f"groups missing {sorted(want.keys() - got.keys())[:10]}, "
+                f"extra {sorted(got.keys() - want.keys())[:10]}")
+    bad = [(k, got[k], w) for k, w in want.items() if not all(same(x, y) for x, y in zip(got[k], w))]
+    if bad:
+        return f"{len(bad)} group(s) differ, e.g. {bad[:3]} (gold, GROUP BY)"
+    return None

@@ -24,6 +24,10 @@ Lambda binary, see `warm.py`):
   Debezium topic each, the random streams of tests/cdc_reference.py: late and re-sent changes,
   deletes with tombstones) ingested into bronze, and both apply jobs run (sometimes two at
   once); the family's bronze and silver tables are compacted and vacuumed beside them;
+- `gold`: both gold jobs (`[refine.aggregate]` over `raw/order` and over the upsert's output
+  `refined/cdc`), sometimes two at once, with crash points, beside a compaction of a gold table;
+  after a `recreate` of `raw/order` its gold table fails ("re-created") and is rebuilt (deleted
+  and run again), as the README says;
 - `recreate`: `raw/order`'s prefix deleted; ingestion re-creates the table (the model resets).
 
 Commands may carry a crash point (`--crash-at`: the process aborts after a data PUT, a log PUT
@@ -34,13 +38,15 @@ Schedules only contain waves whose outcome the model can tell: one batch per Kaf
 per wave (Lambda never runs two batches of a partition at once, except the same batch
 redelivered), no `raw/cdc` ingest in a wave with the upsert (the upsert then consumes exactly
 what was there), likewise no `dbz` ingest in a wave with `cdc-apply`, deletes name rows that exist (a concurrent ingest cannot write them again),
-re-creation alone on its table.
+re-creation alone on its table (and never in a wave with the gold jobs).
 
 Checks: after every wave each table (`raw/order`, `dead_letters`, `raw/cdc`, `refined/cdc`) is
 read with Python `deltalake` (directly, not through the proxy) and compared, full rows as a
 multiset, with the model; each family bronze holds every delivered change once, and each silver
 equals the plain reference of what the last apply consumed (its change feed replayed onto the
-previous reference gives it). A table found different is reported and no longer compared in that
+previous reference gives it); each gold table equals DuckDB's GROUP BY over its source read at
+the version its `txn` says it consumed (not the model: any interleaving is then checkable). A
+table found different is reported and no longer compared in that
 schedule; the schedule goes on, so one run can report several holes.
 
 Replay: a failure prints the seed, the schedule number and every wave with its operations and
@@ -68,6 +74,7 @@ from deltalake.exceptions import TableNotFoundError
 
 import model as M
 from cdc_reference import STREAMS_CONF, Checker, msk_event as dbz_event, two_families
+from lake_support import gold_difference
 from chaoslib import BIN, BUCKET, CLIENT, MOTO, MOTO_PORT, SEED, STORAGE, record, rng, scaled
 from faultproxy import FaultProxy
 from warm import WarmFunction
@@ -132,8 +139,36 @@ source = "raw/cdc"
 key = ["grp", "id"]
 order_by = ["updated"]
 op = {{ column = "op", delete = ["D"] }}
+
+[[refine]]
+job = "gold_order"
+output = "gold/order"
+partition_by = ["hour"]
+max_files_per_run = 6
+[refine.aggregate]
+source = "raw/order"
+group_by = ["hour", "date(timestamp) as day"]
+measures = ["count(*) as n", "sum(order_value) as total", "min(order_value) as lo", "max(order_value) as hi", "avg(order_value) as mean"]
+
+[[refine]]
+job = "gold_cdc"
+output = "gold/cdc"
+[refine.aggregate]
+source = "refined/cdc"
+group_by = ["grp"]
+measures = ["count(*) as n", "sum(val) as total", "min(val) as lo", "max(val) as hi", "count(val) as valued"]
 ''' + STREAMS_CONF.replace("{", "{{").replace("}", "}}")
 CDC_JOBS = ["cdc-shop/public.orders", "cdc-audit/public.accounts"]
+GOLD_JOBS = ["gold_order", "gold_cdc"]
+# Gold table: (job, source, DuckDB's GROUP BY over the source at the version the gold consumed,
+# group columns, measures).
+GOLDS = {
+    "gold/order": ("gold_order", "raw/order", "SELECT hour, CAST(timestamp AT TIME ZONE 'UTC' AS DATE) AS day, "
+                   "count(*) AS n, sum(order_value) AS total, min(order_value) AS lo, max(order_value) AS hi, "
+                   "avg(order_value) AS mean FROM src GROUP BY ALL", ["hour", "day"], ["n", "total", "lo", "hi", "mean"]),
+    "gold/cdc": ("gold_cdc", "refined/cdc", "SELECT grp, count(*) AS n, sum(val) AS total, min(val) AS lo, "
+                 "max(val) AS hi, count(val) AS valued FROM src GROUP BY ALL", ["grp"], ["n", "total", "lo", "hi", "valued"]),
+}
 
 ORDER_PARTITIONS = 3  # Kafka partitions of `orders`
 CDC_PARTITIONS = 2
@@ -143,8 +178,10 @@ CDC_PARTITIONS = 2
 # Generating a schedule (a function of the seed and the model only, never of outcomes).
 
 class Generator:
-    def __init__(self, r, warm, cdc_r):
+    def __init__(self, r, warm, cdc_r, gold_r):
         self.r = r
+        # The gold side draws from its own generator too.
+        self.gold_r = gold_r
         self.warm = warm
         # The CDC family side draws from its own generator, so the other operations' schedules
         # do not depend on it.
@@ -272,7 +309,20 @@ class Generator:
             elif extra < 0.4:
                 take({"op": "vacuum", "table": bronze_of(st), "zero": True}, bronze_of(st))
 
+        def gold_side():
+            g = self.gold_r
+            if "gold" in OFF or n == 0 or g.random() < 0.4:
+                return
+            crash = g.choice(STEPS) if g.random() < 0.3 else None
+            # raw/order is taken (not alone) so no `recreate` joins this wave.
+            take({"op": "gold", "crash": crash, "copies": 2 if g.random() < 0.3 else 1},
+                 *GOLDS, "raw/order")
+            if g.random() < 0.3:
+                table = g.choice(list(GOLDS))
+                take({"op": "optimize", "table": table, "crash": None, "warm": False}, table)
+
         cdc_side()
+        gold_side()
         if n == 0:  # every partition gets data
             for p in range(ORDER_PARTITIONS):
                 ingest("orders", p)
@@ -351,6 +401,8 @@ def describe(op):
         return f"ingest {spans or 'nothing new'}{' (twice at once)' if op['copies'] > 1 else ''}{tail}"
     if o == "cdc-apply":
         return f"refine {' '.join(CDC_JOBS)}{' (twice at once)' if op['copies'] > 1 else ''}{tail}"
+    if o == "gold":
+        return f"refine {' '.join(GOLD_JOBS)}{' (twice at once)' if op['copies'] > 1 else ''}{tail}"
     return f"{o} latest{tail}"
 
 
@@ -605,6 +657,21 @@ def execute(lake, op, r):
             note = "crashed, " if "crash point" in out.stderr else f"no crash (exit {out.returncode}), "
         out = lake.deliver(["refine", *CDC_JOBS, "--json"])
         return note + "ran: " + "; ".join(runs_of(j["runs"]) for j in json.loads(out.stdout))
+    if o == "gold":
+        note = ""
+        if op["crash"]:
+            out = lake.run(["refine", *GOLD_JOBS], crash=op["crash"])
+            note = "crashed, " if "crash point" in out.stderr else f"no crash (exit {out.returncode}), "
+        for _ in range(40):
+            out = lake.run(["refine", *GOLD_JOBS, "--json"])
+            if out.returncode == 0:
+                return note + "ran: " + "; ".join(f"{j['job']} {len(j['runs'])} run(s)" for j in json.loads(out.stdout))
+            if "re-created" in out.stderr:
+                # raw/order was re-created: rebuild its gold table (delete it, run again).
+                lake.remove_table("gold/order")
+                note += "rebuilt after the source's re-creation, "
+            time.sleep(0.05)
+        raise AssertionError(f"the gold jobs never succeeded; last error: {error_of(out)}")
     raise AssertionError(f"unknown operation {op}")
 
 
@@ -682,6 +749,8 @@ def tables_of(op):
         return {bronze_of(st) for st, _ in op["batch"]}
     if op["op"] == "cdc-apply":
         return {t for t in CDC_TABLES if t.startswith("silver/")}
+    if op["op"] == "gold":
+        return set(GOLDS)
     return {op["table"]}
 
 
@@ -712,6 +781,36 @@ def check_cdc(lake, gen, model, checker, wrong, findings, w):
             wrong.add(silver)
 
 
+def check_gold(lake, wrong, findings, w, figures):
+    """Each gold table equals DuckDB's GROUP BY over its source at the version it consumed."""
+    for table, (job, source, sql, groups, measures) in GOLDS.items():
+        if table in wrong:
+            continue
+        try:
+            dt = lake.table(table)
+        except TableNotFoundError:
+            continue
+        consumed = None
+        try:
+            consumed = dt.transaction_version(f"sched/{job}/{source}")
+            built_from = dt.metadata().configuration.get(f"lakestream.refine.source.{source}.tableId")
+            try:
+                now_id = DeltaTable(lake.uri(source), storage_options=lake.storage).metadata().id
+            except TableNotFoundError:
+                now_id = None  # deleted by `recreate`, not written again yet
+            if built_from != now_id:
+                continue  # the source was re-created since: the next gold run rebuilds it
+            src = DeltaTable(lake.uri(source), version=consumed, storage_options=lake.storage)
+            diff = gold_difference(dt.to_pyarrow_table().to_pylist(), src.to_pyarrow_table(), sql, groups,
+                                   measures)
+        except Exception as e:  # noqa: BLE001 - an unreadable table is a finding
+            diff = f"cannot be checked: {type(e).__name__}: {str(e)[:600]}"
+        figures["gold_compared"] += 1
+        if diff:
+            findings.append(f"wave {w}: gold table {table} (consumed {source} v{consumed}): {diff}")
+            wrong.add(table)
+
+
 def run_schedule(backend, number, tmp, proxy, figures):
     """Run one schedule; returns None, or the failure report. A table found different from the
     model is reported and not compared again in this schedule (its model is wrong from then
@@ -719,7 +818,7 @@ def run_schedule(backend, number, tmp, proxy, figures):
     `raw/order` and a lost CDC delete in `refined/cdc`)."""
     name = f"{backend}/{number}"
     r = rng(f"schedule/{name}")
-    gen = Generator(r, warm=HAVE_WARM, cdc_r=rng(f"schedule-cdc/{name}"))
+    gen = Generator(r, warm=HAVE_WARM, cdc_r=rng(f"schedule-cdc/{name}"), gold_r=rng(f"schedule-gold/{name}"))
     model = M.Model()
     model.cdc_streams, model.cdc_applied = gen.streams, {}
     lake = Lake(backend, tmp, proxy)
@@ -776,6 +875,7 @@ def run_schedule(backend, number, tmp, proxy, figures):
                         findings.append(f"wave {w}: table {table} differs from the model:\n" + M.diff(want, got))
                     wrong.add(table)
                 check_cdc(lake, gen, model, checker, wrong, findings, w)
+                check_gold(lake, wrong, findings, w, figures)
             figures["waves"] += 1
             if wrong >= set(M.TABLES):
                 break
@@ -819,7 +919,7 @@ def test_random_schedules_match_the_model(tmp_path, backend):
         proxy = FaultProxy(MOTO_PORT, seed=SEED, refuse=0.04, land_then_500=0.04, delay=0.03, delay_s=0.8)
     figures = {"schedules": 0, "waves": 0, "operations": Counter(), "crash_points": 0, "crashes": 0,
                "invocations": 0, "warm_invocations": 0, "failed_invocations": 0, "rows_compared": 0,
-               "tables_compared": 0, "cdc_silver_compared": 0, "findings": 0}
+               "tables_compared": 0, "cdc_silver_compared": 0, "gold_compared": 0, "findings": 0}
     numbers = [int(ONLY)] if ONLY is not None else range(SCHEDULES[backend])
     failures = []
     try:

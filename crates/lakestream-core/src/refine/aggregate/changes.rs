@@ -13,7 +13,7 @@
 use crate::commit::change_data::CHANGE_TYPE;
 use crate::error::{Error, Result};
 use crate::read::with_partitions;
-use crate::refine::source::{ChunkLimits, gone};
+use crate::refine::source::ChunkLimits;
 use crate::table::TableHandle;
 use deltalake::Path;
 use deltalake::arrow::array::{Array, AsArray, RecordBatch};
@@ -75,12 +75,25 @@ fn from_path(path: &str, partition_columns: &[String]) -> HashMap<String, Option
         if let Some((k, v)) = seg.split_once('=')
             && partition_columns.iter().any(|c| c == k)
         {
-            let v = decode(v);
+            // The log percent-encodes the path, whose segments are Hive-escaped: decode twice.
+            let v = decode(&decode(v));
             let v = (v != "__HIVE_DEFAULT_PARTITION__").then_some(v);
             out.insert(k.to_string(), v);
         }
     }
     out
+}
+
+/// Why version `v` cannot be read (its commit or a file is gone), and what to do: an aggregate
+/// cannot skip versions, it is rebuilt.
+fn gone(job: &str, v: u64, after: u64, latest: u64, what: &str) -> String {
+    format!(
+        "{what} for version {v} is gone (log retention or vacuum); the job is {} version(s) \
+         behind (consumed {after}, latest {latest}). An aggregate cannot skip changes: rebuild it \
+         (delete its output table and run `lakestream refine {job}`: the first run reads the \
+         source's snapshot)",
+        latest.saturating_sub(after)
+    )
 }
 
 /// Cut the next chunk of `handle`'s changes after version `after` (the handle is loaded at its
@@ -122,14 +135,7 @@ pub(crate) async fn next_changes(
             .await
             .map_err(|e| Error::storage(table, e))?
         else {
-            return Err(fail(gone(
-                job,
-                table,
-                v,
-                Some(after),
-                latest,
-                "its commit file",
-            )));
+            return Err(fail(gone(job, v, after, latest, "its commit file")));
         };
         let actions =
             deltalake::logstore::get_actions(v, &commit).map_err(|e| Error::storage(table, e))?;
@@ -217,7 +223,7 @@ pub(crate) async fn read_signed(
     let gone_error = || Error::Source {
         job: job.to_string(),
         table: table.to_string(),
-        reason: gone(job, table, f.version, Some(after), latest, "a data file"),
+        reason: gone(job, f.version, after, latest, "a data file"),
     };
     let builder = match ParquetRecordBatchStreamBuilder::new(reader).await {
         Ok(b) => b,
@@ -247,7 +253,14 @@ pub(crate) async fn read_signed(
             Effect::ChangeData => {
                 let types = full
                     .column_by_name(CHANGE_TYPE)
-                    .ok_or_else(|| Error::Internal("change type".into()))?;
+                    .ok_or_else(|| Error::Source {
+                        job: job.to_string(),
+                        table: table.to_string(),
+                        reason: format!(
+                            "change data file `{}` has no `{CHANGE_TYPE}` column",
+                            f.path
+                        ),
+                    })?;
                 let types = deltalake::arrow::compute::cast(types, &DataType::Utf8)?;
                 let types = types.as_string::<i32>();
                 (0..types.len())

@@ -15,7 +15,7 @@ use deltalake::arrow::compute::{cast, is_null};
 use deltalake::arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef};
 use deltalake::arrow::row::{RowConverter, SortField};
 use lakestream_formats::refine::aggregate::{
-    AggregateConfig, GroupExpr, Measure, MeasureFn, ROWS_COLUMN,
+    AggregateConfig, Comparison, GroupExpr, Measure, MeasureFn, ROWS_COLUMN, Test,
 };
 use std::sync::Arc;
 
@@ -122,6 +122,9 @@ struct MeasureSpec {
 
 /// Evaluates a job's groups and measures over rows of its source columns.
 pub(crate) struct Evaluator {
+    /// The job and its source (named in errors).
+    job: String,
+    source: String,
     /// The group columns as output fields.
     group_fields: Vec<Field>,
     /// Group column index -> index among the source columns read.
@@ -133,6 +136,15 @@ pub(crate) struct Evaluator {
     /// Group columns that are string partition columns of the output: null and "" are one
     /// Delta partition value, so one group ("").
     empty_is_null: Vec<bool>,
+    /// The filter: per condition, the column's index and the test (literals cast once).
+    filter: Vec<(usize, RowTest)>,
+}
+
+/// A filter condition, ready to evaluate.
+enum RowTest {
+    IsNull,
+    IsNotNull,
+    Compare(Comparison, ArrayRef),
 }
 
 fn sum_kind(t: &DataType) -> Option<bool> {
@@ -231,7 +243,39 @@ impl Evaluator {
                 values,
             });
         }
+        let mut filter = Vec::new();
+        for c in cfg.filter.iter().flat_map(|f| &f.conditions) {
+            let i = index(&c.column)?;
+            let t = columns.field(i).data_type();
+            filter.push((
+                i,
+                match &c.test {
+                    Test::IsNull => RowTest::IsNull,
+                    Test::IsNotNull => RowTest::IsNotNull,
+                    Test::Compare(op, text) => {
+                        let lit: ArrayRef =
+                            Arc::new(deltalake::arrow::array::StringArray::from(vec![
+                                text.as_str(),
+                            ]));
+                        let lit =
+                            cast(&lit, t)
+                                .ok()
+                                .filter(|l| l.is_valid(0))
+                                .ok_or_else(|| {
+                                    bad(format!(
+                                        "filter: \"{text}\" is not a value of column `{}` ({t})",
+                                        c.column
+                                    ))
+                                })?;
+                        RowTest::Compare(*op, lit)
+                    }
+                },
+            ));
+        }
         Ok(Self {
+            filter,
+            job: job.to_string(),
+            source: cfg.source.clone(),
             group_fields,
             group_inputs,
             exprs: cfg.group_by.iter().map(|g| g.expr.clone()).collect(),
@@ -240,6 +284,15 @@ impl Evaluator {
             names: cfg.measures.clone(),
             empty_is_null,
         })
+    }
+
+    /// A run refused for what the data says (not retryable: the same data says it again).
+    fn refused(&self, reason: String) -> Error {
+        Error::Source {
+            job: self.job.clone(),
+            table: self.source.clone(),
+            reason,
+        }
     }
 
     /// An empty accumulator.
@@ -305,6 +358,38 @@ impl Evaluator {
         Ok(arrays)
     }
 
+    /// The rows of `batch` the filter keeps (`None`: no filter); null counts as not kept.
+    fn kept(&self, batch: &RecordBatch) -> Result<Option<Vec<bool>>> {
+        use deltalake::arrow::array::Scalar;
+        use deltalake::arrow::compute::kernels::cmp;
+        if self.filter.is_empty() {
+            return Ok(None);
+        }
+        let mut keep = vec![true; batch.num_rows()];
+        for (i, test) in &self.filter {
+            let col = batch.column(*i);
+            let m = match test {
+                RowTest::IsNull => is_null(col)?,
+                RowTest::IsNotNull => deltalake::arrow::compute::is_not_null(col)?,
+                RowTest::Compare(op, lit) => {
+                    let s = Scalar::new(lit.clone());
+                    match op {
+                        Comparison::Eq => cmp::eq(col, &s)?,
+                        Comparison::Ne => cmp::neq(col, &s)?,
+                        Comparison::Lt => cmp::lt(col, &s)?,
+                        Comparison::Le => cmp::lt_eq(col, &s)?,
+                        Comparison::Gt => cmp::gt(col, &s)?,
+                        Comparison::Ge => cmp::gt_eq(col, &s)?,
+                    }
+                }
+            };
+            for (k, slot) in keep.iter_mut().enumerate() {
+                *slot &= m.is_valid(k) && m.value(k);
+            }
+        }
+        Ok(Some(keep))
+    }
+
     /// Fold the rows of `batch` (source columns read) into `groups`, each with its sign;
     /// with `only`, rows of other groups are skipped.
     pub fn fold(
@@ -357,7 +442,11 @@ impl Evaluator {
                 }
             });
         }
+        let kept = self.kept(batch)?;
         for (r, &sign) in signs.iter().enumerate().take(batch.num_rows()) {
+            if kept.as_ref().is_some_and(|k| !k[r]) {
+                continue;
+            }
             let key = keys.row(r);
             if only.is_some_and(|o| o.get(key.data()).is_none()) {
                 continue;
@@ -402,9 +491,9 @@ impl Evaluator {
         let old = old.unwrap_or(&fresh);
         let rows = old.rows + delta.rows;
         if rows < 0 {
-            return Err(Error::Internal(format!(
-                "a group would have {rows} rows: the output does not match its source; rebuild it \
-                 (delete the output table and run the job again)"
+            return Err(self.refused(format!(
+                "a group would have {rows} rows: the output does not match its source (written by \
+                 another job or config?); rebuild it (delete the output table and run the job again)"
             )));
         }
         if rows == 0 {
@@ -499,7 +588,7 @@ impl Evaluator {
             accs.iter().map(|a| a.rows),
         ))];
         let too_big = |m: &Measure| {
-            Error::Internal(format!(
+            self.refused(format!(
                 "measure `{}` overflows a 64-bit integer; sum a smaller column",
                 m.name
             ))
@@ -586,7 +675,7 @@ impl Evaluator {
     pub fn stored(&self, batch: &RecordBatch) -> Result<(deltalake::arrow::row::Rows, Vec<Acc>)> {
         let col = |name: &str, t: &DataType| -> Result<ArrayRef> {
             let c = batch.column_by_name(name).ok_or_else(|| {
-                Error::Internal(format!(
+                self.refused(format!(
                     "the aggregate's output has no column `{name}`: it was not written by this \
                      job's config; rebuild it (delete the output table and run the job again)"
                 ))

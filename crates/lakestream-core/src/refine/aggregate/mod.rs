@@ -97,8 +97,25 @@ impl ChangePlanner for AggregatePlanner<'_, '_> {
         } else {
             cfg.partition_by.clone()
         };
+        let refuse = |reason: String| Error::Source {
+            job: cfg.job.clone(),
+            table: a.source.clone(),
+            reason,
+        };
+        if state.version.is_some() && consumed.is_none() {
+            // Folding the snapshot into existing groups would count every row twice.
+            return Err(refuse(format!(
+                "the output `{}` exists but records no consumption of this source (its `txn` \
+                 expired, or the job's source was renamed): rebuild it (delete the output table \
+                 and run the job again)",
+                cfg.output
+            )));
+        }
         let columns = source_columns(&source, a)?;
         let ev = Evaluator::new(&cfg.job, a, &columns, &partition_by)?;
+        if state.version.is_some() {
+            same_spec(output, a, &ev).map_err(refuse)?;
+        }
         let latest = source.version().unwrap_or(0);
         let source_id = source.table_id()?;
         let mut delta = Groups::default();
@@ -278,8 +295,69 @@ impl ChangePlanner for AggregatePlanner<'_, '_> {
     }
 }
 
-/// The source's columns the job reads, in the source's latest schema.
+/// Output table property: the aggregate's groups, measures and filter when it was created.
+pub const SPEC_PROPERTY: &str = "lakestream.aggregate.spec";
+
+/// The aggregate's definition as one line of text (what its stored state means).
+fn spec(a: &AggregateConfig) -> String {
+    format!(
+        "group_by={:?}; measures={:?}; filter={:?}",
+        a.group_by, a.measures, a.filter
+    )
+}
+
+/// Refuse an output built by another definition, or whose columns no longer have the types
+/// this run would write (the source's types changed): its stored state would be misread.
+fn same_spec(
+    output: &TableHandle,
+    a: &AggregateConfig,
+    ev: &Evaluator,
+) -> std::result::Result<(), String> {
+    let rebuild = "rebuild it (delete the output table and run the job again)";
+    if let Some(stored) = output.property(SPEC_PROPERTY).ok().flatten()
+        && stored != spec(a)
+    {
+        return Err(format!(
+            "the output was built by another definition ({stored}); the job now says {}: {rebuild}",
+            spec(a)
+        ));
+    }
+    let have = output.arrow_schema().map_err(|e| e.to_string())?;
+    for f in ev.output_schema().fields() {
+        match have.field_with_name(f.name()) {
+            Ok(h) if h.data_type() == f.data_type() => {}
+            Ok(h) => {
+                return Err(format!(
+                    "output column `{}` is {} but the source now makes it {} (a source column \
+                     changed type): {rebuild}",
+                    f.name(),
+                    h.data_type(),
+                    f.data_type()
+                ));
+            }
+            Err(_) => {
+                return Err(format!(
+                    "the output has no column `{}` (the job's definition changed): {rebuild}",
+                    f.name()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The source's columns the job reads, in the source's latest schema (column mapping refused:
+/// its Parquet columns have other names).
 fn source_columns(source: &TableHandle, a: &AggregateConfig) -> Result<SchemaRef> {
+    if let Some(mode) = source.property("delta.columnMapping.mode")?
+        && mode != "none"
+    {
+        return Err(Error::Config(format!(
+            "aggregate source `{}` uses column mapping (`delta.columnMapping.mode` = {mode}), \
+             which Lakestream does not read yet",
+            a.source
+        )));
+    }
     let schema = source.arrow_schema()?;
     let mut fields = Vec::new();
     for c in a.source_columns() {
@@ -402,6 +480,7 @@ fn proposal(
             ),
             (JOB_PROPERTY.into(), cfg.job.clone()),
             (source_id_property(&a.source), source_id),
+            (SPEC_PROPERTY.into(), spec(a)),
         ],
         change_data_feed: false,
     };

@@ -2,6 +2,12 @@
 //! (partition values of plain group columns, min/max statistics of plain columns and of the
 //! timestamp under `date(col)`), and the output's files holding touched groups (its partition
 //! values, which are group columns).
+//!
+//! Partition values are compared as text only for types whose text Delta writers and arrow agree
+//! on (strings, integers, dates, booleans); a timestamp or float partition value (`2026-12-01
+//! 10:00:00.000000` vs arrow's `2026-12-01T10:00:00Z`, `1` vs `1.0`) never rules a file out.
+//! Nor do `""` (null and `""` are one group in a string partition column, and statistics ignore
+//! nulls), NaN, or statistics that cannot be read.
 
 use super::groups::Evaluator;
 use crate::error::Result;
@@ -45,11 +51,19 @@ fn values(a: &ArrayRef, expr: &GroupExpr) -> Result<Vec<(Value, Option<String>)>
         let v = match (expr, &t, &nums) {
             (_, None, _) | (GroupExpr::Hour(_), _, _) => Value::Any,
             (GroupExpr::Date(_), Some(d), _) => Value::Day(d.clone()),
-            (GroupExpr::Column(_), Some(_), Some(n)) => Value::Number(
-                n.as_primitive::<deltalake::arrow::datatypes::Float64Type>()
-                    .value(i),
-            ),
-            (GroupExpr::Column(_), Some(s), None) if a.data_type() == &DataType::Utf8 => {
+            (GroupExpr::Column(_), Some(_), Some(n)) => {
+                let x = n
+                    .as_primitive::<deltalake::arrow::datatypes::Float64Type>()
+                    .value(i);
+                if x.is_nan() {
+                    Value::Any
+                } else {
+                    Value::Number(x)
+                }
+            }
+            (GroupExpr::Column(_), Some(s), None)
+                if a.data_type() == &DataType::Utf8 && !s.is_empty() =>
+            {
                 Value::Text(s.clone())
             }
             _ => Value::Any,
@@ -79,7 +93,9 @@ impl Wanted {
             } else {
                 e.column().to_string()
             };
-            let is_part = partitioned(&column) && (output || matches!(e, GroupExpr::Column(_)));
+            let is_part = partitioned(&column)
+                && (output || matches!(e, GroupExpr::Column(_)))
+                && text_agrees(a.data_type());
             columns.push((column, is_part, output));
             per_column.push(values(a, e)?);
         }
@@ -109,6 +125,37 @@ impl Wanted {
     }
 }
 
+/// Do Delta writers write partition values of this type as arrow casts it to text?
+fn text_agrees(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Utf8
+            | DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64
+            | DataType::Date32
+            | DataType::Boolean
+    )
+}
+
+/// The UTC date of a timestamp statistic: RFC 3339 with an offset (converted), or a naive
+/// `YYYY-MM-DDTHH:MM:SS...` (a UTC or timestamp_ntz value, as delta-rs writes them).
+fn utc_day(stat: &str) -> Option<String> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(stat) {
+        return Some(t.with_timezone(&chrono::Utc).format("%Y-%m-%d").to_string());
+    }
+    let day = stat.get(..10)?;
+    let rest = stat.get(10..).unwrap_or_default();
+    // A naive value: no offset after the time.
+    let naive = !rest.contains('+') && !rest[rest.find(':').unwrap_or(0)..].contains('-');
+    (naive && chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d").is_ok()).then(|| day.to_string())
+}
+
 /// May a file whose statistics are `stats` hold `v` in column `col`?
 fn in_range(v: &Value, col: &str, stats: &FileStats) -> bool {
     let bound = |kind: &str| stats.as_ref()?.get(kind)?.get(col).cloned();
@@ -128,9 +175,8 @@ fn in_range(v: &Value, col: &str, stats: &FileStats) -> bool {
             lo.as_str() <= s.as_str() && (hi.chars().count() >= 32 || s.as_str() <= hi.as_str())
         }
         (Value::Day(d), serde_json::Value::String(lo), serde_json::Value::String(hi)) => {
-            // Timestamp statistics are RFC 3339 in UTC: their first ten characters are the date.
-            match (lo.get(..10), hi.get(..10)) {
-                (Some(lo), Some(hi)) => lo <= d.as_str() && d.as_str() <= hi,
+            match (utc_day(lo), utc_day(hi)) {
+                (Some(lo), Some(hi)) => lo.as_str() <= d.as_str() && d.as_str() <= hi.as_str(),
                 _ => true,
             }
         }
@@ -158,5 +204,27 @@ mod tests {
         assert!(in_range(&Value::Text("c".into()), "s", &stats));
         assert!(in_range(&Value::Number(100.0), "other", &stats));
         assert!(in_range(&Value::Any, "v", &stats));
+        // Statistics with an offset (Spark writes the session zone) are converted to UTC.
+        let offset = Some(json!({
+            "minValues": {"ts": "2026-12-01T19:00:00.000-08:00"},
+            "maxValues": {"ts": "2026-12-01T20:00:00.000-08:00"}
+        }));
+        assert!(in_range(&Value::Day("2026-12-02".into()), "ts", &offset));
+        assert!(!in_range(&Value::Day("2026-12-01".into()), "ts", &offset));
+        assert_eq!(
+            utc_day("2026-12-01T10:00:00.000").as_deref(),
+            Some("2026-12-01")
+        );
+        assert_eq!(utc_day("garbage"), None);
+    }
+
+    #[test]
+    fn only_agreeing_partition_types_are_compared_as_text() {
+        assert!(text_agrees(&DataType::Utf8) && text_agrees(&DataType::Date32));
+        assert!(!text_agrees(&DataType::Float64));
+        assert!(!text_agrees(&DataType::Timestamp(
+            deltalake::arrow::datatypes::TimeUnit::Microsecond,
+            Some("UTC".into())
+        )));
     }
 }

@@ -46,6 +46,30 @@ pub struct Change {
     pub cdc_files: Vec<AddCDCFile>,
 }
 
+/// The `MERGE` a keyed rewrite records (an upsert, an aggregate): rows matched on `keys`,
+/// updated where `matched` holds, inserted otherwise.
+pub fn keyed_merge(keys: &[String], matched: String) -> DeltaOperation {
+    use deltalake::protocol::MergePredicate;
+    let on = keys
+        .iter()
+        .map(|k| format!("target.{k} = source.{k}"))
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    DeltaOperation::Merge {
+        predicate: None,
+        merge_predicate: Some(on),
+        matched_predicates: vec![MergePredicate {
+            action_type: "update".into(),
+            predicate: Some(matched),
+        }],
+        not_matched_predicates: vec![MergePredicate {
+            action_type: "insert".into(),
+            predicate: None,
+        }],
+        not_matched_by_source_predicates: vec![],
+    }
+}
+
 impl Change {
     /// An append of `adds` with `txns`, planned from `read_version`.
     pub fn append(

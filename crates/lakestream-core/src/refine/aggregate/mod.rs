@@ -23,6 +23,7 @@ mod prune;
 use super::context::{JOB_PROPERTY, RunContext, source_id_property};
 use super::report::{AggregateCounts, RunCounts, RunReport, SideReport};
 use super::source::ChunkLimits;
+use crate::commit::change::keyed_merge;
 use crate::commit::{Change, ChangePlanner, NewTable, Proposal, ReadScope, TableState, run};
 use crate::error::{Error, Result};
 use crate::read::with_partitions;
@@ -33,7 +34,6 @@ use deltalake::arrow::array::{BooleanArray, RecordBatch};
 use deltalake::arrow::compute::filter_record_batch;
 use deltalake::arrow::datatypes::{Schema, SchemaRef};
 use deltalake::kernel::{Remove, Transaction};
-use deltalake::protocol::{DeltaOperation, MergePredicate};
 use deltalake::writer::DeltaWriter;
 use groups::{Evaluator, Groups, Outcome};
 use lakestream_formats::refine::RefineJob;
@@ -440,28 +440,11 @@ fn proposal(
     end: u64,
     source_id: String,
 ) -> Proposal {
-    let on = a
-        .group_by
-        .iter()
-        .map(|g| format!("target.{0} = source.{0}", g.name))
-        .collect::<Vec<_>>()
-        .join(" AND ");
+    let groups: Vec<String> = a.group_by.iter().map(|g| g.name.clone()).collect();
     let change = Change {
         read_version: state.version,
         properties: vec![],
-        operation: DeltaOperation::Merge {
-            predicate: None,
-            merge_predicate: Some(on),
-            matched_predicates: vec![MergePredicate {
-                action_type: "update".into(),
-                predicate: Some("group touched by the source's changes".into()),
-            }],
-            not_matched_predicates: vec![MergePredicate {
-                action_type: "insert".into(),
-                predicate: None,
-            }],
-            not_matched_by_source_predicates: vec![],
-        },
+        operation: keyed_merge(&groups, "group touched by the source's changes".into()),
         adds,
         removes,
         txns: vec![Transaction::new(

@@ -27,13 +27,13 @@ pub mod tombstones;
 use super::context::{JOB_PROPERTY, RunContext, source_id_property};
 use super::report::{RunCounts, RunReport, SideReport, UpsertCounts};
 use super::source::read_next;
+use crate::commit::change::keyed_merge;
 use crate::commit::{Change, NewTable, Proposal, ReadScope, TableState};
 use crate::error::{Error, Result};
 use crate::table::TableHandle;
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::{Add, Remove, Transaction};
-use deltalake::protocol::{DeltaOperation, MergePredicate};
 use incoming::{IncomingRows, Ties};
 pub(crate) use keyed::{KeyedPlan, run_keyed};
 use lakestream_formats::refine::RefineJob;
@@ -266,31 +266,13 @@ fn proposal(
     written: Written,
 ) -> Result<Proposal> {
     let end = src.read.chunk.end.unwrap_or(0);
-    let on = u
-        .key
-        .iter()
-        .map(|k| format!("target.{k} = source.{k}"))
-        .collect::<Vec<_>>()
-        .join(" AND ");
     let change = Change {
         read_version: state.version,
         properties: vec![],
-        operation: DeltaOperation::Merge {
-            predicate: None,
-            merge_predicate: Some(on),
-            matched_predicates: vec![MergePredicate {
-                action_type: "update".into(),
-                predicate: Some(format!(
-                    "source ordered after target by ({})",
-                    u.order_by.join(", ")
-                )),
-            }],
-            not_matched_predicates: vec![MergePredicate {
-                action_type: "insert".into(),
-                predicate: None,
-            }],
-            not_matched_by_source_predicates: vec![],
-        },
+        operation: keyed_merge(
+            &u.key,
+            format!("source ordered after target by ({})", u.order_by.join(", ")),
+        ),
         adds: written.adds,
         removes: written.removes,
         txns: vec![Transaction::new(

@@ -19,7 +19,7 @@ use chrono::{DateTime, Datelike, Timelike, Utc};
 use deltalake::arrow::array::{
     Array, ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, new_null_array,
 };
-use deltalake::arrow::compute::{cast, concat_batches};
+use deltalake::arrow::compute::{cast_with_options, concat_batches};
 use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
 use deltalake::kernel::Transaction;
 use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -110,6 +110,24 @@ pub async fn load_file(
         .iter()
         .find(|t| t.table == table)
         .map(TableLayout::for_topic);
+    if table == config.dead_letter_table {
+        return Err(refuse(format!(
+            "`{table}` is the dead-letter table; load appends to source tables"
+        )));
+    }
+    if exists {
+        if let Some(job) = handle.property(crate::refine::context::JOB_PROPERTY)? {
+            return Err(refuse(format!(
+                "`{table}` is the output of refine job `{job}` (one row per key or group: an \
+                 append would break it); load into the job's source instead"
+            )));
+        }
+        if let Some(r) = handle.property("delta.setTransactionRetentionDuration")? {
+            return Err(refuse(format!(
+                "`{table}` expires its `txn`s ({r}), so a load could not stay exactly once"
+            )));
+        }
+    }
     let (schema, partition_columns) = match (exists, &layout) {
         (true, _) => (handle.arrow_schema()?, handle.partition_columns()?),
         (false, Some(l)) => (l.config_schema.clone(), l.partition_columns.clone()),
@@ -122,7 +140,8 @@ pub async fn load_file(
     };
     let rows_in = decode(bytes, file.format, &schema).map_err(refuse)?;
     let rows = rows_in.num_rows();
-    let batch = assemble(&rows_in, &schema, layout.as_ref(), now).map_err(refuse)?;
+    let batch =
+        assemble(&rows_in, &schema, &partition_columns, layout.as_ref(), now).map_err(refuse)?;
     let app_id = load_app_id(&config.pipeline, bytes);
     let mut planner = LoadPlanner {
         app_id: app_id.clone(),
@@ -195,43 +214,62 @@ fn decode(
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| format!("bad Parquet data ({e})"))?,
         FileFormat::Csv => {
-            let header = bytes
-                .split(|b| *b == b'\n')
-                .next()
-                .map(|h| {
-                    String::from_utf8_lossy(h)
-                        .trim_end_matches('\r')
-                        .to_string()
-                })
-                .unwrap_or_default();
+            // A UTF-8 byte-order mark is not part of the first column's name.
+            let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+            if body.iter().all(u8::is_ascii_whitespace) {
+                return Ok(RecordBatch::new_empty(Arc::new(Schema::empty())));
+            }
+            let format = arrow_csv::reader::Format::default().with_header(true);
+            let (header, _) = format
+                .infer_schema(std::io::Cursor::new(body), Some(0))
+                .map_err(|e| format!("bad CSV header ({e})"))?;
             let mut fields = Vec::new();
-            for name in header.split(',').map(|n| n.trim().trim_matches('"')) {
-                let f = field_of(table, name).ok_or_else(|| unknown(name, table))?;
-                fields.push(Field::new(name, f.data_type().clone(), true));
+            for h in header.fields() {
+                let f = field_of(table, h.name()).ok_or_else(|| unknown(h.name(), table))?;
+                fields.push(Field::new(h.name(), f.data_type().clone(), true));
             }
             arrow_csv::ReaderBuilder::new(Arc::new(Schema::new(fields)))
                 .with_header(true)
-                .build(std::io::Cursor::new(bytes.clone()))
+                .build(std::io::Cursor::new(body.to_vec()))
                 .map_err(|e| format!("bad CSV ({e})"))?
                 .collect::<std::result::Result<_, _>>()
                 .map_err(|e| format!("bad CSV ({e})"))?
         }
         FileFormat::Json => {
+            // The ingest decoder: the same rules as a Kafka value (numbers in a timestamp
+            // column are epoch milliseconds; names as the table spells them).
             let fields: Vec<Field> = table
                 .fields()
                 .iter()
                 .map(|f| f.as_ref().clone().with_nullable(true))
                 .collect();
-            arrow_json::ReaderBuilder::new(Arc::new(Schema::new(fields)))
-                .with_strict_mode(true)
-                .build(std::io::Cursor::new(bytes.clone()))
-                .map_err(|e| format!("bad JSON ({e})"))?
-                .collect::<std::result::Result<_, _>>()
-                .map_err(|e| {
-                    format!(
-                        "bad JSON lines ({e}); each line must be an object of the table's columns"
-                    )
-                })?
+            let lines: Vec<(usize, &[u8])> = bytes
+                .split(|b| *b == b'\n')
+                .enumerate()
+                .filter(|(_, l)| !l.iter().all(u8::is_ascii_whitespace))
+                .collect();
+            let values: Vec<Option<&[u8]>> = lines.iter().map(|(_, l)| Some(*l)).collect();
+            let decoded = crate::kafka::decode::decode_values(
+                &values,
+                &Arc::new(Schema::new(fields)),
+                lakestream_formats::config::SchemaMode::Enforce,
+            )
+            .map_err(|e| e.to_string())?;
+            if let Some((i, why)) = decoded.rejects.first() {
+                return Err(format!(
+                    "line {}: {why} ({} bad line(s) in all)",
+                    lines[*i].0 + 1,
+                    decoded.rejects.len()
+                ));
+            }
+            if decoded.unknown_fields_ignored > 0 {
+                return Err(format!(
+                    "{} field(s) name no column of the table (JSON names must be spelled as the \
+                     table's columns)",
+                    decoded.unknown_fields_ignored
+                ));
+            }
+            vec![decoded.batch]
         }
     };
     let Some(first) = batches.first() else {
@@ -253,16 +291,31 @@ fn unknown(name: &str, table: &Schema) -> String {
 fn assemble(
     file: &RecordBatch,
     schema: &SchemaRef,
+    partition_columns: &[String],
     layout: Option<&TableLayout>,
     now: DateTime<Utc>,
 ) -> std::result::Result<RecordBatch, String> {
     let n = file.num_rows();
     let file_schema = file.schema();
-    for f in file_schema.fields() {
+    for (i, f) in file_schema.fields().iter().enumerate() {
         if field_of(schema, f.name()).is_none() {
             return Err(unknown(f.name(), schema));
         }
+        if let Some(other) = file_schema.fields()[..i]
+            .iter()
+            .find(|o| o.name().eq_ignore_ascii_case(f.name()))
+        {
+            return Err(format!(
+                "the file has columns `{}` and `{}`: one table column (names are case-insensitive)",
+                other.name(),
+                f.name()
+            ));
+        }
     }
+    let strict = deltalake::arrow::compute::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
     let parts = [
         format!("{:02}", now.year().rem_euclid(100)),
         format!("{:02}", now.month()),
@@ -279,7 +332,7 @@ fn assemble(
             .filter(|c| c.null_count() < c.len() || n == 0);
         let source = layout.map_or(ColumnSource::Value, |l| l.source_of(f.name()));
         let col: ArrayRef = match (given, source) {
-            (Some(c), _) => cast(c, f.data_type()).map_err(|e| {
+            (Some(c), _) => cast_with_options(c, f.data_type(), &strict).map_err(|e| {
                 format!(
                     "column `{}` does not cast from {} to the table's {} ({e})",
                     f.name(),
@@ -299,8 +352,18 @@ fn assemble(
             (None, ColumnSource::Kafka(KafkaMetadataColumn::Topic)) => Arc::new(
                 StringArray::from_iter_values(std::iter::repeat_n("lakestream-load", n)),
             ),
+            (None, ColumnSource::Value) if partition_columns.contains(f.name()) && n > 0 => {
+                return Err(format!(
+                    "the file has no values for partition column `{}` (its rows would land in \
+                     the null partition)",
+                    f.name()
+                ));
+            }
             (None, _) => new_null_array(f.data_type(), n),
         };
+        if let Some(why) = out_of_years(&col) {
+            return Err(format!("column `{}`: {why}", f.name()));
+        }
         if !f.is_nullable() && col.null_count() > 0 {
             return Err(format!(
                 "column `{}` is required (not nullable) and {} row(s) of the file have no value",
@@ -311,6 +374,30 @@ fn assemble(
         cols.push(col);
     }
     RecordBatch::try_new(schema.clone(), cols).map_err(|e| e.to_string())
+}
+
+/// A timestamp or date outside the years 0001-9999 (what Delta readers accept), as ingest
+/// refuses it.
+fn out_of_years(col: &ArrayRef) -> Option<String> {
+    use deltalake::arrow::array::AsArray;
+    use deltalake::arrow::datatypes::{DataType, Date32Type, TimeUnit, TimestampMicrosecondType};
+    let micros: Vec<i64> = match col.data_type() {
+        DataType::Timestamp(TimeUnit::Microsecond, _) => col
+            .as_primitive::<TimestampMicrosecondType>()
+            .iter()
+            .flatten()
+            .collect(),
+        DataType::Date32 => col
+            .as_primitive::<Date32Type>()
+            .iter()
+            .flatten()
+            .map(|d| i64::from(d).saturating_mul(86_400_000_000))
+            .collect(),
+        _ => return None,
+    };
+    micros
+        .into_iter()
+        .find_map(|us| crate::timestamp::out_of_range(us, &us.to_string()))
 }
 
 #[cfg(test)]

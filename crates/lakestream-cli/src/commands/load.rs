@@ -18,15 +18,18 @@ pub async fn run_command(args: LoadArgs) -> Result<()> {
     let mut reports = Vec::new();
     for file in &args.files {
         let format = match args.format.as_deref() {
-            Some("parquet") => FileFormat::Parquet,
-            Some("csv") => FileFormat::Csv,
-            Some("json") => FileFormat::Json,
+            Some("parquet") => Some(FileFormat::Parquet),
+            Some("csv") => Some(FileFormat::Csv),
+            Some("json") => Some(FileFormat::Json),
             Some(other) => bail!("--format {other}: use parquet, csv or json"),
-            None => FileFormat::of(file).with_context(|| {
-                format!(
-                    "{file}: cannot tell the format from the name; pass --format parquet|csv|json"
-                )
-            })?,
+            None => FileFormat::of(file),
+        };
+        let Some(format) = format else {
+            eprintln!(
+                "{file}: cannot tell the format from the name; pass --format parquet|csv|json"
+            );
+            failed.push(file.clone());
+            continue;
         };
         let out = async {
             let bytes = tokio::fs::read(file)

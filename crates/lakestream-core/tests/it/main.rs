@@ -23,6 +23,7 @@ mod event_time;
 mod faults;
 mod ingest;
 mod inspect;
+mod load;
 mod maintenance;
 mod partition_values;
 mod redrive;

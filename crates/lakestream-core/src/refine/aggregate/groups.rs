@@ -4,19 +4,19 @@
 //!
 //! `min`/`max` values are kept row-encoded too (arrow's row format orders like the values), so
 //! any orderable type works; a retracted value at or beyond a group's extreme makes the group
-//! be recomputed from the source.
+//! be recomputed from the source. Output rows to and from state: [`rows`](super::rows); the row
+//! filter: [`filter`](super::filter).
 
+use super::filter::RowFilter;
 use crate::error::{Error, Result};
 use deltalake::arrow::array::{
     Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, new_null_array,
 };
+use deltalake::arrow::compute::cast;
 use deltalake::arrow::compute::kernels::temporal::{DatePart, date_part};
-use deltalake::arrow::compute::{cast, is_null};
-use deltalake::arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef};
+use deltalake::arrow::datatypes::{DataType, Field, Float64Type, Int64Type, SchemaRef};
 use deltalake::arrow::row::{RowConverter, SortField};
-use lakestream_formats::refine::aggregate::{
-    AggregateConfig, Comparison, GroupExpr, Measure, MeasureFn, ROWS_COLUMN, Test,
-};
+use lakestream_formats::refine::aggregate::{AggregateConfig, GroupExpr, Measure, MeasureFn};
 use std::sync::Arc;
 
 /// A sum: exact for integers, floating for floats.
@@ -110,44 +110,38 @@ pub(crate) enum Outcome {
 }
 
 /// A measure's input and encodings.
-struct MeasureSpec {
-    func: MeasureFn,
+pub(super) struct MeasureSpec {
+    pub(super) func: MeasureFn,
     /// Index of its column among the source columns read.
-    input: Option<usize>,
+    pub(super) input: Option<usize>,
     /// The input's type.
-    input_type: DataType,
+    pub(super) input_type: DataType,
     /// `min`/`max`: the value encoding, and the encoding of null.
-    values: Option<(RowConverter, Vec<u8>)>,
+    pub(super) values: Option<(RowConverter, Vec<u8>)>,
 }
 
 /// Evaluates a job's groups and measures over rows of its source columns.
 pub(crate) struct Evaluator {
     /// The job and its source (named in errors).
-    job: String,
-    source: String,
+    pub(super) job: String,
+    pub(super) source: String,
     /// The group columns as output fields.
-    group_fields: Vec<Field>,
+    pub(super) group_fields: Vec<Field>,
     /// Group column index -> index among the source columns read.
-    group_inputs: Vec<usize>,
-    exprs: Vec<GroupExpr>,
-    keys: RowConverter,
-    measures: Vec<MeasureSpec>,
-    names: Vec<Measure>,
+    pub(super) group_inputs: Vec<usize>,
+    pub(super) exprs: Vec<GroupExpr>,
+    pub(super) keys: RowConverter,
+    pub(super) measures: Vec<MeasureSpec>,
+    pub(super) names: Vec<Measure>,
     /// Group columns that are string partition columns of the output: null and "" are one
     /// Delta partition value, so one group ("").
-    empty_is_null: Vec<bool>,
-    /// The filter: per condition, the column's index and the test (literals cast once).
-    filter: Vec<(usize, RowTest)>,
+    pub(super) empty_is_null: Vec<bool>,
+    /// The filter.
+    pub(super) filter: RowFilter,
 }
 
-/// A filter condition, ready to evaluate.
-enum RowTest {
-    IsNull,
-    IsNotNull,
-    Compare(Comparison, ArrayRef),
-}
-
-fn sum_kind(t: &DataType) -> Option<bool> {
+/// Integer (`Some(true)`) or float (`Some(false)`) sums; `None`: not summable.
+pub(super) fn sum_kind(t: &DataType) -> Option<bool> {
     match t {
         DataType::Int8
         | DataType::Int16
@@ -243,35 +237,7 @@ impl Evaluator {
                 values,
             });
         }
-        let mut filter = Vec::new();
-        for c in cfg.filter.iter().flat_map(|f| &f.conditions) {
-            let i = index(&c.column)?;
-            let t = columns.field(i).data_type();
-            filter.push((
-                i,
-                match &c.test {
-                    Test::IsNull => RowTest::IsNull,
-                    Test::IsNotNull => RowTest::IsNotNull,
-                    Test::Compare(op, text) => {
-                        let lit: ArrayRef =
-                            Arc::new(deltalake::arrow::array::StringArray::from(vec![
-                                text.as_str(),
-                            ]));
-                        let lit =
-                            cast(&lit, t)
-                                .ok()
-                                .filter(|l| l.is_valid(0))
-                                .ok_or_else(|| {
-                                    bad(format!(
-                                        "filter: \"{text}\" is not a value of column `{}` ({t})",
-                                        c.column
-                                    ))
-                                })?;
-                        RowTest::Compare(*op, lit)
-                    }
-                },
-            ));
-        }
+        let filter = RowFilter::new(cfg, columns, &bad)?;
         Ok(Self {
             filter,
             job: job.to_string(),
@@ -287,7 +253,7 @@ impl Evaluator {
     }
 
     /// A run refused for what the data says (not retryable: the same data says it again).
-    fn refused(&self, reason: String) -> Error {
+    pub(super) fn refused(&self, reason: String) -> Error {
         Error::Source {
             job: self.job.clone(),
             table: self.source.clone(),
@@ -346,7 +312,7 @@ impl Evaluator {
         self.fill_empty(out)
     }
 
-    fn fill_empty(&self, mut arrays: Vec<ArrayRef>) -> Result<Vec<ArrayRef>> {
+    pub(super) fn fill_empty(&self, mut arrays: Vec<ArrayRef>) -> Result<Vec<ArrayRef>> {
         for (a, fill) in arrays.iter_mut().zip(&self.empty_is_null) {
             if *fill && a.null_count() > 0 {
                 let s = a.as_string::<i32>();
@@ -356,38 +322,6 @@ impl Evaluator {
             }
         }
         Ok(arrays)
-    }
-
-    /// The rows of `batch` the filter keeps (`None`: no filter); null counts as not kept.
-    fn kept(&self, batch: &RecordBatch) -> Result<Option<Vec<bool>>> {
-        use deltalake::arrow::array::Scalar;
-        use deltalake::arrow::compute::kernels::cmp;
-        if self.filter.is_empty() {
-            return Ok(None);
-        }
-        let mut keep = vec![true; batch.num_rows()];
-        for (i, test) in &self.filter {
-            let col = batch.column(*i);
-            let m = match test {
-                RowTest::IsNull => is_null(col)?,
-                RowTest::IsNotNull => deltalake::arrow::compute::is_not_null(col)?,
-                RowTest::Compare(op, lit) => {
-                    let s = Scalar::new(lit.clone());
-                    match op {
-                        Comparison::Eq => cmp::eq(col, &s)?,
-                        Comparison::Ne => cmp::neq(col, &s)?,
-                        Comparison::Lt => cmp::lt(col, &s)?,
-                        Comparison::Le => cmp::lt_eq(col, &s)?,
-                        Comparison::Gt => cmp::gt(col, &s)?,
-                        Comparison::Ge => cmp::gt_eq(col, &s)?,
-                    }
-                }
-            };
-            for (k, slot) in keep.iter_mut().enumerate() {
-                *slot &= m.is_valid(k) && m.value(k);
-            }
-        }
-        Ok(Some(keep))
     }
 
     /// Fold the rows of `batch` (source columns read) into `groups`, each with its sign;
@@ -442,7 +376,7 @@ impl Evaluator {
                 }
             });
         }
-        let kept = self.kept(batch)?;
+        let kept = self.filter.kept(batch)?;
         for (r, &sign) in signs.iter().enumerate().take(batch.num_rows()) {
             if kept.as_ref().is_some_and(|k| !k[r]) {
                 continue;
@@ -540,222 +474,6 @@ impl Evaluator {
             });
         }
         Ok(Outcome::Keep(Acc { rows, slots }))
-    }
-
-    /// The output schema: group columns, measures, then the state columns.
-    pub fn output_schema(&self) -> SchemaRef {
-        let mut fields = self.group_fields.clone();
-        let mut state = vec![Field::new(ROWS_COLUMN, DataType::Int64, true)];
-        for (m, spec) in self.names.iter().zip(&self.measures) {
-            let t = match m.func {
-                MeasureFn::CountRows | MeasureFn::Count => DataType::Int64,
-                MeasureFn::Sum if sum_kind(&spec.input_type) == Some(true) => DataType::Int64,
-                MeasureFn::Sum | MeasureFn::Avg => DataType::Float64,
-                MeasureFn::Min | MeasureFn::Max => spec.input_type.clone(),
-            };
-            fields.push(Field::new(&m.name, t, true));
-            if let Some(n) = m.count_column() {
-                state.push(Field::new(n, DataType::Int64, true));
-            }
-            if let Some(s) = m.sum_column() {
-                let t = if sum_kind(&spec.input_type) == Some(true) {
-                    DataType::Int64
-                } else {
-                    DataType::Float64
-                };
-                state.push(Field::new(s, t, true));
-            }
-        }
-        fields.extend(state);
-        Arc::new(Schema::new(fields))
-    }
-
-    /// Output rows of `keys` with states `accs`, in [`Self::output_schema`].
-    pub fn to_batch(&self, keys: &[&[u8]], accs: &[&Acc]) -> Result<RecordBatch> {
-        let schema = self.output_schema();
-        let parser = self.keys.parser();
-        let mut cols = self
-            .keys
-            .convert_rows(keys.iter().map(|k| parser.parse(k)))?;
-        if keys.is_empty() {
-            cols = self
-                .group_fields
-                .iter()
-                .map(|f| new_null_array(f.data_type(), 0))
-                .collect();
-        }
-        let mut state: Vec<ArrayRef> = vec![Arc::new(Int64Array::from_iter_values(
-            accs.iter().map(|a| a.rows),
-        ))];
-        let too_big = |m: &Measure| {
-            self.refused(format!(
-                "measure `{}` overflows a 64-bit integer; sum a smaller column",
-                m.name
-            ))
-        };
-        for (j, (m, spec)) in self.names.iter().zip(&self.measures).enumerate() {
-            let slot = |a: &&Acc| a.slots[j].clone();
-            match m.func {
-                MeasureFn::CountRows | MeasureFn::Count => {
-                    cols.push(Arc::new(Int64Array::from_iter_values(accs.iter().map(
-                        |a| match slot(a) {
-                            Slot::Count(c) => c,
-                            _ => 0,
-                        },
-                    ))));
-                }
-                MeasureFn::Sum | MeasureFn::Avg => {
-                    let (mut ns, mut ints, mut floats) = (vec![], vec![], vec![]);
-                    for a in accs {
-                        let Slot::Sum { n, sum } = slot(a) else {
-                            return Err(Error::Internal("sum slot".into()));
-                        };
-                        ns.push(n);
-                        match sum {
-                            Num::Int(x) => {
-                                ints.push(i64::try_from(x).map_err(|_| too_big(m))?);
-                                floats.push(x as f64);
-                            }
-                            Num::Float(x) => floats.push(x),
-                        }
-                    }
-                    let is_int = sum_kind(&spec.input_type) == Some(true);
-                    let valid = |i: usize| ns[i] > 0;
-                    if m.func == MeasureFn::Sum {
-                        cols.push(if is_int {
-                            Arc::new(Int64Array::from_iter(
-                                (0..ns.len()).map(|i| valid(i).then(|| ints[i])),
-                            ))
-                        } else {
-                            Arc::new(Float64Array::from_iter(
-                                (0..ns.len()).map(|i| valid(i).then(|| floats[i])),
-                            ))
-                        });
-                    } else {
-                        cols.push(Arc::new(Float64Array::from_iter(
-                            (0..ns.len()).map(|i| valid(i).then(|| floats[i] / ns[i] as f64)),
-                        )));
-                    }
-                    state.push(Arc::new(Int64Array::from(ns.clone())));
-                    if m.func == MeasureFn::Avg {
-                        state.push(if is_int {
-                            Arc::new(Int64Array::from(ints))
-                        } else {
-                            Arc::new(Float64Array::from(floats))
-                        });
-                    }
-                }
-                MeasureFn::Min | MeasureFn::Max => {
-                    let (conv, null) = spec
-                        .values
-                        .as_ref()
-                        .ok_or_else(|| Error::Internal("extreme".into()))?;
-                    let bytes: Vec<Vec<u8>> = accs
-                        .iter()
-                        .map(|a| match slot(a) {
-                            Slot::Extreme { best: Some(b), .. } => b,
-                            _ => null.clone(),
-                        })
-                        .collect();
-                    let p = conv.parser();
-                    let mut v = conv.convert_rows(bytes.iter().map(|b| p.parse(b)))?;
-                    cols.push(match v.pop() {
-                        Some(a) if !bytes.is_empty() => a,
-                        _ => new_null_array(&spec.input_type, 0),
-                    });
-                }
-            }
-        }
-        cols.extend(state);
-        Ok(RecordBatch::try_new(schema, cols)?)
-    }
-
-    /// The groups' keys and stored states of output rows (`batch` in any schema with the
-    /// output's column names): `(key, state)` per row.
-    pub fn stored(&self, batch: &RecordBatch) -> Result<(deltalake::arrow::row::Rows, Vec<Acc>)> {
-        let col = |name: &str, t: &DataType| -> Result<ArrayRef> {
-            let c = batch.column_by_name(name).ok_or_else(|| {
-                self.refused(format!(
-                    "the aggregate's output has no column `{name}`: it was not written by this \
-                     job's config; rebuild it (delete the output table and run the job again)"
-                ))
-            })?;
-            Ok(if c.data_type() == t {
-                c.clone()
-            } else {
-                cast(c, t)?
-            })
-        };
-        let groups: Vec<ArrayRef> = self
-            .group_fields
-            .iter()
-            .map(|f| col(f.name(), f.data_type()))
-            .collect::<Result<_>>()?;
-        let keys = self.keys.convert_columns(&self.fill_empty(groups)?)?;
-        let int = |name: &str| -> Result<Int64Array> {
-            Ok(col(name, &DataType::Int64)?
-                .as_primitive::<Int64Type>()
-                .clone())
-        };
-        let rows = int(ROWS_COLUMN)?;
-        let n = batch.num_rows();
-        let mut accs: Vec<Acc> = (0..n)
-            .map(|i| Acc {
-                rows: rows.value(i),
-                slots: vec![],
-            })
-            .collect();
-        for (m, spec) in self.names.iter().zip(&self.measures) {
-            match m.func {
-                MeasureFn::CountRows | MeasureFn::Count => {
-                    let c = int(&m.name)?;
-                    for (i, a) in accs.iter_mut().enumerate() {
-                        a.slots.push(Slot::Count(c.value(i)));
-                    }
-                }
-                MeasureFn::Sum | MeasureFn::Avg => {
-                    let ns = int(&m.count_column().unwrap_or_default())?;
-                    let sum_col = m.sum_column().unwrap_or_else(|| m.name.clone());
-                    let is_int = sum_kind(&spec.input_type) == Some(true);
-                    let t = if is_int {
-                        DataType::Int64
-                    } else {
-                        DataType::Float64
-                    };
-                    let s = col(&sum_col, &t)?;
-                    let nulls = is_null(&s)?;
-                    for (i, a) in accs.iter_mut().enumerate() {
-                        let zero = nulls.value(i);
-                        let sum = if is_int {
-                            let v = s.as_primitive::<Int64Type>().value(i);
-                            Num::Int(if zero { 0 } else { i128::from(v) })
-                        } else {
-                            let v = s.as_primitive::<Float64Type>().value(i);
-                            Num::Float(if zero { 0.0 } else { v })
-                        };
-                        a.slots.push(Slot::Sum {
-                            n: ns.value(i),
-                            sum,
-                        });
-                    }
-                }
-                MeasureFn::Min | MeasureFn::Max => {
-                    let (conv, _) = spec
-                        .values
-                        .as_ref()
-                        .ok_or_else(|| Error::Internal("extreme".into()))?;
-                    let c = col(&m.name, &spec.input_type)?;
-                    let encoded = conv.convert_columns(std::slice::from_ref(&c))?;
-                    for (i, a) in accs.iter_mut().enumerate() {
-                        a.slots.push(Slot::Extreme {
-                            best: c.is_valid(i).then(|| encoded.row(i).data().to_vec()),
-                            retracted: None,
-                        });
-                    }
-                }
-            }
-        }
-        Ok((keys, accs))
     }
 
     /// The group columns' values of `keys`, as arrays (for pruning).

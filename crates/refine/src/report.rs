@@ -6,12 +6,18 @@ use lakestream_core::refine::{JobReport, SideReport};
 use lakestream_lambda::telemetry::{Metric, emf_line};
 
 /// One EMF line per job (dimensions `Function`, `Job`): rows read and late per side, rows
-/// joined, keys upserted, runs, and the versions still unread (lag).
+/// joined, keys upserted (an aggregate's groups), source rows an aggregate retracted and the
+/// groups it recomputed, runs, and the versions still unread (lag).
 pub fn metrics_line(r: &JobReport, duration_ms: f64, ts: i64) -> String {
     let totals = r.totals();
     let side = |i: usize| totals.get(i).cloned().unwrap_or_default();
     let (l, rt) = (side(0), side(1));
     let upserted = r.upserted();
+    let (retracted, recomputed) = r
+        .runs
+        .iter()
+        .filter_map(|run| run.aggregated())
+        .fold((0, 0), |(a, b), c| (a + c.retracted, b + c.recomputed));
     let lag = |s: &SideReport| s.latest.saturating_sub(s.to.unwrap_or(0)) as f64;
     emf_line(
         "Lakestream",
@@ -26,6 +32,8 @@ pub fn metrics_line(r: &JobReport, duration_ms: f64, ts: i64) -> String {
             Metric::new("KeysUpdated", "Count", upserted.updated as f64),
             Metric::new("KeysDeleted", "Count", upserted.deleted as f64),
             Metric::new("OlderRowsIgnored", "Count", upserted.older_ignored as f64),
+            Metric::new("RowsRetracted", "Count", retracted as f64),
+            Metric::new("GroupsRecomputed", "Count", recomputed as f64),
             Metric::new("VersionsBehind", "Count", lag(&l).max(lag(&rt))),
             Metric::new("DurationMs", "Milliseconds", duration_ms),
         ],

@@ -163,3 +163,34 @@ async fn what_cannot_be_loaded_is_refused_whole() -> Result<()> {
     }
     Ok(())
 }
+
+/// The table named on the command line is a path inside the lake: one that climbs out of it,
+/// is absolute or hides in the lake's own folders is refused before anything is read or written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_name_cannot_leave_the_lake() -> Result<()> {
+    let lake = TestLake::new(lakestream_testkit::Backend::Fs, "load-names")?;
+    let cfg = lake.config.clone();
+    let l = Lake::new(&cfg.lake)?;
+    let s: CommitSettings = (&cfg.commit).into();
+    let ok = file(
+        "ok.csv",
+        b"order_id,order_owner,timestamp\n1,a,2025-01-01T00:00:00Z\n",
+        FileFormat::Csv,
+    );
+    for name in [
+        "../outside",
+        "raw/../../outside",
+        "/etc/outside",
+        "raw/order/_delta_log",
+    ] {
+        let r = load_file(&l, &cfg, &s, chrono::Utc::now(), name, &ok).await;
+        assert!(r.is_err(), "{name} must be refused: {r:?}");
+    }
+    let dir = lake.dir().context("fs lake")?;
+    let parent = dir.parent().context("parent")?;
+    assert!(
+        !parent.join("outside").exists() && !dir.join("raw").exists(),
+        "nothing was written"
+    );
+    Ok(())
+}

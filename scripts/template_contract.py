@@ -71,6 +71,12 @@ RULES = {
     "its role can read, never the lake's (else it reads whatever bucket a notification names)",
     "CDC-LANDING": "with a CDC landing bucket, the notified function reads it (s3:GetObject and "
     "s3:ListBucket), the queue accepts its notifications, and it is not the lake bucket",
+    "REFINE-NOTICES": "every ingest function (a Kafka or S3-notification trigger) sends refine "
+    "notices: LAKESTREAM_REFINE_QUEUE_URL names a FIFO queue its role may sqs:SendMessage to, which "
+    "triggers the refine function with ReportBatchItemFailures and a visibility timeout at least "
+    "its timeout; the refine function also runs on a schedule (the safety net for a lost notice)",
+    "FRESHNESS-ALARM": "an alarm watches the refine function's JobsBehindTarget (namespace Lakestream, "
+    "dimension Function=refine) and treats missing data as breaching (the function stopped)",
     "FAILED-BATCHES-WRITERS": "the bucket Kafka mappings send failed batches to denies s3:PutObject to "
     "every principal but the consuming function's role (lakestream redrive turns its objects into lake "
     "rows)",
@@ -605,6 +611,7 @@ def check(template_path: Path, overrides: dict[str, str], txn_retention_days: in
         elif kind == "AWS::IAM::Role":
             findings += _check_role_s3(name, role_statements(res))
     findings += _check_log_sources(resources)
+    findings += _check_refine_notices(resources)
     findings += _check_cdc_landing(resources, str(params.get("CdcLandingBucketName", "")), str(params.get("LakeBucketName", "")))
 
     invoke_configs = {
@@ -645,12 +652,91 @@ def check(template_path: Path, overrides: dict[str, str], txn_retention_days: in
     return findings
 
 
-def _check_log_sources(resources: dict[str, Any]) -> list[str]:
-    """LOG-SOURCES: each function an SQS queue triggers (the S3 notifications) names its buckets."""
+def _s3_fed_queues(resources: dict[str, Any]) -> set[str]:
+    """Queue ARNs S3 may send notifications to (a queue policy allowing s3.amazonaws.com)."""
+    out = set()
+    for r in resources.values():
+        if r["Type"] != "AWS::SQS::QueuePolicy":
+            continue
+        for st in _listify(r["Properties"].get("PolicyDocument", {}).get("Statement", [])):
+            if "s3.amazonaws.com" in json.dumps(st.get("Principal")) and "sqs:SendMessage" in _listify(st.get("Action", [])):
+                out.update(str(x) for x in _listify(st.get("Resource", [])))
+    return out
+
+
+def _check_refine_notices(resources: dict[str, Any]) -> list[str]:
+    """REFINE-NOTICES and FRESHNESS-ALARM (issue 28)."""
     findings = []
+    s3_fed = _s3_fed_queues(resources)
+    ingest = set()
     for esm in resources.values():
         props = esm["Properties"]
-        if esm["Type"] != "AWS::Lambda::EventSourceMapping" or ":sqs:" not in str(props.get("EventSourceArn", "")):
+        if esm["Type"] != "AWS::Lambda::EventSourceMapping":
+            continue
+        arn = str(props.get("EventSourceArn", ""))
+        owner = function_role(resources, props.get("FunctionName", ""))
+        if owner and (":kafka:" in arn or arn in s3_fed):
+            ingest.add(owner[0])
+    refine_fns = set()
+    for fn in sorted(ingest):
+        env = resources[fn]["Properties"].get("Environment", {}).get("Variables", {})
+        url = str(env.get("LAKESTREAM_REFINE_QUEUE_URL", ""))
+        queue = next((n for n in resources if url == f"{n.lower()}-physical-id"), None)
+        if queue is None:
+            findings.append(f"REFINE-NOTICES {fn}: LAKESTREAM_REFINE_QUEUE_URL does not name a queue of the stack ({url!r})")
+            continue
+        qprops = resources[queue]["Properties"]
+        arn = f"arn:aws:sqs:us-east-1:123456789012:{queue}"
+        if not qprops.get("FifoQueue"):
+            findings.append(f"REFINE-NOTICES {queue}: not a FIFO queue (notices of one job would not coalesce)")
+        role = function_role(resources, f"{fn.lower()}-physical-id")
+        if role is None or not allows(role_statements(role[1]), "sqs:SendMessage", arn):
+            findings.append(f"REFINE-NOTICES {fn}: role cannot sqs:SendMessage to {queue}")
+        consumers = [
+            e["Properties"] for e in resources.values()
+            if e["Type"] == "AWS::Lambda::EventSourceMapping" and e["Properties"].get("EventSourceArn") == arn
+        ]
+        if not consumers:
+            findings.append(f"REFINE-NOTICES {queue}: no function consumes it")
+        for c in consumers:
+            owner = function_role(resources, c.get("FunctionName", ""))
+            if owner is None:
+                continue
+            refine_fns.add(owner[0])
+            if "ReportBatchItemFailures" not in _listify(c.get("FunctionResponseTypes", [])):
+                findings.append(f"REFINE-NOTICES {owner[0]}: consumes {queue} without ReportBatchItemFailures")
+            timeout = int(resources[owner[0]]["Properties"].get("Timeout", 3))
+            if int(qprops.get("VisibilityTimeout", 30)) < timeout:
+                findings.append(f"REFINE-NOTICES {queue}: VisibilityTimeout below {owner[0]}'s timeout {timeout}")
+    scheduled = {
+        owner[0]
+        for r in resources.values()
+        if r["Type"] == "AWS::Scheduler::Schedule"
+        for owner in [function_role(resources, r["Properties"].get("Target", {}).get("Arn", ""))]
+        if owner
+    }
+    for fn in sorted(refine_fns - scheduled):
+        findings.append(f"REFINE-NOTICES {fn}: no schedule runs it (a lost notice would wait forever)")
+    alarmed = any(
+        r["Type"] == "AWS::CloudWatch::Alarm"
+        and r["Properties"].get("Namespace") == "Lakestream"
+        and r["Properties"].get("MetricName") == "JobsBehindTarget"
+        and {"Name": "Function", "Value": "refine"} in r["Properties"].get("Dimensions", [])
+        and r["Properties"].get("TreatMissingData") == "breaching"
+        for r in resources.values()
+    )
+    if refine_fns and not alarmed:
+        findings.append("FRESHNESS-ALARM: no alarm on Lakestream JobsBehindTarget (Function=refine) treating missing data as breaching")
+    return findings
+
+
+def _check_log_sources(resources: dict[str, Any]) -> list[str]:
+    """LOG-SOURCES: each function an SQS queue of S3 notifications triggers names its buckets."""
+    findings = []
+    s3_fed = _s3_fed_queues(resources)
+    for esm in resources.values():
+        props = esm["Properties"]
+        if esm["Type"] != "AWS::Lambda::EventSourceMapping" or str(props.get("EventSourceArn", "")) not in s3_fed:
             continue
         owner = function_role(resources, props.get("FunctionName", ""))
         if owner is None:
@@ -679,9 +765,10 @@ def _check_cdc_landing(resources: dict[str, Any], landing: str, lake: str) -> li
     if landing == lake:
         findings.append(f"CDC-LANDING: the landing bucket {landing} is the lake bucket")
     bucket = f"arn:aws:s3:::{landing}"
+    s3_fed = _s3_fed_queues(resources)
     for esm in resources.values():
         props = esm["Properties"]
-        if esm["Type"] != "AWS::Lambda::EventSourceMapping" or ":sqs:" not in str(props.get("EventSourceArn", "")):
+        if esm["Type"] != "AWS::Lambda::EventSourceMapping" or str(props.get("EventSourceArn", "")) not in s3_fed:
             continue
         owner = function_role(resources, props.get("FunctionName", ""))
         if owner is None:

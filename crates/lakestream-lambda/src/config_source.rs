@@ -68,6 +68,13 @@ pub struct FunctionEnv {
     /// `LAKESTREAM_LOG_BUCKETS`: the buckets s3-log-ingest may read log objects from
     /// (comma-separated); replaces `access_logs.source_buckets`. The template sets it.
     pub log_buckets: Option<String>,
+    /// `LAKESTREAM_REFINE_QUEUE_URL`: the refine function's FIFO queue the ingest functions
+    /// send refine notices to after their commits (none: no notices, the schedule alone runs
+    /// the refine jobs).
+    pub refine_queue_url: Option<String>,
+    /// `LAKESTREAM_FRESHNESS_TARGET_SECONDS` (refine): a job whose oldest new source version
+    /// waited longer is behind its target (EMF `BehindTarget`).
+    pub freshness_target: Option<std::time::Duration>,
     /// S3 access for an `s3://` config (`AWS_ENDPOINT_URL_S3`/`AWS_ENDPOINT_URL`, `AWS_REGION`,
     /// `AWS_ALLOW_HTTP`).
     pub s3: S3Access,
@@ -85,6 +92,15 @@ impl FunctionEnv {
             log_filter: get("RUST_LOG").unwrap_or_else(|| DEFAULT_LOG_FILTER.into()),
             queue_url: get("LAKESTREAM_QUEUE_URL"),
             log_buckets: get(lakestream_formats::config::LOG_BUCKETS_ENV),
+            refine_queue_url: get("LAKESTREAM_REFINE_QUEUE_URL"),
+            freshness_target: match get("LAKESTREAM_FRESHNESS_TARGET_SECONDS") {
+                None => None,
+                Some(v) => Some(std::time::Duration::from_secs(v.parse().map_err(|_| {
+                    Error::Config(format!(
+                        "LAKESTREAM_FRESHNESS_TARGET_SECONDS = `{v}`: give whole seconds, e.g. 60"
+                    ))
+                })?)),
+            },
             s3: S3Access {
                 endpoint_url: get("AWS_ENDPOINT_URL_S3").or_else(|| get("AWS_ENDPOINT_URL")),
                 region: get("AWS_REGION"),

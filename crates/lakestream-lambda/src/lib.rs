@@ -5,6 +5,7 @@
 
 pub mod config_source;
 pub mod diagnostic;
+pub mod notify;
 pub mod telemetry;
 
 pub use diagnostic::FunctionError;

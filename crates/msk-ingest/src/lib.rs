@@ -52,6 +52,16 @@ pub struct MskResponse {
 }
 
 impl MskResponse {
+    /// The tables this invocation committed to, with their new version (what the refine
+    /// notices name; the dead-letter table is not read by refine jobs).
+    pub fn advanced(&self) -> Vec<(String, u64)> {
+        self.report
+            .tables
+            .iter()
+            .filter_map(|t| Some((t.table.clone(), t.version?)))
+            .collect()
+    }
+
     /// The CloudWatch EMF line for this invocation.
     pub fn metrics_line(&self) -> String {
         metrics_line(&self.report, self.duration_ms)

@@ -1,174 +1,343 @@
-//! The scheduled refine function: an EventBridge Scheduler (ScheduleV2) `Input` such as
-//! `{"jobs":["curated"]}` (every minute) or `{"jobs":["processed"]}` (hourly) names the jobs
-//! (all configured jobs when absent); each runs in dependency order until nothing is new or
-//! `max_runs` runs committed. Exactly once per source version (the output's `txn`s), so
-//! overlapping or repeated invocations are harmless.
+//! The refine function: runs refine jobs exactly once per source version (the output's
+//! `txn`s), so overlapping, repeated or redelivered invocations are harmless. Two triggers:
+//! - **notices** (an SQS event from the refine FIFO queue): an ingest function committed to
+//!   tables these jobs read; the jobs run within seconds, then every job reading what they
+//!   wrote (processed after curated), in dependency order. Notices of one job coalesce: they
+//!   share its message group, so the ones that piled up during a run arrive as one batch;
+//! - **schedule ticks** (an EventBridge Scheduler `Input` such as `{"jobs":["curated"]}`, all
+//!   jobs when absent): the safety net for a lost notice, checking each job's sources with one
+//!   HEAD each when the process already saw them ([`due`]).
+//!
+//! One invocation handles every due job within a time budget (the deadline less
+//! [`RefineSettings::reserve`]); a job not reached is *deferred* (its notices go back to the
+//! queue, the schedule also finds it). Tables are kept warm across invocations.
 //!
 //! [`handle`] is the whole function without the Lambda runtime (the CLI's `lakestream invoke
 //! refine` and `lakestream refine` call it too); `main` only builds a [`Refiner`] once and
 //! serves.
 
+pub mod due;
 pub mod report;
 pub mod request;
+mod response;
 
-pub use request::Request;
+pub use request::{Notices, Request, Trigger};
+pub use response::{JobResult, RefineResponse};
 
+use chrono::{DateTime, Utc};
+use due::{Due, Hints, Known, Probe, Progress};
 use lakestream_core::refine::cdc::family::all_jobs;
-use lakestream_core::refine::{JobReport, RunContext, in_dependency_order, run_job};
+use lakestream_core::refine::{RunContext, in_dependency_order, run_job_until};
+use lakestream_core::table::WarmHandles;
 use lakestream_core::{Clock, Lake};
 use lakestream_formats::config::PipelineConfig;
+use lakestream_formats::refine::RefineJob;
 use lakestream_lambda::FunctionError;
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-/// What a refine invocation needs, built once per process: the config, its lake and a clock.
+/// How the function spends an invocation and judges freshness.
+#[derive(Debug, Clone, Copy)]
+pub struct RefineSettings {
+    /// A job whose oldest new source version waited longer than this is behind its target
+    /// (EMF `BehindTarget`; the template's freshness alarm).
+    pub freshness_target: Duration,
+    /// Kept free before the invocation's deadline: no job and no run starts later.
+    pub reserve: Duration,
+    /// How long the listing of the `[[cdc]]` families' tables is kept for schedule ticks (a
+    /// notice names its table, so a new table runs at once; the listing finds the tables whose
+    /// notices were lost).
+    pub listing_ttl: chrono::TimeDelta,
+}
+
+impl Default for RefineSettings {
+    fn default() -> Self {
+        Self {
+            freshness_target: Duration::from_secs(60),
+            reserve: Duration::from_secs(20),
+            listing_ttl: chrono::TimeDelta::minutes(15),
+        }
+    }
+}
+
+/// What a refine invocation needs, built once per process: the config, its lake, a clock, and
+/// what is kept warm across invocations (table handles, what each job saw, the family listing).
 pub struct Refiner {
-    /// The pipeline config (its `[[refine]]` jobs).
+    /// The pipeline config (its `[[refine]]` jobs and `[[cdc]]` families).
     pub config: PipelineConfig,
     /// The lake the jobs read and write.
     pub lake: Lake,
     /// Processing time (late and future rows are judged against it).
     pub clock: Arc<dyn Clock>,
+    /// Budget and freshness target.
+    pub settings: RefineSettings,
+    warm: WarmHandles,
+    progress: Progress,
+    listed: Mutex<Option<(DateTime<Utc>, Vec<RefineJob>)>>,
 }
 
 impl Refiner {
     /// Build the lake of `config` (the function's `main` does this once).
     pub fn new(config: PipelineConfig, clock: Arc<dyn Clock>) -> Result<Self, FunctionError> {
         let lake = Lake::new(&config.lake)?;
-        Ok(Self {
+        Ok(Self::with_lake(config, lake, clock))
+    }
+
+    /// A refiner on an already opened lake (the CLI's).
+    pub fn with_lake(config: PipelineConfig, lake: Lake, clock: Arc<dyn Clock>) -> Self {
+        Self {
             config,
             lake,
             clock,
-        })
-    }
-}
-
-/// One job's outcome.
-#[derive(Debug, serde::Serialize)]
-pub struct JobResult {
-    /// The job.
-    pub job: String,
-    /// Its report, or the error.
-    pub outcome: Result<JobReport, String>,
-    /// The error can go away by itself (storage, contention): the invocation fails and is
-    /// retried; otherwise a human must act (the message says what to do).
-    pub retryable: bool,
-    /// The job's output table.
-    #[serde(skip)]
-    pub output: String,
-    /// How long the job ran.
-    #[serde(skip)]
-    pub took: Duration,
-    /// When it finished (processing time, epoch milliseconds): the EMF timestamp.
-    #[serde(skip)]
-    pub finished_at_ms: i64,
-}
-
-/// What the function returns: one result per job, in the order they ran (serialized as the
-/// list of results).
-#[derive(Debug, serde::Serialize)]
-#[serde(transparent)]
-pub struct RefineResponse {
-    /// The jobs' results.
-    pub jobs: Vec<JobResult>,
-}
-
-impl RefineResponse {
-    /// The CloudWatch EMF lines of the jobs that ran (one line per job, `\n`-separated; empty
-    /// when none did).
-    pub fn metrics_line(&self) -> String {
-        self.jobs
-            .iter()
-            .filter_map(|j| {
-                let report = j.outcome.as_ref().ok()?;
-                Some(report::metrics_line(
-                    report,
-                    j.took.as_secs_f64() * 1000.0,
-                    j.finished_at_ms,
-                ))
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// The failed jobs as one error (`job: error; ...`), or `None` when every job succeeded.
-    pub fn failure(&self) -> Option<FunctionError> {
-        let failed: Vec<String> = self
-            .jobs
-            .iter()
-            .filter_map(|r| r.outcome.as_ref().err().map(|e| format!("{}: {e}", r.job)))
-            .collect();
-        (!failed.is_empty()).then(|| FunctionError::JobsFailed {
-            message: failed.join("; "),
-            retryable: self.jobs.iter().all(|r| r.outcome.is_ok() || r.retryable),
-        })
-    }
-
-    /// The invocation's result: the response, or the jobs' failure (the next tick retries
-    /// anyway; the error type tells alarms whether a human is needed).
-    pub fn into_result(self) -> Result<Self, FunctionError> {
-        match self.failure() {
-            Some(e) => Err(e),
-            None => Ok(self),
+            settings: RefineSettings::default(),
+            warm: WarmHandles::new(),
+            progress: Progress::default(),
+            listed: Mutex::new(None),
         }
     }
+
+    /// Every job: the configured ones plus one apply job per `[[cdc]]` family table, the
+    /// listing kept for [`RefineSettings::listing_ttl`].
+    async fn all_jobs(&self, now: DateTime<Utc>) -> Result<Vec<RefineJob>, FunctionError> {
+        if self.config.cdc.is_empty() {
+            return Ok(self.config.refine.clone());
+        }
+        if let Ok(held) = self.listed.lock()
+            && let Some((at, jobs)) = held.as_ref()
+            && now - *at < self.settings.listing_ttl
+        {
+            return Ok(jobs.clone());
+        }
+        let jobs = all_jobs(&self.lake, &self.config).await?;
+        if let Ok(mut held) = self.listed.lock() {
+            *held = Some((now, jobs.clone()));
+        }
+        Ok(jobs)
+    }
 }
 
-/// Handle one scheduled invocation: parse the input and [`run`] it. The caller prints
-/// [`RefineResponse::metrics_line`], then returns [`RefineResponse::into_result`].
+/// Handle one invocation with no time budget (the CLI): [`handle_until`].
 pub async fn handle(
     refiner: &Refiner,
     event: &serde_json::Value,
 ) -> Result<RefineResponse, FunctionError> {
-    run(refiner, &Request::from_event(event)?).await
+    handle_until(refiner, event, None).await
 }
 
-/// Run the request's jobs (configured, and every `[[cdc]]` family table's apply job) in
-/// dependency order; a failing job stops the jobs after it that
-/// read its output, not the others. An unknown job name is [`FunctionError::BadInput`].
+/// Handle one invocation: parse the trigger and [`run_trigger`] it, starting nothing after
+/// `until`. The caller prints [`RefineResponse::metrics_line`], then returns
+/// [`RefineResponse::into_result`].
+pub async fn handle_until(
+    refiner: &Refiner,
+    event: &serde_json::Value,
+    until: Option<Instant>,
+) -> Result<RefineResponse, FunctionError> {
+    run_trigger(refiner, &Trigger::from_event(event)?, until).await
+}
+
+/// Run the request's jobs (a schedule tick's; no time budget).
 pub async fn run(refiner: &Refiner, req: &Request) -> Result<RefineResponse, FunctionError> {
-    let Refiner {
-        config,
-        lake,
-        clock,
-    } = refiner;
-    let settings = (&config.commit).into();
-    let ctx = RunContext::new(config, lake, &settings, clock.now());
-    // The configured jobs plus one apply job per table of each `[[cdc]]` family (listed).
-    let jobs = all_jobs(lake, config).await?;
-    let order =
-        in_dependency_order(&jobs, &req.jobs).map_err(|e| FunctionError::BadInput(e.redacted()))?;
+    run_trigger(refiner, &Trigger::Schedule(req.clone()), None).await
+}
+
+/// The time budget of an invocation whose deadline is `deadline`: `reserve` before it.
+pub fn budget_until(deadline: std::time::SystemTime, reserve: Duration) -> Instant {
+    let left = deadline
+        .duration_since(std::time::SystemTime::now())
+        .unwrap_or_default();
+    Instant::now() + left.saturating_sub(reserve)
+}
+
+/// What to run for a trigger: the jobs, the ones asked for, what is known, how to probe.
+struct Plan {
+    jobs: Vec<RefineJob>,
+    named: Vec<String>,
+    hints: Hints,
+    probe: Probe,
+    max_runs: usize,
+}
+
+/// The plan of a batch of notices: the notices' jobs (found from their tables, no listing) and
+/// every job reading their outputs, transitively; a notice of a job the config no longer has
+/// is dropped with a warning.
+fn notice_plan(config: &PipelineConfig, batch: &Notices) -> Plan {
+    let mut jobs = config.refine.clone();
+    let mut named: Vec<String> = Vec::new();
+    let mut hints = Hints::new();
+    for (_, n) in &batch.notices {
+        let Some(job) = config.job_for_notice(&n.job, &n.table) else {
+            tracing::warn!(job = %n.job, table = %n.table, "notice for a job that does not read the table (config changed?); dropped");
+            continue;
+        };
+        if !jobs.iter().any(|j| j.job == job.job) {
+            jobs.push(job);
+        }
+        if !named.contains(&n.job) {
+            named.push(n.job.clone());
+        }
+        let k = hints.entry(n.table.clone()).or_insert(Known {
+            version: n.version,
+            committed_ms: Some(n.committed_ms),
+        });
+        k.version = k.version.max(n.version);
+        k.committed_ms = k.committed_ms.map(|c| c.min(n.committed_ms));
+    }
+    // Readers of what the named jobs write, transitively.
+    loop {
+        let outputs: HashSet<&str> = jobs
+            .iter()
+            .filter(|j| named.contains(&j.job))
+            .map(|j| j.output.as_str())
+            .collect();
+        let more: Vec<String> = jobs
+            .iter()
+            .filter(|j| !named.contains(&j.job) && j.sources().iter().any(|s| outputs.contains(s)))
+            .map(|j| j.job.clone())
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        named.extend(more);
+    }
+    Plan {
+        jobs,
+        named,
+        hints,
+        probe: Probe::HintsOnly,
+        max_runs: request::DEFAULT_MAX_RUNS,
+    }
+}
+
+/// Run a trigger's jobs in dependency order, skipping those with nothing new, until `until`;
+/// a failing job stops the jobs after it that read its output, not the others. An unknown job
+/// name in a schedule input is [`FunctionError::BadInput`].
+pub async fn run_trigger(
+    refiner: &Refiner,
+    trigger: &Trigger,
+    until: Option<Instant>,
+) -> Result<RefineResponse, FunctionError> {
+    let clock = &refiner.clock;
+    let mut plan = match trigger {
+        Trigger::Schedule(req) => Plan {
+            jobs: refiner.all_jobs(clock.now()).await?,
+            named: req.jobs.clone(),
+            hints: Hints::new(),
+            probe: Probe::Heads,
+            max_runs: req.max_runs,
+        },
+        Trigger::Notices(batch) => notice_plan(&refiner.config, batch),
+    };
+    let settings = (&refiner.config.commit).into();
+    let ctx = RunContext::new(&refiner.config, &refiner.lake, &settings, clock.now())
+        .with_warm(&refiner.warm);
+    let order = if matches!(trigger, Trigger::Notices(_)) && plan.named.is_empty() {
+        Vec::new()
+    } else {
+        in_dependency_order(&plan.jobs, &plan.named)
+            .map_err(|e| FunctionError::BadInput(e.redacted()))?
+    };
     let mut failed_outputs: Vec<&str> = Vec::new();
     let mut out = Vec::new();
     for job in order {
-        let started = std::time::Instant::now();
-        let result = |outcome, retryable| JobResult {
-            job: job.job.clone(),
-            outcome,
-            retryable,
-            output: job.output.clone(),
-            took: started.elapsed(),
-            finished_at_ms: clock.now().timestamp_millis(),
-        };
-        if job.sources().iter().any(|s| failed_outputs.contains(s)) {
-            out.push(result(
-                Err("skipped: a job it reads from failed".into()),
-                true,
-            ));
-            failed_outputs.push(&job.output);
+        let started = Instant::now();
+        let mut result = JobResult::new(job, refiner.settings.freshness_target);
+        if until.is_some_and(|u| Instant::now() >= u) {
+            result.deferred = true;
+            out.push(result.finish(started, clock.now()));
             continue;
         }
-        match run_job(&ctx, job, req.max_runs).await {
+        if job.sources().iter().any(|s| failed_outputs.contains(s)) {
+            result.outcome = Err("skipped: a job it reads from failed".into());
+            result.retryable = true;
+            failed_outputs.push(&job.output);
+            out.push(result.finish(started, clock.now()));
+            continue;
+        }
+        let now = clock.now();
+        let due = match refiner
+            .progress
+            .due(&refiner.lake, &refiner.warm, job, &plan.hints, plan.probe, now)
+            .await
+        {
+            Ok(d) => d,
+            Err(e) => Due::Yes {
+                // The probe failed: run the job, which reads what it needs itself.
+                observed: HashMap::new(),
+                oldest_ms: {
+                    tracing::warn!(job = %job.job, error = %e.redacted(), "due check failed; running the job");
+                    None
+                },
+            },
+        };
+        let Due::Yes {
+            mut observed,
+            oldest_ms,
+        } = due
+        else {
+            result.due = false;
+            out.push(result.finish(started, clock.now()));
+            continue;
+        };
+        result.due = true;
+        result.oldest_ms = oldest_ms;
+        let ran = async {
+            if !refiner.progress.knows(&job.job, now) {
+                // First sight: what the sources hold now is what this run is sure to cover.
+                for s in job.sources() {
+                    if let Some(v) = ctx.load(s).await?.version() {
+                        observed.insert(s.to_string(), v);
+                    }
+                }
+            }
+            run_job_until(&ctx, job, plan.max_runs, until).await
+        }
+        .await;
+        match ran {
             Ok(report) => {
                 tracing::info!(job = %job.job, runs = report.runs.len(), joined = report.joined(), more = report.more, "refine job done");
-                out.push(result(Ok(report), false));
+                if report.more || report.waiting_for.is_some() {
+                    refiner.progress.forget(&job.job);
+                } else {
+                    let read: Vec<(String, u64)> = report
+                        .runs
+                        .last()
+                        .map(|r| {
+                            r.sides
+                                .iter()
+                                .filter_map(|s| Some((s.table.clone(), s.to?)))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let ids = job
+                        .sources()
+                        .iter()
+                        .filter_map(|s| Some((s.to_string(), refiner.warm.table_id(s)?)))
+                        .collect();
+                    refiner
+                        .progress
+                        .ran_to_end(&job.job, &observed, &read, ids, clock.now());
+                }
+                if let Some(v) = report.runs.last().and_then(|r| r.output_version) {
+                    plan.hints.insert(
+                        job.output.clone(),
+                        Known {
+                            version: v,
+                            committed_ms: Some(clock.now().timestamp_millis()),
+                        },
+                    );
+                }
+                result.outcome = Ok(report);
             }
             Err(e) => {
                 tracing::error!(job = %job.job, error = %e.redacted(), "refine job failed");
+                refiner.progress.forget(&job.job);
                 failed_outputs.push(&job.output);
-                out.push(result(Err(e.redacted()), e.is_retryable()));
+                result.outcome = Err(e.redacted());
+                result.retryable = e.is_retryable();
             }
         }
+        out.push(result.finish(started, clock.now()));
     }
-    Ok(RefineResponse { jobs: out })
+    Ok(RefineResponse::of(trigger, out))
 }

@@ -1,5 +1,6 @@
-//! `refine` Lambda entry point: read the environment once, build the config and lake once,
-//! serve; each scheduled invocation runs the named (or all) refine jobs until nothing is new.
+//! `refine` Lambda entry point: read the environment once, build the config, lake and warm
+//! state once, serve; each invocation (schedule tick or a batch of refine notices) runs the due
+//! jobs until nothing is new or the time budget (the deadline less a reserve) is spent.
 
 use lakestream_core::SystemClock;
 use lakestream_lambda::config_source::FunctionEnv;
@@ -12,11 +13,15 @@ use std::sync::Arc;
 async fn main() -> Result<(), lambda_runtime::Error> {
     let env = FunctionEnv::from_lookup(|k| std::env::var(k).ok())?;
     init_tracing(&env.log_filter, true);
-    let refiner = Refiner::new(env.load_config().await?, Arc::new(SystemClock))?;
+    let mut refiner = Refiner::new(env.load_config().await?, Arc::new(SystemClock))?;
+    if let Some(target) = env.freshness_target {
+        refiner.settings.freshness_target = target;
+    }
     let refiner = &refiner;
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<serde_json::Value>| async move {
-            let response = refine::handle(refiner, &event.payload).await?;
+            let until = refine::budget_until(event.context.deadline(), refiner.settings.reserve);
+            let response = refine::handle_until(refiner, &event.payload, Some(until)).await?;
             println!("{}", response.metrics_line());
             Ok::<_, Diagnostic>(response.into_result()?)
         },

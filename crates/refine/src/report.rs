@@ -7,8 +7,16 @@ use lakestream_lambda::telemetry::{Metric, emf_line};
 
 /// One EMF line per job (dimensions `Function`, `Job`): rows read and late per side, rows
 /// joined, keys upserted (an aggregate's groups), source rows an aggregate retracted and the
-/// groups it recomputed, runs, and the versions still unread (lag).
-pub fn metrics_line(r: &JobReport, duration_ms: f64, ts: i64) -> String {
+/// groups it recomputed, runs, the versions still unread, and its freshness: `LagSeconds`
+/// (how long the oldest new source version waited, when its commit time is known) and
+/// `BehindTarget` (1 when that is over the freshness target).
+pub fn metrics_line(
+    r: &JobReport,
+    duration_ms: f64,
+    ts: i64,
+    lag_seconds: Option<f64>,
+    behind_target: bool,
+) -> String {
     let totals = r.totals();
     let side = |i: usize| totals.get(i).cloned().unwrap_or_default();
     let (l, rt) = (side(0), side(1));
@@ -19,10 +27,7 @@ pub fn metrics_line(r: &JobReport, duration_ms: f64, ts: i64) -> String {
         .filter_map(|run| run.aggregated())
         .fold((0, 0), |(a, b), c| (a + c.retracted, b + c.recomputed));
     let lag = |s: &SideReport| s.latest.saturating_sub(s.to.unwrap_or(0)) as f64;
-    emf_line(
-        "Lakestream",
-        &[("Function", "refine"), ("Job", &r.job)],
-        &[
+    let mut metrics = vec![
             Metric::new("Runs", "Count", r.runs.len() as f64),
             Metric::new("LeftRowsRead", "Count", l.rows as f64),
             Metric::new("RightRowsRead", "Count", rt.rows as f64),
@@ -36,6 +41,44 @@ pub fn metrics_line(r: &JobReport, duration_ms: f64, ts: i64) -> String {
             Metric::new("GroupsRecomputed", "Count", recomputed as f64),
             Metric::new("VersionsBehind", "Count", lag(&l).max(lag(&rt))),
             Metric::new("DurationMs", "Milliseconds", duration_ms),
+            Metric::new("BehindTarget", "Count", f64::from(u8::from(behind_target))),
+    ];
+    if let Some(lag) = lag_seconds {
+        metrics.push(Metric::new("LagSeconds", "Seconds", lag));
+    }
+    emf_line(
+        "Lakestream",
+        &[("Function", "refine"), ("Job", &r.job)],
+        &metrics,
+        ts,
+    )
+}
+
+/// The invocation's EMF line (dimension `Function` only, so one alarm covers every job):
+/// jobs run, with nothing new, deferred by the time budget, failed, behind their freshness
+/// target, and the largest lag among them (`MaxLagSeconds`).
+pub fn invocation_line(resp: &crate::RefineResponse) -> String {
+    let jobs = &resp.jobs;
+    let count = |f: &dyn Fn(&crate::JobResult) -> bool| jobs.iter().filter(|j| f(j)).count() as f64;
+    let max_lag = jobs
+        .iter()
+        .filter_map(crate::JobResult::lag_seconds)
+        .fold(0.0_f64, f64::max);
+    let ts = jobs
+        .iter()
+        .map(|j| j.finished_at_ms)
+        .max()
+        .unwrap_or_else(|| chrono::Utc::now().timestamp_millis());
+    emf_line(
+        "Lakestream",
+        &[("Function", "refine")],
+        &[
+            Metric::new("JobsRun", "Count", count(&|j| j.due && j.outcome.is_ok())),
+            Metric::new("JobsNotDue", "Count", count(&|j| !j.due && !j.deferred && j.outcome.is_ok())),
+            Metric::new("JobsDeferred", "Count", count(&|j| j.deferred)),
+            Metric::new("JobsFailed", "Count", count(&|j| j.outcome.is_err())),
+            Metric::new("JobsBehindTarget", "Count", count(&|j| j.behind_target())),
+            Metric::new("MaxLagSeconds", "Seconds", max_lag),
         ],
         ts,
     )

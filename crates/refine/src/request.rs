@@ -1,9 +1,14 @@
-//! The refine function's input: which jobs, and how many runs each may commit. Parsed from
-//! the schedule's `Input` (or a classic scheduled event) once per invocation; the CLI builds one
-//! from its arguments.
+//! The refine function's input, by trigger: a schedule tick (an EventBridge Scheduler `Input`
+//! such as `{"jobs":["curated"]}`, `{}` or a classic scheduled event: which jobs, how many runs)
+//! or a batch of refine notices from the FIFO queue the ingest functions send to after their
+//! commits (an SQS event). Parsed once per invocation; the CLI builds a [`Request`] from its
+//! arguments.
 
+use aws_lambda_events::sqs::SqsEvent;
 use lakestream_lambda::FunctionError;
+use lakestream_lambda::notify::RefineNotice;
 use serde::Deserialize;
+use serde_json::Value;
 
 /// The schedule's input.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -25,9 +30,9 @@ fn default_max_runs() -> usize {
 }
 
 impl Request {
-    /// Parse the invocation payload: a ScheduleV2 `Input`, `{}` or a classic scheduled event
+    /// Parse a schedule payload: a ScheduleV2 `Input`, `{}` or a classic scheduled event
     /// (both run every job). Anything else is [`FunctionError::BadInput`] saying what to send.
-    pub fn from_event(v: &serde_json::Value) -> Result<Self, FunctionError> {
+    pub fn from_event(v: &Value) -> Result<Self, FunctionError> {
         if v.get("detail-type").and_then(|d| d.as_str()) == Some("Scheduled Event") {
             return Ok(Self {
                 max_runs: default_max_runs(),
@@ -39,5 +44,57 @@ impl Request {
                 "bad refine input ({e}); expected {{\"jobs\":[\"curated\"],\"max_runs\":20}}"
             ))
         })
+    }
+}
+
+/// Refine notices from one SQS batch.
+#[derive(Debug, Clone, Default)]
+pub struct Notices {
+    /// `(message id, notice)` in delivery order.
+    pub notices: Vec<(String, RefineNotice)>,
+    /// `(message id, why)` of bodies that are not a notice: failed back to the queue, whose
+    /// redrive policy moves them to its dead-letter queue with their bytes.
+    pub malformed: Vec<(String, String)>,
+}
+
+/// What started the invocation.
+#[derive(Debug, Clone)]
+pub enum Trigger {
+    /// A schedule tick (or the CLI).
+    Schedule(Request),
+    /// Notices that tables advanced.
+    Notices(Notices),
+}
+
+impl Trigger {
+    /// Parse the payload: an SQS event (records from `aws:sqs`) is a batch of notices, anything
+    /// else a schedule input ([`Request::from_event`]).
+    pub fn from_event(v: &Value) -> Result<Self, FunctionError> {
+        let from_sqs = v
+            .get("Records")
+            .and_then(Value::as_array)
+            .and_then(|r| r.first())
+            .and_then(|m| m.get("eventSource"))
+            .and_then(Value::as_str)
+            == Some("aws:sqs");
+        if !from_sqs {
+            return Request::from_event(v).map(Self::Schedule);
+        }
+        let event: SqsEvent = serde_json::from_value(v.clone())
+            .map_err(|e| FunctionError::MalformedEvent(e.to_string()))?;
+        let mut out = Notices::default();
+        for m in event.records {
+            let id = m.message_id.unwrap_or_default();
+            match serde_json::from_str::<RefineNotice>(m.body.as_deref().unwrap_or("")) {
+                Ok(n) => out.notices.push((id, n)),
+                Err(e) => out.malformed.push((
+                    id,
+                    format!(
+                        "not a refine notice ({e}); expected {{\"job\":\"curated\",\"table\":\"raw/order\",\"version\":3,\"committed_ms\":0}}"
+                    ),
+                )),
+            }
+        }
+        Ok(Self::Notices(out))
     }
 }

@@ -63,6 +63,9 @@ pub struct DrainReport {
     pub rounds: usize,
     /// Rows written.
     pub rows_written: usize,
+    /// The latest version committed per table (what refine notices name).
+    #[serde(skip)]
+    pub versions: std::collections::BTreeMap<String, u64>,
     /// True when it stopped because the queue was empty.
     pub queue_empty: bool,
 }
@@ -111,6 +114,10 @@ async fn round(
     let r = process_messages(ingestor, source, pending).await;
     report.rounds += 1;
     report.rows_written += r.objects.rows_written;
+        for (t, v) in &r.objects.versions {
+            let e = report.versions.entry(t.clone()).or_insert(*v);
+            *e = (*e).max(*v);
+        }
     let done: Vec<&QueueMessage> = pending
         .iter()
         .filter(|m| !r.failed.contains(&m.id))

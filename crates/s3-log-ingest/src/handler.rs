@@ -92,6 +92,16 @@ pub enum LogResponse {
 }
 
 impl LogResponse {
+    /// The tables this invocation committed to, with their latest version (what the refine
+    /// notices name).
+    pub fn advanced(&self) -> Vec<(String, u64)> {
+        let versions = match self {
+            LogResponse::Sqs(s) => &s.report.objects.versions,
+            LogResponse::Drain(d) => &d.report.versions,
+        };
+        versions.iter().map(|(t, v)| (t.clone(), *v)).collect()
+    }
+
     /// The CloudWatch EMF line of this invocation.
     pub fn metrics_line(&self) -> String {
         let metrics = match self {

@@ -5,6 +5,7 @@
 
 use lakestream_core::SystemClock;
 use lakestream_lambda::config_source::FunctionEnv;
+use lakestream_lambda::notify::{SqsNotifier, notify_refine};
 use lakestream_lambda::telemetry::init_tracing;
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use s3_log_ingest::drain::SqsQueue;
@@ -23,13 +24,18 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .force_path_style(env.s3.endpoint_url.is_some())
         .build();
     let objects = S3Objects::new(aws_sdk_s3::Client::from_conf(s3));
-    let queue =
-        (env.queue_url.clone()).map(|url| SqsQueue::new(aws_sdk_sqs::Client::new(&aws), url));
-    let deps = LogIngest::new(config, Arc::new(SystemClock), objects, queue)?;
-    let deps = &deps;
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let queue = (env.queue_url.clone()).map(|url| SqsQueue::new(sqs.clone(), url));
+    let notifier = (env.refine_queue_url.clone()).map(|url| SqsNotifier::new(sqs, url));
+    let deps = LogIngest::new(config.clone(), Arc::new(SystemClock), objects, queue)?;
+    let (deps, notifier, config) = (&deps, &notifier, &config);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         let remaining = time_left(event.context.deadline());
         let response = s3_log_ingest::handler::handle(deps, event.payload, remaining).await?;
+        if let Some(n) = notifier {
+            let now = chrono::Utc::now().timestamp_millis();
+            notify_refine(n, config, &response.advanced(), now).await;
+        }
         println!("{}", response.metrics_line());
         Ok::<_, Diagnostic>(response)
     }))

@@ -97,11 +97,8 @@ async fn maintenance(event: &Path, lake: &LakeArgs) -> Result<()> {
 /// (the jobs reading a failed job's output are skipped, the others run).
 async fn refine(event: &Path, lake: &LakeArgs) -> Result<()> {
     let config = load_config(lake)?;
-    let refiner = refine::Refiner {
-        lake: open_lake(&config, lake)?,
-        config,
-        clock: Arc::new(SystemClock),
-    };
+    let lake_handle = open_lake(&config, lake)?;
+    let refiner = refine::Refiner::with_lake(config, lake_handle, Arc::new(SystemClock));
     let payload: serde_json::Value = serde_json::from_slice(&read(event)?)?;
     let response = refine::handle(&refiner, &payload).await?;
     after_commit(lake);

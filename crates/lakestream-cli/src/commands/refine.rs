@@ -40,11 +40,7 @@ pub async fn run(
             "the config has no [[refine]] jobs and no [[cdc]] families (see README \"Refine jobs\")"
         );
     }
-    let refiner = Refiner {
-        config,
-        lake,
-        clock: Arc::new(SystemClock),
-    };
+    let refiner = Refiner::with_lake(config, lake, Arc::new(SystemClock));
     let request = Request {
         jobs: jobs.to_vec(),
         max_runs,

@@ -5,7 +5,9 @@
 //! lagging job still needs, so they are defined once, here.
 
 use crate::commit::CommitSettings;
+use crate::error::Result;
 use crate::storage::Lake;
+use crate::table::{TableHandle, WarmHandles};
 use chrono::{DateTime, Utc};
 
 /// Everything a run needs besides the job's config.
@@ -21,6 +23,10 @@ pub struct RunContext<'a> {
     /// Processing time of the run: recorded on dead letters and tombstones, and the base of a
     /// join's future cap.
     pub now: DateTime<Utc>,
+    /// Table handles kept across runs and invocations (the refine function's, built once per
+    /// process): a run then loads only what its tables gained since. `None`: every run loads
+    /// its tables from the log (the CLI, one-off runs).
+    pub warm: Option<&'a WarmHandles>,
 }
 
 impl<'a> RunContext<'a> {
@@ -37,6 +43,32 @@ impl<'a> RunContext<'a> {
             dead_letter_table: &config.dead_letter_table,
             settings,
             now,
+            warm: None,
+        }
+    }
+
+    /// The same context, keeping table handles warm in `warm` across runs.
+    pub fn with_warm(mut self, warm: &'a WarmHandles) -> Self {
+        self.warm = Some(warm);
+        self
+    }
+
+    /// A handle on `table` loaded at its latest version (`exists()` false when there is no
+    /// table yet). With [`warm`](Self::warm) handles it is the kept handle, revalidated (one
+    /// HEAD) and brought up to date incrementally, and a copy stays kept for the next run.
+    pub async fn load(&self, table: &str) -> Result<TableHandle> {
+        let Some(warm) = self.warm else {
+            let mut h = TableHandle::open(self.lake, table)?;
+            h.refresh().await?;
+            return Ok(h);
+        };
+        let mut h = warm.take(self.lake, table).await?;
+        match h.refresh().await {
+            Ok(_) => {
+                warm.put(h.warm_copy());
+                Ok(h)
+            }
+            Err(e) => Err(e),
         }
     }
 

@@ -52,8 +52,8 @@ async fn check_source_ids(
         let Some(expected) = recorded.get(&source_id_property(table)) else {
             continue;
         };
-        let mut h = TableHandle::open(ctx.lake, table)?;
-        if !h.refresh().await? {
+        let h = ctx.load(table).await?;
+        if !h.exists() {
             continue;
         }
         let s = h.table().snapshot().map_err(|e| Error::storage(table, e))?;
@@ -77,8 +77,8 @@ async fn check_source_ids(
 /// One run: read the next chunk of each source and commit what the job's kind makes of it,
 /// with one `txn` per source, in one commit.
 pub async fn run_once(ctx: &RunContext<'_>, cfg: &RefineJob) -> Result<RunReport> {
-    let mut output = TableHandle::open(ctx.lake, &cfg.output)?;
-    if output.refresh().await? {
+    let output = ctx.load(&cfg.output).await?;
+    if output.exists() {
         check_source_ids(ctx, cfg, &output).await?;
     }
     match &cfg.kind {
@@ -91,12 +91,24 @@ pub async fn run_once(ctx: &RunContext<'_>, cfg: &RefineJob) -> Result<RunReport
 
 /// Run `cfg` until nothing is new, at most `max_runs` committed runs.
 pub async fn run_job(ctx: &RunContext<'_>, cfg: &RefineJob, max_runs: usize) -> Result<JobReport> {
+    run_job_until(ctx, cfg, max_runs, None).await
+}
+
+/// [`run_job`], starting no run after `until` (a time budget: the report then says `more`,
+/// and the next invocation continues from the last commit).
+pub async fn run_job_until(
+    ctx: &RunContext<'_>,
+    cfg: &RefineJob,
+    max_runs: usize,
+    until: Option<std::time::Instant>,
+) -> Result<JobReport> {
     let mut report = JobReport {
         job: cfg.job.clone(),
         ..Default::default()
     };
     loop {
-        if report.runs.len() >= max_runs {
+        let out_of_time = until.is_some_and(|u| std::time::Instant::now() >= u);
+        if report.runs.len() >= max_runs || out_of_time {
             report.more = true;
             break;
         }

@@ -213,8 +213,8 @@ pub async fn read_next(
     table: &str,
     after: Option<u64>,
 ) -> Result<Option<SourceRead>> {
-    let mut handle = TableHandle::open(ctx.lake, table)?;
-    if !handle.refresh().await? {
+    let handle = ctx.load(table).await?;
+    if !handle.exists() {
         return Ok(None);
     }
     let schema = handle.arrow_schema()?;

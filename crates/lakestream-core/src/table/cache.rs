@@ -42,6 +42,14 @@ impl WarmHandles {
         }
     }
 
+    /// The table id (`metaData.id`) of `table`'s kept handle, when one is kept and loaded (no
+    /// request): which table a caller's progress on it belongs to.
+    pub fn table_id(&self, table: &str) -> Option<String> {
+        let handles = self.handles.lock().ok()?;
+        let h = handles.get(table).filter(|h| h.exists())?;
+        h.table_id().ok()
+    }
+
     /// Keep `handle` warm for the next [`take`](Self::take) of its table.
     pub fn put(&self, handle: TableHandle) {
         if let Ok(mut m) = self.handles.lock() {

@@ -115,6 +115,23 @@ impl TableHandle {
         }
     }
 
+    /// A copy of the handle to keep warm while this one is used (and maybe committed to): the
+    /// same loaded snapshot, `txn` cache and log-read cache. A copy left behind by a later
+    /// commit of the original is only stale, never wrong: its next use revalidates and
+    /// refreshes it from storage.
+    pub fn warm_copy(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            table: self.table.clone(),
+            exists: self.exists,
+            txns: self.txns.clone(),
+            head: self.head,
+            head_schema: self.head_schema.clone(),
+            head_tag: self.head_tag.clone(),
+            log_reads: self.log_reads.clone(),
+        }
+    }
+
     /// Table name.
     pub fn name(&self) -> &str {
         &self.name

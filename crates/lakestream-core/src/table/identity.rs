@@ -83,6 +83,26 @@ impl TableHandle {
         Ok(same)
     }
 
+    /// Whether version `version` is committed, with one HEAD of its commit file (nothing is
+    /// loaded): its commit time (the file's last-modified) when it is. A refine function asks
+    /// this of a source instead of loading it when it only needs to know that it advanced.
+    pub async fn commit_time(
+        &self,
+        version: u64,
+    ) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
+        match self
+            .table
+            .log_store()
+            .object_store(None)
+            .head(&commit_file(version))
+            .await
+        {
+            Ok(meta) => Ok(Some(meta.last_modified)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(Error::storage(&self.name, e)),
+        }
+    }
+
     /// Drop everything the handle knows about the table: the next use loads it from storage.
     fn forget(&mut self) {
         if let Some(l) = &self.log_reads {

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 const MAX_INCREMENTAL_COMMITS: u64 = 50;
 
 /// appId -> committed version, valid as of one table version.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct TxnCache {
     /// appId -> committed version (`None` = known absent), valid as of `as_of`.
     known: HashMap<String, Option<i64>>,

@@ -11,6 +11,7 @@
 pub mod aggregate;
 pub mod cdc;
 pub mod join;
+pub mod readers;
 pub mod upsert;
 
 use crate::error::{Error, Result};

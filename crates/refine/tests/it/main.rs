@@ -3,6 +3,8 @@
 //! joins each order with its owner's membership, a repeated tick changes nothing, and a bad
 //! input is refused with what to send.
 
+mod notices;
+
 use anyhow::{Context, Result};
 use lakestream_core::{KafkaIngestor, SystemClock};
 use lakestream_formats::kafka::KafkaEvent;

@@ -90,8 +90,8 @@ impl ChangePlanner for AggregatePlanner<'_, '_> {
             .get(&self.app)
             .and_then(|v| u64::try_from(*v).ok());
         let (ctx, cfg, a) = (self.ctx, self.cfg, self.a);
-        let mut source = TableHandle::open(ctx.lake, &a.source)?;
-        if !source.refresh().await? {
+        let source = ctx.load(&a.source).await?;
+        if !source.exists() {
             self.report.waiting_for = Some(a.source.clone());
             return Ok(None);
         }

@@ -1,0 +1,213 @@
+//! The event-driven path: refine notices (an SQS batch, as the ingest functions send them)
+//! run their jobs and the jobs reading their outputs; a lost notice is caught by the schedule;
+//! two invocations with the same notices at once consume each source version once; a spent
+//! time budget defers the jobs and hands their notices back; a body that is not a notice is
+//! failed back to the queue.
+
+use anyhow::{Context, Result};
+use lakestream_core::{KafkaIngestor, SystemClock};
+use lakestream_formats::kafka::KafkaEvent;
+use lakestream_lambda::notify::RefineNotice;
+use lakestream_testkit::{Backend, TestLake, backends, strings};
+use refine::Refiner;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+const ORDERS: &[u8] = include_bytes!("../../../../events/msk-orders.json");
+const MEMBERS: &[u8] = include_bytes!("../../../../events/msk-members.json");
+const NOTICES: &str = include_str!("../../../../events/sqs-refine-notices.json");
+
+/// An SQS event carrying `notices` (message ids `m0`, `m1`, ...), as the Lambda poller sends it.
+fn sqs_event(notices: &[RefineNotice]) -> Value {
+    let records: Vec<Value> = notices
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            json!({
+                "messageId": format!("m{i}"),
+                "receiptHandle": "r",
+                "body": serde_json::to_string(n).unwrap_or_default(),
+                "attributes": {"MessageGroupId": n.group_id()},
+                "messageAttributes": {},
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:notices.fifo",
+                "awsRegion": "us-east-1"
+            })
+        })
+        .collect();
+    json!({ "Records": records })
+}
+
+/// Ingest one sample MSK event; the notices its commit sends (as the function's `main` does).
+async fn ingest(lake: &TestLake, event: &[u8]) -> Result<Vec<RefineNotice>> {
+    let ingestor = KafkaIngestor::new(lake.config.clone(), Arc::new(SystemClock))?;
+    let response = msk_ingest::handle(&ingestor, KafkaEvent::from_json(event)?).await?;
+    Ok(RefineNotice::for_commits(
+        &lake.config,
+        &response.advanced(),
+        chrono::Utc::now().timestamp_millis(),
+    ))
+}
+
+fn ran(response: &refine::RefineResponse) -> Vec<&str> {
+    response
+        .jobs
+        .iter()
+        .filter(|j| j.due && j.outcome.as_ref().is_ok_and(|r| !r.runs.is_empty()))
+        .map(|j| j.job.as_str())
+        .collect()
+}
+
+fn failures(response: &refine::RefineResponse) -> Vec<String> {
+    response.batch_item_failures.clone().unwrap_or_default()
+}
+
+async fn sorted_ids(lake: &TestLake, table: &str) -> Result<Vec<String>> {
+    let batch = lake.read(table).await?;
+    let mut ids: Vec<String> = strings(&batch, "order_id")?.into_iter().flatten().collect();
+    ids.sort();
+    Ok(ids)
+}
+
+const SIX: [&str; 6] = ["1", "2", "3", "4", "5", "6"];
+
+/// The sample notices (events/) parse, and each commit's notices name every job reading it.
+#[tokio::test]
+async fn notices_run_their_jobs_then_the_jobs_reading_their_outputs() -> Result<()> {
+    let lake = TestLake::new(Backend::Fs, "refine-notices")?;
+    let mut notices = ingest(&lake, ORDERS).await?;
+    notices.extend(ingest(&lake, MEMBERS).await?);
+    let mut named: Vec<(String, String)> = notices
+        .iter()
+        .map(|n| (n.job.clone(), n.table.clone()))
+        .collect();
+    named.sort();
+    assert_eq!(
+        named,
+        [
+            ("curated", "raw/member"),
+            ("curated", "raw/order"),
+            ("gold", "raw/order")
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+    );
+    let refiner = Refiner::new(lake.config.clone(), Arc::new(SystemClock))?;
+    let event: Value = serde_json::from_str(NOTICES)?;
+    let response = refine::handle(&refiner, &event).await?.into_result()?;
+    // processed reads curated/order: it runs after curated in the same invocation.
+    assert_eq!(ran(&response), ["curated", "processed", "gold"]);
+    assert!(failures(&response).is_empty(), "{:?}", failures(&response));
+    let body = serde_json::to_value(&response)?;
+    assert_eq!(body["batchItemFailures"], json!([]), "{body}");
+    assert_eq!(sorted_ids(&lake, "curated/order").await?, SIX);
+    assert_eq!(sorted_ids(&lake, "processed/order").await?, SIX);
+    // The same notices again (a redelivery): nothing is due, nothing is loaded or written.
+    let again = refine::handle(&refiner, &event).await?.into_result()?;
+    assert!(ran(&again).is_empty(), "{:?}", ran(&again));
+    assert!(again.jobs.iter().all(|j| !j.due), "{:?}", again.jobs);
+    assert_eq!(sorted_ids(&lake, "curated/order").await?, SIX);
+    // The invocation's EMF line counts what ran and what had nothing new.
+    assert!(
+        again.metrics_line().contains("\"JobsNotDue\":3"),
+        "{}",
+        again.metrics_line()
+    );
+    Ok(())
+}
+
+/// A notice that was never sent: the next notice-driven invocation (for another job) does not
+/// run the job, the schedule's tick finds the new version with its HEAD probe and runs it.
+#[tokio::test]
+async fn a_lost_notice_is_caught_by_the_schedule() -> Result<()> {
+    for backend in backends() {
+        let lake = TestLake::new(backend, "refine-lost-notice")?;
+        let mut notices = ingest(&lake, MEMBERS).await?;
+        notices.extend(ingest(&lake, ORDERS).await?);
+        let refiner = Refiner::new(lake.config.clone(), Arc::new(SystemClock))?;
+        refine::handle(&refiner, &sqs_event(&notices))
+            .await?
+            .into_result()?;
+        assert_eq!(sorted_ids(&lake, "curated/order").await?, SIX);
+        // More orders (a replayed sample with new offsets: a new raw/order version); its
+        // notices are lost.
+        let replay = String::from_utf8(ORDERS.to_vec())?.replace("\"offset\": 12", "\"offset\": 92");
+        let lost = ingest(&lake, replay.as_bytes()).await?;
+        assert!(!lost.is_empty(), "the commit would have sent notices");
+        // A notice for gold alone runs gold, not curated (no request about raw/order's readers
+        // beyond the notice's own job).
+        let gold_only: Vec<RefineNotice> = lost.iter().filter(|n| n.job == "gold").cloned().collect();
+        let r = refine::handle(&refiner, &sqs_event(&gold_only)).await?.into_result()?;
+        assert_eq!(ran(&r), ["gold"], "{backend:?}");
+        assert_eq!(sorted_ids(&lake, "curated/order").await?, SIX, "{backend:?}");
+        // The safety-net tick: curated (and processed after it) run on what was not notified.
+        let tick = refine::handle(&refiner, &json!({})).await?.into_result()?;
+        assert_eq!(ran(&tick), ["curated", "processed"], "{backend:?}");
+        let mut want: Vec<String> = SIX.iter().map(|s| s.to_string()).collect();
+        want.extend(SIX.iter().map(|s| s.to_string()));
+        want.sort();
+        assert_eq!(sorted_ids(&lake, "curated/order").await?, want, "{backend:?}: each order of both versions once");
+        // Nothing new: the next tick runs nothing.
+        let quiet = refine::handle(&refiner, &json!({})).await?.into_result()?;
+        assert!(ran(&quiet).is_empty(), "{backend:?}: {:?}", ran(&quiet));
+    }
+    Ok(())
+}
+
+/// Two refine instances handle the same notices at the same moment (a redelivery racing the
+/// first delivery, or a notice and a tick): every source version is consumed once.
+#[tokio::test]
+async fn two_notices_at_once_consume_each_source_version_once() -> Result<()> {
+    for backend in backends() {
+        let lake = TestLake::new(backend, "refine-notices-race")?;
+        let mut notices = ingest(&lake, MEMBERS).await?;
+        notices.extend(ingest(&lake, ORDERS).await?);
+        let event = sqs_event(&notices);
+        let (a, b) = (
+            Refiner::new(lake.config.clone(), Arc::new(SystemClock))?,
+            Refiner::new(lake.config.clone(), Arc::new(SystemClock))?,
+        );
+        let (ra, rb) = tokio::join!(refine::handle(&a, &event), refine::handle(&b, &event));
+        for r in [ra?, rb?] {
+            assert!(failures(&r).is_empty() || r.jobs.iter().any(|j| j.retryable), "{:?}", r.jobs);
+        }
+        // Whatever was handed back is redelivered: deliver it once more to each.
+        refine::handle(&a, &event).await?;
+        refine::handle(&b, &json!({})).await?.into_result()?;
+        assert_eq!(sorted_ids(&lake, "curated/order").await?, SIX, "{backend:?}");
+        assert_eq!(sorted_ids(&lake, "processed/order").await?, SIX, "{backend:?}");
+        let gold = lake.read("gold/order_hourly").await?;
+        let orders: i64 = lakestream_testkit::int64s(&gold, "orders")?.into_iter().flatten().sum();
+        assert_eq!(orders, 6, "{backend:?}: the gold table counts each order once");
+    }
+    Ok(())
+}
+
+/// A budget spent before the first job: every job is deferred and every notice goes back.
+/// A body that is not a notice goes back too (the queue's redrive policy dead-letters it).
+#[tokio::test]
+async fn a_spent_budget_and_a_malformed_body_hand_notices_back() -> Result<()> {
+    let lake = TestLake::new(Backend::Fs, "refine-notices-budget")?;
+    let notices = ingest(&lake, ORDERS).await?;
+    let refiner = Refiner::new(lake.config.clone(), Arc::new(SystemClock))?;
+    let mut event = sqs_event(&notices);
+    let records = event["Records"].as_array_mut().context("records")?;
+    let mut bad = records[0].clone();
+    bad["messageId"] = json!("bad");
+    bad["body"] = json!("{\"table\":\"raw/order\"}");
+    records.push(bad);
+    let spent = std::time::Instant::now();
+    let response = refine::handle_until(&refiner, &event, Some(spent)).await?.into_result()?;
+    assert!(response.jobs.iter().all(|j| j.deferred), "{:?}", response.jobs);
+    let mut back = failures(&response);
+    back.sort();
+    let mut want: Vec<String> = (0..notices.len()).map(|i| format!("m{i}")).collect();
+    want.push("bad".into());
+    want.sort();
+    assert_eq!(back, want);
+    assert_eq!(lake.count("curated/order").await.unwrap_or(0), 0);
+    // Delivered again with time to spare: they run (the malformed one fails again).
+    let response = refine::handle(&refiner, &event).await?.into_result()?;
+    assert_eq!(failures(&response), ["bad"]);
+    assert_eq!(ran(&response), ["gold"], "curated waits for raw/member");
+    Ok(())
+}

@@ -75,6 +75,9 @@ pub struct FunctionEnv {
     /// `LAKESTREAM_FRESHNESS_TARGET_SECONDS` (refine): a job whose oldest new source version
     /// waited longer is behind its target (EMF `BehindTarget`).
     pub freshness_target: Option<std::time::Duration>,
+    /// `LAKESTREAM_JOB_METRICS` (refine): `behind` (default: a job's values are CloudWatch
+    /// metrics only while it is behind its freshness target) or `all`.
+    pub job_metrics: Option<String>,
     /// S3 access for an `s3://` config (`AWS_ENDPOINT_URL_S3`/`AWS_ENDPOINT_URL`, `AWS_REGION`,
     /// `AWS_ALLOW_HTTP`).
     pub s3: S3Access,
@@ -93,6 +96,7 @@ impl FunctionEnv {
             queue_url: get("LAKESTREAM_QUEUE_URL"),
             log_buckets: get(lakestream_formats::config::LOG_BUCKETS_ENV),
             refine_queue_url: get("LAKESTREAM_REFINE_QUEUE_URL"),
+            job_metrics: get("LAKESTREAM_JOB_METRICS"),
             freshness_target: match get("LAKESTREAM_FRESHNESS_TARGET_SECONDS") {
                 None => None,
                 Some(v) => Some(std::time::Duration::from_secs(v.parse().map_err(|_| {

@@ -51,20 +51,37 @@ pub fn emf_line(
     metrics: &[Metric],
     timestamp_ms: i64,
 ) -> String {
+    emf_record(namespace, dimensions, metrics, &[], timestamp_ms)
+}
+
+/// One EMF JSON line whose `metrics` become CloudWatch metrics and whose `properties` are only
+/// logged (searchable in Logs Insights, never billed as custom metrics: each metric name per
+/// dimension value is one, $0.30 a month). Without metrics the line is a plain JSON log line.
+pub fn emf_record(
+    namespace: &str,
+    dimensions: &[(&str, &str)],
+    metrics: &[Metric],
+    properties: &[Metric],
+    timestamp_ms: i64,
+) -> String {
     let mut root = Map::new();
     let dims: Vec<&str> = dimensions.iter().map(|d| d.0).collect();
     let defs: Vec<Value> = metrics
         .iter()
         .map(|m| json!({"Name": m.name, "Unit": m.unit}))
         .collect();
-    root.insert(
-        "_aws".into(),
-        json!({"Timestamp": timestamp_ms, "CloudWatchMetrics": [{"Namespace": namespace, "Dimensions": [dims], "Metrics": defs}]}),
-    );
+    if !defs.is_empty() {
+        root.insert(
+            "_aws".into(),
+            json!({"Timestamp": timestamp_ms, "CloudWatchMetrics": [{"Namespace": namespace, "Dimensions": [dims], "Metrics": defs}]}),
+        );
+    } else {
+        root.insert("timestamp".into(), json!(timestamp_ms));
+    }
     for (k, v) in dimensions {
         root.insert((*k).to_string(), Value::String((*v).to_string()));
     }
-    for m in metrics {
+    for m in metrics.iter().chain(properties) {
         root.insert(m.name.to_string(), json!(m.value));
     }
     Value::Object(root).to_string()
@@ -93,6 +110,20 @@ mod tests {
             v["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"],
             "RecordsReceived"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn properties_are_logged_not_declared() -> Result<(), serde_json::Error> {
+        let m = [Metric::new("LagSeconds", "Seconds", 3)];
+        let p = [Metric::new("Runs", "Count", 2)];
+        let v: Value = serde_json::from_str(&emf_record("L", &[("Job", "j")], &m, &p, 1))?;
+        assert_eq!(v["Runs"], 2.0);
+        let declared = &v["_aws"]["CloudWatchMetrics"][0]["Metrics"];
+        assert_eq!(declared.as_array().map(Vec::len), Some(1), "{v}");
+        let none: Value = serde_json::from_str(&emf_record("L", &[("Job", "j")], &[], &p, 1))?;
+        assert!(none.get("_aws").is_none(), "{none}");
+        assert_eq!(none["Runs"], 2.0);
         Ok(())
     }
 }

@@ -16,7 +16,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let notifier = match &env.refine_queue_url {
         Some(url) => {
             let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-            Some(SqsNotifier::new(aws_sdk_sqs::Client::new(&aws), url.clone()))
+            Some(SqsNotifier::new(
+                aws_sdk_sqs::Client::new(&aws),
+                url.clone(),
+            ))
         }
         None => None,
     };

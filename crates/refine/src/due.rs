@@ -173,7 +173,10 @@ impl Progress {
             ids: HashMap::new(),
         });
         entry.ids.extend(ids);
-        for (t, v) in observed.iter().chain(read_up_to.iter().map(|(t, v)| (t, v))) {
+        for (t, v) in observed
+            .iter()
+            .chain(read_up_to.iter().map(|(t, v)| (t, v)))
+        {
             let e = entry.versions.entry(t.clone()).or_insert(*v);
             *e = (*e).max(*v);
         }

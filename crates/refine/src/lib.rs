@@ -49,6 +49,8 @@ pub struct RefineSettings {
     /// notice names its table, so a new table runs at once; the listing finds the tables whose
     /// notices were lost).
     pub listing_ttl: chrono::TimeDelta,
+    /// Which per-job values are CloudWatch metrics ([`report::JobMetrics`]).
+    pub job_metrics: report::JobMetrics,
 }
 
 impl Default for RefineSettings {
@@ -57,6 +59,7 @@ impl Default for RefineSettings {
             freshness_target: Duration::from_secs(60),
             reserve: Duration::from_secs(20),
             listing_ttl: chrono::TimeDelta::minutes(15),
+            job_metrics: report::JobMetrics::Behind,
         }
     }
 }
@@ -257,7 +260,14 @@ pub async fn run_trigger(
         let now = clock.now();
         let due = match refiner
             .progress
-            .due(&refiner.lake, &refiner.warm, job, &plan.hints, plan.probe, now)
+            .due(
+                &refiner.lake,
+                &refiner.warm,
+                job,
+                &plan.hints,
+                plan.probe,
+                now,
+            )
             .await
         {
             Ok(d) => d,
@@ -339,5 +349,9 @@ pub async fn run_trigger(
         }
         out.push(result.finish(started, clock.now()));
     }
-    Ok(RefineResponse::of(trigger, out))
+    Ok(RefineResponse::of(
+        trigger,
+        out,
+        refiner.settings.job_metrics,
+    ))
 }

@@ -17,6 +17,13 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     if let Some(target) = env.freshness_target {
         refiner.settings.freshness_target = target;
     }
+    if let Some(v) = &env.job_metrics {
+        refiner.settings.job_metrics = refine::report::JobMetrics::parse(v).ok_or_else(|| {
+            lakestream_core::Error::Config(format!(
+                "LAKESTREAM_JOB_METRICS = `{v}`: use `behind` (default) or `all`"
+            ))
+        })?;
+    }
     let refiner = &refiner;
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<serde_json::Value>| async move {

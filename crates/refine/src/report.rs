@@ -3,19 +3,45 @@
 //! report's shape is read in one place.
 
 use lakestream_core::refine::{JobReport, SideReport};
-use lakestream_lambda::telemetry::{Metric, emf_line};
+use lakestream_lambda::telemetry::{Metric, emf_line, emf_record};
 
-/// One EMF line per job (dimensions `Function`, `Job`): rows read and late per side, rows
-/// joined, keys upserted (an aggregate's groups), source rows an aggregate retracted and the
-/// groups it recomputed, runs, the versions still unread, and its freshness: `LagSeconds`
+/// Which per-job values become CloudWatch metrics (dimensions `Function`, `Job`): each is one
+/// custom metric per job ($0.30 a month each, 70 jobs x 15 values is $315), so by default only a
+/// job behind its freshness target publishes `LagSeconds` and `BehindTarget` (billed only for
+/// the hours it is behind); everything else is logged on the same line, for Logs Insights.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum JobMetrics {
+    /// `LagSeconds` and `BehindTarget` as metrics while the job is behind its target.
+    #[default]
+    Behind,
+    /// Every value as a metric, on every run (`LAKESTREAM_JOB_METRICS=all`).
+    All,
+}
+
+impl JobMetrics {
+    /// Parse `LAKESTREAM_JOB_METRICS` (`behind` or `all`).
+    pub fn parse(v: &str) -> Option<Self> {
+        match v {
+            "behind" => Some(Self::Behind),
+            "all" => Some(Self::All),
+            _ => None,
+        }
+    }
+}
+
+/// One EMF line per job that ran (dimensions `Function`, `Job`): rows read and late per side,
+/// rows joined, keys upserted (an aggregate's groups), source rows an aggregate retracted and
+/// the groups it recomputed, runs, the versions still unread, and its freshness: `LagSeconds`
 /// (how long the oldest new source version waited, when its commit time is known) and
-/// `BehindTarget` (1 when that is over the freshness target).
+/// `BehindTarget` (1 when that is over the freshness target). Which of them are metrics:
+/// [`JobMetrics`].
 pub fn metrics_line(
     r: &JobReport,
     duration_ms: f64,
     ts: i64,
     lag_seconds: Option<f64>,
     behind_target: bool,
+    policy: JobMetrics,
 ) -> String {
     let totals = r.totals();
     let side = |i: usize| totals.get(i).cloned().unwrap_or_default();
@@ -27,29 +53,45 @@ pub fn metrics_line(
         .filter_map(|run| run.aggregated())
         .fold((0, 0), |(a, b), c| (a + c.retracted, b + c.recomputed));
     let lag = |s: &SideReport| s.latest.saturating_sub(s.to.unwrap_or(0)) as f64;
-    let mut metrics = vec![
-            Metric::new("Runs", "Count", r.runs.len() as f64),
-            Metric::new("LeftRowsRead", "Count", l.rows as f64),
-            Metric::new("RightRowsRead", "Count", rt.rows as f64),
-            Metric::new("LateRows", "Count", (l.late + rt.late) as f64),
-            Metric::new("RowsJoined", "Count", r.joined() as f64),
-            Metric::new("KeysInserted", "Count", upserted.inserted as f64),
-            Metric::new("KeysUpdated", "Count", upserted.updated as f64),
-            Metric::new("KeysDeleted", "Count", upserted.deleted as f64),
-            Metric::new("OlderRowsIgnored", "Count", upserted.older_ignored as f64),
-            Metric::new("RowsRetracted", "Count", retracted as f64),
-            Metric::new("GroupsRecomputed", "Count", recomputed as f64),
-            Metric::new("VersionsBehind", "Count", lag(&l).max(lag(&rt))),
-            Metric::new("DurationMs", "Milliseconds", duration_ms),
-            Metric::new("BehindTarget", "Count", f64::from(u8::from(behind_target))),
+    let mut values = vec![
+        Metric::new("Runs", "Count", r.runs.len() as f64),
+        Metric::new("LeftRowsRead", "Count", l.rows as f64),
+        Metric::new("RightRowsRead", "Count", rt.rows as f64),
+        Metric::new("LateRows", "Count", (l.late + rt.late) as f64),
+        Metric::new("RowsJoined", "Count", r.joined() as f64),
+        Metric::new("KeysInserted", "Count", upserted.inserted as f64),
+        Metric::new("KeysUpdated", "Count", upserted.updated as f64),
+        Metric::new("KeysDeleted", "Count", upserted.deleted as f64),
+        Metric::new("OlderRowsIgnored", "Count", upserted.older_ignored as f64),
+        Metric::new("RowsRetracted", "Count", retracted as f64),
+        Metric::new("GroupsRecomputed", "Count", recomputed as f64),
+        Metric::new("VersionsBehind", "Count", lag(&l).max(lag(&rt))),
+        Metric::new("DurationMs", "Milliseconds", duration_ms),
     ];
+    let mut freshness = vec![Metric::new(
+        "BehindTarget",
+        "Count",
+        f64::from(u8::from(behind_target)),
+    )];
     if let Some(lag) = lag_seconds {
-        metrics.push(Metric::new("LagSeconds", "Seconds", lag));
+        freshness.push(Metric::new("LagSeconds", "Seconds", lag));
     }
-    emf_line(
+    let (metrics, properties) = match policy {
+        JobMetrics::All => {
+            values.extend(freshness);
+            (values, vec![])
+        }
+        JobMetrics::Behind if behind_target => (freshness, values),
+        JobMetrics::Behind => {
+            values.extend(freshness);
+            (vec![], values)
+        }
+    };
+    emf_record(
         "Lakestream",
         &[("Function", "refine"), ("Job", &r.job)],
         &metrics,
+        &properties,
         ts,
     )
 }
@@ -74,7 +116,11 @@ pub fn invocation_line(resp: &crate::RefineResponse) -> String {
         &[("Function", "refine")],
         &[
             Metric::new("JobsRun", "Count", count(&|j| j.due && j.outcome.is_ok())),
-            Metric::new("JobsNotDue", "Count", count(&|j| !j.due && !j.deferred && j.outcome.is_ok())),
+            Metric::new(
+                "JobsNotDue",
+                "Count",
+                count(&|j| !j.due && !j.deferred && j.outcome.is_ok()),
+            ),
             Metric::new("JobsDeferred", "Count", count(&|j| j.deferred)),
             Metric::new("JobsFailed", "Count", count(&|j| j.outcome.is_err())),
             Metric::new("JobsBehindTarget", "Count", count(&|j| j.behind_target())),

@@ -98,6 +98,8 @@ pub struct RefineResponse {
     /// failed retryably). A job that failed for good is not retried by its notices: the error
     /// is in the logs and metrics, and the schedule runs it again.
     pub batch_item_failures: Option<Vec<String>>,
+    /// Which per-job values are metrics.
+    pub job_metrics: report::JobMetrics,
 }
 
 impl serde::Serialize for RefineResponse {
@@ -116,10 +118,7 @@ impl serde::Serialize for RefineResponse {
                     #[serde(rename = "itemIdentifier")]
                     item_identifier: &'a str,
                 }
-                let items: Vec<Item> = ids
-                    .iter()
-                    .map(|i| Item { item_identifier: i })
-                    .collect();
+                let items: Vec<Item> = ids.iter().map(|i| Item { item_identifier: i }).collect();
                 let mut map = s.serialize_map(Some(2))?;
                 map.serialize_entry("batchItemFailures", &items)?;
                 map.serialize_entry("jobs", &self.jobs)?;
@@ -130,7 +129,11 @@ impl serde::Serialize for RefineResponse {
 }
 
 impl RefineResponse {
-    pub(crate) fn of(trigger: &Trigger, jobs: Vec<JobResult>) -> Self {
+    pub(crate) fn of(
+        trigger: &Trigger,
+        jobs: Vec<JobResult>,
+        job_metrics: report::JobMetrics,
+    ) -> Self {
         let batch_item_failures = match trigger {
             Trigger::Schedule(_) => None,
             Trigger::Notices(batch) => {
@@ -139,7 +142,8 @@ impl RefineResponse {
                         r.job == job && (r.deferred || (r.outcome.is_err() && r.retryable))
                     })
                 };
-                let mut ids: Vec<String> = batch.malformed.iter().map(|(id, _)| id.clone()).collect();
+                let mut ids: Vec<String> =
+                    batch.malformed.iter().map(|(id, _)| id.clone()).collect();
                 for (id, why) in &batch.malformed {
                     tracing::error!(message = %id, reason = %why, "malformed refine notice; it goes to the queue's dead-letter queue after its retries");
                 }
@@ -156,6 +160,7 @@ impl RefineResponse {
         Self {
             jobs,
             batch_item_failures,
+            job_metrics,
         }
     }
 
@@ -175,6 +180,7 @@ impl RefineResponse {
                     j.finished_at_ms,
                     j.lag_seconds(),
                     j.behind_target(),
+                    self.job_metrics,
                 ))
             })
             .collect();

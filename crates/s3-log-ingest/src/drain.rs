@@ -114,10 +114,10 @@ async fn round(
     let r = process_messages(ingestor, source, pending).await;
     report.rounds += 1;
     report.rows_written += r.objects.rows_written;
-        for (t, v) in &r.objects.versions {
-            let e = report.versions.entry(t.clone()).or_insert(*v);
-            *e = (*e).max(*v);
-        }
+    for (t, v) in &r.objects.versions {
+        let e = report.versions.entry(t.clone()).or_insert(*v);
+        *e = (*e).max(*v);
+    }
     let done: Vec<&QueueMessage> = pending
         .iter()
         .filter(|m| !r.failed.contains(&m.id))

@@ -86,10 +86,7 @@ impl TableHandle {
     /// Whether version `version` is committed, with one HEAD of its commit file (nothing is
     /// loaded): its commit time (the file's last-modified) when it is. A refine function asks
     /// this of a source instead of loading it when it only needs to know that it advanced.
-    pub async fn commit_time(
-        &self,
-        version: u64,
-    ) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
+    pub async fn commit_time(&self, version: u64) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
         match self
             .table
             .log_store()

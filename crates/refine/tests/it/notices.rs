@@ -71,6 +71,24 @@ async fn sorted_ids(lake: &TestLake, table: &str) -> Result<Vec<String>> {
 
 const SIX: [&str; 6] = ["1", "2", "3", "4", "5", "6"];
 
+/// The metric names the EMF line of `job` declares (`None`: no such line), and its `LagSeconds`.
+fn declared(response: &refine::RefineResponse, job: &str) -> Option<(Vec<String>, Option<f64>)> {
+    response.metrics_line().lines().find_map(|l| {
+        let v: Value = serde_json::from_str(l).ok()?;
+        (v["Job"] == job).then(|| {
+            let names = v["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+                .as_array()
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|d| d["Name"].as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            (names, v["LagSeconds"].as_f64())
+        })
+    })
+}
+
 /// The sample notices (events/) parse, and each commit's notices name every job reading it.
 #[tokio::test]
 async fn notices_run_their_jobs_then_the_jobs_reading_their_outputs() -> Result<()> {
@@ -101,6 +119,16 @@ async fn notices_run_their_jobs_then_the_jobs_reading_their_outputs() -> Result<
     assert_eq!(body["batchItemFailures"], json!([]), "{body}");
     assert_eq!(sorted_ids(&lake, "curated/order").await?, SIX);
     assert_eq!(sorted_ids(&lake, "processed/order").await?, SIX);
+    // The sample's versions were committed in 2022: curated is far behind its 60 s target, so
+    // its line publishes the two freshness metrics (and logs the rest).
+    let (names, lag) = declared(&response, "curated").context("a line for curated")?;
+    assert_eq!(names, ["BehindTarget", "LagSeconds"]);
+    assert!(lag.is_some_and(|l| l > 3600.0 * 24.0 * 365.0), "{lag:?}");
+    assert!(
+        response.metrics_line().contains("\"JobsBehindTarget\":2"),
+        "{}",
+        response.metrics_line()
+    );
     // The same notices again (a redelivery): nothing is due, nothing is loaded or written.
     let again = refine::handle(&refiner, &event).await?.into_result()?;
     assert!(ran(&again).is_empty(), "{:?}", ran(&again));
@@ -130,22 +158,39 @@ async fn a_lost_notice_is_caught_by_the_schedule() -> Result<()> {
         assert_eq!(sorted_ids(&lake, "curated/order").await?, SIX);
         // More orders (a replayed sample with new offsets: a new raw/order version); its
         // notices are lost.
-        let replay = String::from_utf8(ORDERS.to_vec())?.replace("\"offset\": 12", "\"offset\": 92");
+        let replay =
+            String::from_utf8(ORDERS.to_vec())?.replace("\"offset\": 12", "\"offset\": 92");
         let lost = ingest(&lake, replay.as_bytes()).await?;
         assert!(!lost.is_empty(), "the commit would have sent notices");
         // A notice for gold alone runs gold, not curated (no request about raw/order's readers
         // beyond the notice's own job).
-        let gold_only: Vec<RefineNotice> = lost.iter().filter(|n| n.job == "gold").cloned().collect();
-        let r = refine::handle(&refiner, &sqs_event(&gold_only)).await?.into_result()?;
+        let gold_only: Vec<RefineNotice> =
+            lost.iter().filter(|n| n.job == "gold").cloned().collect();
+        let r = refine::handle(&refiner, &sqs_event(&gold_only))
+            .await?
+            .into_result()?;
         assert_eq!(ran(&r), ["gold"], "{backend:?}");
-        assert_eq!(sorted_ids(&lake, "curated/order").await?, SIX, "{backend:?}");
+        // Notified moments after its commit: gold is within its target, so its line declares
+        // no metric (a custom metric per job costs money) but logs its lag.
+        let (names, lag) = declared(&r, "gold").context("a line for gold")?;
+        assert!(names.is_empty(), "{names:?}");
+        assert!(lag.is_some_and(|l| l < 60.0), "{lag:?}");
+        assert_eq!(
+            sorted_ids(&lake, "curated/order").await?,
+            SIX,
+            "{backend:?}"
+        );
         // The safety-net tick: curated (and processed after it) run on what was not notified.
         let tick = refine::handle(&refiner, &json!({})).await?.into_result()?;
         assert_eq!(ran(&tick), ["curated", "processed"], "{backend:?}");
         let mut want: Vec<String> = SIX.iter().map(|s| s.to_string()).collect();
         want.extend(SIX.iter().map(|s| s.to_string()));
         want.sort();
-        assert_eq!(sorted_ids(&lake, "curated/order").await?, want, "{backend:?}: each order of both versions once");
+        assert_eq!(
+            sorted_ids(&lake, "curated/order").await?,
+            want,
+            "{backend:?}: each order of both versions once"
+        );
         // Nothing new: the next tick runs nothing.
         let quiet = refine::handle(&refiner, &json!({})).await?.into_result()?;
         assert!(ran(&quiet).is_empty(), "{backend:?}: {:?}", ran(&quiet));
@@ -168,16 +213,34 @@ async fn two_notices_at_once_consume_each_source_version_once() -> Result<()> {
         );
         let (ra, rb) = tokio::join!(refine::handle(&a, &event), refine::handle(&b, &event));
         for r in [ra?, rb?] {
-            assert!(failures(&r).is_empty() || r.jobs.iter().any(|j| j.retryable), "{:?}", r.jobs);
+            assert!(
+                failures(&r).is_empty() || r.jobs.iter().any(|j| j.retryable),
+                "{:?}",
+                r.jobs
+            );
         }
         // Whatever was handed back is redelivered: deliver it once more to each.
         refine::handle(&a, &event).await?;
         refine::handle(&b, &json!({})).await?.into_result()?;
-        assert_eq!(sorted_ids(&lake, "curated/order").await?, SIX, "{backend:?}");
-        assert_eq!(sorted_ids(&lake, "processed/order").await?, SIX, "{backend:?}");
+        assert_eq!(
+            sorted_ids(&lake, "curated/order").await?,
+            SIX,
+            "{backend:?}"
+        );
+        assert_eq!(
+            sorted_ids(&lake, "processed/order").await?,
+            SIX,
+            "{backend:?}"
+        );
         let gold = lake.read("gold/order_hourly").await?;
-        let orders: i64 = lakestream_testkit::int64s(&gold, "orders")?.into_iter().flatten().sum();
-        assert_eq!(orders, 6, "{backend:?}: the gold table counts each order once");
+        let orders: i64 = lakestream_testkit::int64s(&gold, "orders")?
+            .into_iter()
+            .flatten()
+            .sum();
+        assert_eq!(
+            orders, 6,
+            "{backend:?}: the gold table counts each order once"
+        );
     }
     Ok(())
 }
@@ -196,8 +259,14 @@ async fn a_spent_budget_and_a_malformed_body_hand_notices_back() -> Result<()> {
     bad["body"] = json!("{\"table\":\"raw/order\"}");
     records.push(bad);
     let spent = std::time::Instant::now();
-    let response = refine::handle_until(&refiner, &event, Some(spent)).await?.into_result()?;
-    assert!(response.jobs.iter().all(|j| j.deferred), "{:?}", response.jobs);
+    let response = refine::handle_until(&refiner, &event, Some(spent))
+        .await?
+        .into_result()?;
+    assert!(
+        response.jobs.iter().all(|j| j.deferred),
+        "{:?}",
+        response.jobs
+    );
     let mut back = failures(&response);
     back.sort();
     let mut want: Vec<String> = (0..notices.len()).map(|i| format!("m{i}")).collect();
@@ -209,5 +278,80 @@ async fn a_spent_budget_and_a_malformed_body_hand_notices_back() -> Result<()> {
     let response = refine::handle(&refiner, &event).await?.into_result()?;
     assert_eq!(failures(&response), ["bad"]);
     assert_eq!(ran(&response), ["gold"], "curated waits for raw/member");
+    Ok(())
+}
+
+/// The whole event path on the emulator: the notices of two commits go through a real SQS FIFO
+/// queue (`SqsNotifier`, as the ingest functions send them), are received as the Lambda poller
+/// receives them, and run the jobs; the same commit's notices sent twice (a retried send) are
+/// one message per job and version.
+#[tokio::test]
+async fn notices_through_an_sqs_fifo_queue() -> Result<()> {
+    let Some(endpoint) = lakestream_testkit::s3_endpoint() else {
+        return Ok(());
+    };
+    let lake = TestLake::new(Backend::S3, "refine-sqs-notices")?;
+    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(&endpoint)
+        .region(aws_config::Region::new("us-east-1"))
+        .load()
+        .await;
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let name = format!("notices-{}.fifo", lakestream_testkit::unique_suffix());
+    let url = sqs
+        .create_queue()
+        .queue_name(&name)
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await?
+        .queue_url
+        .context("queue url")?;
+    let notifier = lakestream_lambda::notify::SqsNotifier::new(sqs.clone(), url.clone());
+    let mut notices = ingest(&lake, MEMBERS).await?;
+    notices.extend(ingest(&lake, ORDERS).await?);
+    let config = &lake.config;
+    let advanced: Vec<(String, u64)> = notices
+        .iter()
+        .map(|n| (n.table.clone(), n.version))
+        .collect();
+    for _ in 0..2 {
+        let sent = lakestream_lambda::notify::notify_refine(&notifier, config, &advanced, 1).await;
+        assert_eq!(sent.failed, 0);
+    }
+    let mut records = Vec::new();
+    for _ in 0..5 {
+        let got = sqs
+            .receive_message()
+            .queue_url(&url)
+            .max_number_of_messages(10)
+            .send()
+            .await?;
+        for m in got.messages.unwrap_or_default() {
+            records.push(json!({
+                "messageId": m.message_id.unwrap_or_default(),
+                "receiptHandle": m.receipt_handle.unwrap_or_default(),
+                "body": m.body.unwrap_or_default(),
+                "attributes": {}, "messageAttributes": {},
+                "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q.fifo",
+                "awsRegion": "us-east-1"
+            }));
+        }
+    }
+    // advanced names each (table, version) twice (once per job reading it): the notices
+    // deduplicate per job, table and version however often they are sent.
+    let mut bodies: Vec<String> = records
+        .iter()
+        .filter_map(|r| r["body"].as_str().map(String::from))
+        .collect();
+    bodies.sort();
+    bodies.dedup();
+    assert_eq!(records.len(), bodies.len(), "no message twice: {bodies:?}");
+    assert_eq!(records.len(), notices.len(), "{bodies:?}");
+    let refiner = Refiner::new(lake.config.clone(), Arc::new(SystemClock))?;
+    let response = refine::handle(&refiner, &json!({ "Records": records }))
+        .await?
+        .into_result()?;
+    assert_eq!(ran(&response), ["curated", "processed", "gold"]);
+    assert_eq!(sorted_ids(&lake, "processed/order").await?, SIX);
     Ok(())
 }

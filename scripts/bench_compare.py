@@ -225,7 +225,10 @@ def start_proxy(counter):
             for k, v in r.getheaders():
                 if k.lower() not in ("transfer-encoding", "connection", "content-length"):
                     self.send_header(k, v)
-            self.send_header("Content-Length", str(len(data)))
+            # A HEAD's Content-Length is the object's size (a warm handle compares it with the
+            # commit file it holds), not the length of the empty body.
+            length = r.getheader("Content-Length") if self.command == "HEAD" else None
+            self.send_header("Content-Length", length or str(len(data)))
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)

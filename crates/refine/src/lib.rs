@@ -295,7 +295,7 @@ pub async fn run_trigger(
             if !refiner.progress.knows(&job.job, now) {
                 // First sight: what the sources hold now is what this run is sure to cover.
                 for s in job.sources() {
-                    if let Some(v) = ctx.load(s).await?.version() {
+                    if let Some(v) = ctx.load_source(s).await?.version() {
                         observed.insert(s.to_string(), v);
                     }
                 }

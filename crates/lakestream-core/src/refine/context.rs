@@ -27,6 +27,8 @@ pub struct RunContext<'a> {
     /// process): a run then loads only what its tables gained since. `None`: every run loads
     /// its tables from the log (the CLI, one-off runs).
     pub warm: Option<&'a WarmHandles>,
+    /// Sources loaded through [`warm`](Self::warm) by this context: loaded once per invocation.
+    sources_loaded: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl<'a> RunContext<'a> {
@@ -44,6 +46,7 @@ impl<'a> RunContext<'a> {
             settings,
             now,
             warm: None,
+            sources_loaded: Default::default(),
         }
     }
 
@@ -63,13 +66,30 @@ impl<'a> RunContext<'a> {
             return Ok(h);
         };
         let mut h = warm.take(self.lake, table).await?;
-        match h.refresh().await {
-            Ok(_) => {
+        h.refresh().await?;
+        warm.put(h.warm_copy());
+        Ok(h)
+    }
+
+    /// [`load`](Self::load) for a table a job reads: with warm handles it is loaded once per
+    /// context (one invocation), and later readers in the same invocation get that snapshot
+    /// without a request. A version committed since is not missed: its commit's refine notice
+    /// (or the next tick) runs the reader again, and the `txn`s say what it consumed.
+    pub async fn load_source(&self, table: &str) -> Result<TableHandle> {
+        if let Some(warm) = self.warm {
+            let loaded = self.sources_loaded.lock().is_ok_and(|l| l.contains(table));
+            if loaded && let Some(h) = warm.take_as_is(table) {
                 warm.put(h.warm_copy());
-                Ok(h)
+                return Ok(h);
             }
-            Err(e) => Err(e),
         }
+        let h = self.load(table).await?;
+        if self.warm.is_some()
+            && let Ok(mut l) = self.sources_loaded.lock()
+        {
+            l.insert(table.to_string());
+        }
+        Ok(h)
     }
 
     /// `txn` appId of `job`'s consumption of `table` in this pipeline.

@@ -52,7 +52,7 @@ async fn check_source_ids(
         let Some(expected) = recorded.get(&source_id_property(table)) else {
             continue;
         };
-        let h = ctx.load(table).await?;
+        let h = ctx.load_source(table).await?;
         if !h.exists() {
             continue;
         }

@@ -213,7 +213,7 @@ pub async fn read_next(
     table: &str,
     after: Option<u64>,
 ) -> Result<Option<SourceRead>> {
-    let handle = ctx.load(table).await?;
+    let handle = ctx.load_source(table).await?;
     if !handle.exists() {
         return Ok(None);
     }

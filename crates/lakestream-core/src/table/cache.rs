@@ -42,6 +42,12 @@ impl WarmHandles {
         }
     }
 
+    /// The kept handle of `table` as it is, without revalidating it (a caller that proved it
+    /// moments ago, in the same invocation). `None` when none is kept.
+    pub fn take_as_is(&self, table: &str) -> Option<TableHandle> {
+        self.handles.lock().ok()?.remove(table)
+    }
+
     /// The table id (`metaData.id`) of `table`'s kept handle, when one is kept and loaded (no
     /// request): which table a caller's progress on it belongs to.
     pub fn table_id(&self, table: &str) -> Option<String> {

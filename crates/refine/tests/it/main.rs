@@ -4,6 +4,7 @@
 //! input is refused with what to send.
 
 mod notices;
+mod requests;
 
 use anyhow::{Context, Result};
 use lakestream_core::{KafkaIngestor, SystemClock};

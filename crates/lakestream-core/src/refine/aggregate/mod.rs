@@ -90,7 +90,7 @@ impl ChangePlanner for AggregatePlanner<'_, '_> {
             .get(&self.app)
             .and_then(|v| u64::try_from(*v).ok());
         let (ctx, cfg, a) = (self.ctx, self.cfg, self.a);
-        let source = ctx.load(&a.source).await?;
+        let source = ctx.load_source(&a.source).await?;
         if !source.exists() {
             self.report.waiting_for = Some(a.source.clone());
             return Ok(None);
@@ -224,7 +224,12 @@ impl ChangePlanner for AggregatePlanner<'_, '_> {
             let at_end = if end == latest {
                 source
             } else {
-                let mut h = TableHandle::open(ctx.lake, &a.source)?;
+                // From the kept handle when there is one: its log-read cache answers the
+                // commit files of the time travel.
+                let mut h = match ctx.warm {
+                    Some(_) => ctx.load_source(&a.source).await?,
+                    None => TableHandle::open(ctx.lake, &a.source)?,
+                };
                 h.table_mut()
                     .load_version(end)
                     .await

@@ -189,7 +189,7 @@ impl JoinPlanner<'_> {
         version: u64,
         latest: u64,
     ) -> Result<Snapshot> {
-        match Snapshot::load(self.ctx.lake, cfg, version).await {
+        match Snapshot::load(self.ctx, cfg, version).await {
             Ok(s) => Ok(s),
             Err(e) => match handle.table().log_store().read_commit_entry(version).await {
                 Ok(None) => Err(Error::Source {

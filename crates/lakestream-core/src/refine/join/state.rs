@@ -6,6 +6,7 @@
 use super::rules::Rows;
 use crate::error::{Error, Result};
 use crate::read::read_data_file;
+use crate::refine::RunContext;
 use crate::storage::Lake;
 use crate::table::TableHandle;
 use deltalake::Path;
@@ -36,14 +37,21 @@ pub(crate) struct Snapshot {
 const MS: i64 = 1000;
 
 impl Snapshot {
-    /// Load `table` at `version`.
-    pub async fn load(lake: &Lake, side: &JoinSideConfig, version: u64) -> Result<Self> {
+    /// Load `table` at `version`. With warm handles the time travel starts from the source's
+    /// kept handle, so its log-read cache answers the commit files (only the listing is asked).
+    pub async fn load(ctx: &RunContext<'_>, side: &JoinSideConfig, version: u64) -> Result<Self> {
         let (table, key, time) = (side.table.as_str(), side.key.as_str(), side.time.as_str());
-        let mut h = TableHandle::open(lake, table)?;
-        h.table_mut()
-            .load_version(version)
-            .await
-            .map_err(|e| Error::storage(table, e))?;
+        let mut h = if ctx.warm.is_some() {
+            ctx.load_source(table).await?
+        } else {
+            TableHandle::open(ctx.lake, table)?
+        };
+        if h.table().version() != Some(version) {
+            h.table_mut()
+                .load_version(version)
+                .await
+                .map_err(|e| Error::storage(table, e))?;
+        }
         h.refuse_deletion_vectors()?;
         let t = h.table();
         let snapshot = t.snapshot().map_err(|e| Error::storage(table, e))?;

@@ -1,0 +1,595 @@
+#!/usr/bin/env python3
+"""`make bench-fresh`: end-to-end freshness and cost of the event-driven pipeline, N = 1 and 70.
+
+The real function binaries (msk-ingest, refine; `target/release`, BENCH_PROFILE=debug for a
+quick look) run under the local Lambda Runtime API stand-in of `bench-compare`, against the S3
+emulator (S3 and SQS behind one counting proxy), invoked as Lambda would invoke them:
+  MSK         one event source mapping per topic: records buffered per topic and delivered as one
+              MSK event when the oldest has waited MaximumBatchingWindowInSeconds (BENCH_WINDOW,
+              default 30 s) - the seed's `orders` and `members` topics and N Debezium topics
+              `crm.public.tNN` of a `[[cdc]]` family (bronze -> silver, SCD1);
+  notices     msk-ingest sends refine notices to an SQS FIFO queue after each commit; a poller
+              (the SQS event source mapping: up to 10 messages, partial batch response) invokes
+              refine with them;
+  schedules   the template's refine schedules as the safety net: curated every minute, the
+              safety net (`{}`) and gold every 5 minutes.
+Every table gets a record every 2-6 s (seed-like: "a record every few seconds per table"); CDC
+changes are 60% inserts, 35% updates, 5% deletes. After a warm-up the run is measured for
+BENCH_SECONDS (quick 120, full 600), then the pipeline drains.
+
+Freshness per layer is read back from the tables' logs (boto3 + pyarrow, not our code): a
+record's freshness is the commit time of the first version of the layer's table holding it
+(an update: its revision or a later one) minus the record's Kafka timestamp. Raw -> curated ->
+processed (orders) and bronze -> silver (CDC); p50, p99, max.
+
+Cost per month (730 h) from what the measured window used, at AWS list prices (us-east-1,
+arm64 Lambda; storage excluded, the same for every engine): Lambda requests and GB-seconds
+(measured durations x the template's MemorySize), S3 requests by class, SQS FIFO requests
+(sends, the poller's receives and deletes), CloudWatch Logs ingestion (the functions' bytes +
+~400 B of platform lines per invocation) and custom metrics (distinct EMF metrics seen, $0.30
+each). Beside it: the cheapest Glue streaming job ($161/month, 2 x G.025X, compute only) and the
+naive design - one scheduled invocation per job per minute, each loading its tables (measured:
+a fresh refine process running one CDC job).
+
+The record plan is generated once per (N, seconds, seed) and cached under
+target/bench-fresh/cache. Results: target/bench-fresh/results.json. BENCH_TABLES (default
+"1,70"), BENCH_SIZE (quick|full), BENCH_SEED. Needs MOTO_PORT (`make moto-start`). Not in CI;
+no thresholds. The machine's x86 cores stand in for Graviton; durations include the emulator.
+"""
+import base64
+import io
+import json
+import os
+import pathlib
+import queue
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import bench_compare as bc  # noqa: E402  (the Runtime API stand-in, the proxy, the emulator URL)
+
+ROOT = bc.ROOT
+OUT = ROOT / "target" / "bench-fresh"
+QUICK = os.environ.get("BENCH_SIZE", "quick") == "quick"
+SECONDS = int(os.environ.get("BENCH_SECONDS", "120" if QUICK else "600"))
+WARMUP = 30
+DRAIN = 45
+WINDOW = float(os.environ.get("BENCH_WINDOW", "30"))
+TABLES = [int(x) for x in os.environ.get("BENCH_TABLES", "1,70").split(",")]
+SEED = int(os.environ.get("BENCH_SEED", "20261202"))
+PROFILE = os.environ.get("BENCH_PROFILE", "release")
+WORKERS = 2  # concurrent instances per function
+MOTO = bc.MOTO
+
+# AWS list prices, us-east-1 (December 2026).
+LAMBDA_GB_S = 0.0000133334  # arm64
+LAMBDA_REQ = 0.20 / 1e6
+S3_TIER1 = 0.005 / 1000  # PUT, COPY, POST, LIST
+S3_TIER2 = 0.0004 / 1000  # GET, HEAD, everything else but DELETE
+SQS_FIFO = 0.50 / 1e6
+LOGS_GB = 0.50
+METRIC_MONTH = 0.30
+HOURS = 730
+GLUE_MONTH = 161.0
+PLATFORM_LOG_BYTES = 400
+
+
+def memory_sizes():
+    text = (ROOT / "template.yaml").read_text()
+    out = {}
+    for fn, param in (("msk-ingest", "MskIngestMemory"), ("refine", "RefineMemory")):
+        m = re.search(rf"\n  {param}:\n    Type: Number\n    Default: (\d+)", text)
+        out[fn] = int(m.group(1))
+    return out
+
+
+# ---------------------------------------------------------------- workload
+
+def plan(n, seconds):
+    """(offset s, topic, kind, key, rev) for every record of the run, cached."""
+    path = OUT / "cache" / f"plan-{n}-{seconds}-{SEED}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    rng = random.Random(SEED + n)
+    topics = ["orders"] + [f"crm.public.t{i:02d}" for i in range(n)]
+    events = []
+    total = WARMUP + seconds
+    for topic in topics:
+        t = rng.uniform(0, 4)
+        keys, next_id = {}, 1
+        while t < total:
+            if topic == "orders":
+                events.append((t, topic, "c", None, 0))
+            else:
+                r = rng.random()
+                live = [k for k, v in keys.items() if v is not None]
+                if r < 0.60 or not live:
+                    k = next_id
+                    next_id += 1
+                    keys[k] = 1
+                    events.append((t, topic, "c", k, 1))
+                elif r < 0.95:
+                    k = rng.choice(live)
+                    keys[k] += 1
+                    events.append((t, topic, "u", k, keys[k]))
+                else:
+                    k = rng.choice(live)
+                    events.append((t, topic, "d", k, keys[k]))
+                    keys[k] = None
+            t += rng.uniform(2, 6)
+    events.sort()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(events))
+    return events
+
+
+OWNERS = [f"owner{i}" for i in range(20)]
+
+
+def order_value(order_id, ts_ms):
+    iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts_ms / 1000)) + f".{ts_ms % 1000:03d}Z"
+    return {"order_id": order_id, "order_owner": OWNERS[order_id % len(OWNERS)],
+            "order_value": order_id % 500, "timestamp": iso}
+
+
+def debezium(table, op, key, rev, ts_ms, lsn):
+    row = {"id": key, "rev": rev, "name": f"{table}-{key}-{rev}", "amount": key * 10 + rev}
+    before = None if op == "c" else {**row, "rev": rev - (op == "u")}
+    after = None if op == "d" else row
+    value = {"before": before, "after": after, "op": op, "ts_ms": ts_ms,
+             "source": {"connector": "postgresql", "db": "crm", "schema": "public", "table": table,
+                        "lsn": lsn, "ts_ms": ts_ms}}
+    return json.dumps({"id": key}).encode(), json.dumps(value).encode()
+
+
+def msk_event(topic, records):
+    """records: (offset, ts_ms, key bytes|None, value bytes)."""
+    recs = [{"topic": topic, "partition": 0, "offset": o, "timestamp": ts, "timestampType": "CREATE_TIME",
+             "key": base64.b64encode(k).decode() if k else None, "value": base64.b64encode(v).decode(),
+             "headers": []} for o, ts, k, v in records]
+    for r in recs:
+        if r["key"] is None:
+            del r["key"]
+    return json.dumps({"eventSource": "aws:kafka",
+                       "eventSourceArn": "arn:aws:kafka:us-east-1:123456789012:cluster/bench/x",
+                       "bootstrapServers": "b-1:9098", "records": {f"{topic}-0": recs}}).encode()
+
+
+# ---------------------------------------------------------------- functions
+
+def s3_class(method, path, bucket):
+    if not path.startswith(f"/{bucket}"):
+        return "sqs"
+    if method == "DELETE":
+        return "free"
+    q = path.split("?", 1)[1] if "?" in path else ""
+    if method in ("PUT", "POST") or "list-type=2" in q or (method == "GET" and path.split("?")[0].count("/") <= 1):
+        return "tier1"
+    return "tier2"
+
+
+class Function:
+    """One instance of a function: its process and its own Runtime API."""
+
+    def __init__(self, name, config, env_extra, log):
+        self.api = bc.RuntimeApi()
+        env = {**os.environ, "AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{self.api.port}",
+               "AWS_LAMBDA_FUNCTION_NAME": name, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1024",
+               "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST", "AWS_LAMBDA_LOG_STREAM_NAME": "bench",
+               "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{name}", "LAKESTREAM_CONFIG": str(config),
+               "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
+               "AWS_ALLOW_HTTP": "true", **env_extra}
+        env.pop("RUST_LOG", None)
+        self.log = log
+        self.proc = subprocess.Popen([str(ROOT / "target" / PROFILE / name)], env=env,
+                                     stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+        self.lock = threading.Lock()
+
+    def invoke(self, body):
+        with self.lock:
+            t0 = time.perf_counter()
+            _, status, out = self.api.invoke(body, timeout=600)
+            return time.perf_counter() - t0, status, out
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+class Pool:
+    """WORKERS instances of one function fed from a queue; records every invocation."""
+
+    def __init__(self, name, config, env, work):
+        self.fns = [Function(name, config, env, work / f"{name}-{i}.log") for i in range(WORKERS)]
+        self.q = queue.Queue()
+        self.calls = []  # (t_done, wall s, status)
+        self.lock = threading.Lock()
+        for f in self.fns:
+            threading.Thread(target=self.serve, args=(f,), daemon=True).start()
+
+    def serve(self, fn):
+        while True:
+            body, done = self.q.get()
+            if body is None:
+                return
+            wall, status, out = fn.invoke(body)
+            with self.lock:
+                self.calls.append((time.time(), wall, status))
+            if status != "response":
+                print(f"  ! {fn.log.name}: {out[:300]!r}", file=sys.stderr)
+            if done:
+                done(status, out)
+
+    def submit(self, body, done=None):
+        self.q.put((body, done))
+
+    def log_bytes(self):
+        return sum(f.log.stat().st_size for f in self.fns)
+
+    def stop(self):
+        for f in self.fns:
+            f.stop()
+
+
+# ---------------------------------------------------------------- one run
+
+def run(n, sizes):
+    import boto3
+
+    work = OUT / f"n{n}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    events = plan(n, SECONDS)
+    s3 = boto3.client("s3", endpoint_url=MOTO, region_name="us-east-1",
+                      aws_access_key_id="test", aws_secret_access_key="test")
+    sqs = boto3.client("sqs", endpoint_url=MOTO, region_name="us-east-1",
+                       aws_access_key_id="test", aws_secret_access_key="test")
+    bucket = f"bench-fresh-{n}-{int(time.time())}"
+    s3.create_bucket(Bucket=bucket)
+    url = sqs.create_queue(QueueName=f"{bucket}.fifo",
+                           Attributes={"FifoQueue": "true", "VisibilityTimeout": "60"})["QueueUrl"]
+    counter = bc.Counter()
+    proxy = bc.start_proxy(counter)
+    endpoint = f"http://127.0.0.1:{proxy.server_address[1]}"
+    example = (ROOT / "lakestream.toml").read_text()
+    config = work / "lakestream.toml"
+    config.write_text(example.replace(
+        'root = "./lake"',
+        f'root = "s3://{bucket}/lake"\nendpoint_url = "{endpoint}"\nregion = "us-east-1"\nallow_http = true')
+        + '\n[[cdc]]\nfamily = "crm"\nsource = "debezium"\ntopics = ["crm.public.*"]\nscd = 1\n'
+        'columns = { "*" = ["id int64", "rev int64", "name string", "amount int64"] }\n')
+    env = {"AWS_ENDPOINT_URL": endpoint, "LAKESTREAM_REFINE_QUEUE_URL": url}
+    ingest = Pool("msk-ingest", config, env, work)
+    refine = Pool("refine", config, env, work)
+
+    # Memberships first (every owner, an hour before the run), so every order joins.
+    t0 = time.time()
+    members = [(i, int(t0 * 1000) - 600_000, None, json.dumps(
+        {"order_owner": o, "membership": "gold", "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0 - 600))}).encode())
+        for i, o in enumerate(OWNERS)]
+    ingest.submit(msk_event("members", members))
+
+    gen = {}  # (layer key) -> gen ms
+    buffers, offsets, lsn = {}, {}, [0]
+    stop = threading.Event()
+    sqs_requests = [0]
+
+    def poller():
+        while not stop.is_set():
+            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=2,
+                                      AttributeNames=["All"])
+            sqs_requests[0] += 1
+            msgs = got.get("Messages", [])
+            if not msgs:
+                continue
+            records = [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+                        "attributes": m.get("Attributes", {}), "messageAttributes": {}, "eventSource": "aws:sqs",
+                        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q.fifo", "awsRegion": "us-east-1"}
+                       for m in msgs]
+            finished = threading.Event()
+
+            def done(status, out, msgs=msgs):
+                failed = set()
+                if status == "response":
+                    try:
+                        failed = {f["itemIdentifier"] for f in json.loads(out).get("batchItemFailures", [])}
+                    except ValueError:
+                        pass
+                else:
+                    failed = {m["MessageId"] for m in msgs}
+                ok = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)
+                      if m["MessageId"] not in failed]
+                if ok:
+                    sqs.delete_message_batch(QueueUrl=url, Entries=ok)
+                    sqs_requests[0] += 1
+                finished.set()
+
+            refine.submit(json.dumps({"Records": records}).encode(), done)
+            finished.wait(600)
+
+    pollers = [threading.Thread(target=poller, daemon=True) for _ in range(WORKERS)]
+    for p in pollers:
+        p.start()
+
+    def schedules():
+        ticks = [(60, b'{"jobs":["curated"]}'), (300, b"{}"), (300, b'{"jobs":["gold"]}')]
+        last = {i: -1e9 for i in range(len(ticks))}
+        while not stop.is_set():
+            now = time.time()
+            for i, (every, body) in enumerate(ticks):
+                if now - last[i] >= every:
+                    last[i] = now
+                    refine.submit(body)
+            time.sleep(0.5)
+
+    threading.Thread(target=schedules, daemon=True).start()
+
+    def flush(topic):
+        recs = buffers.pop(topic, [])
+        if recs:
+            ingest.submit(msk_event(topic, recs))
+
+    start = time.time() + 1
+    first = {}
+    measure_from = start + WARMUP
+    snap = {}
+    i = 0
+    while i < len(events) or buffers:
+        now = time.time()
+        if "t" not in snap and now >= measure_from:
+            snap.update(t=now, req=len(counter.items), ing=len(ingest.calls), ref=len(refine.calls),
+                        ilog=ingest.log_bytes(), rlog=refine.log_bytes(), sqs=sqs_requests[0])
+        while i < len(events) and start + events[i][0] <= now:
+            off, topic, op, key, rev = events[i]
+            i += 1
+            ts = int((start + off) * 1000)
+            o = offsets.get(topic, 0)
+            offsets[topic] = o + 1
+            measured = start + off >= measure_from
+            if topic == "orders":
+                oid = o + 1
+                value = json.dumps(order_value(oid, ts)).encode()
+                buffers.setdefault(topic, []).append((o, ts, None, value))
+                if measured:
+                    gen[("orders", oid)] = ts
+            else:
+                lsn[0] += 1
+                k, v = debezium(topic.rsplit(".", 1)[1], op, key, rev, ts, lsn[0])
+                buffers.setdefault(topic, []).append((o, ts, k, v))
+                if measured and op != "d":
+                    gen[(topic, key, rev)] = ts
+            first.setdefault(topic, now)
+        for topic in list(buffers):
+            if now - first.get(topic, now) >= WINDOW or i >= len(events):
+                first.pop(topic, None)
+                flush(topic)
+        time.sleep(0.05)
+    end = time.time()
+    snap.update(t_end=end, req_end=len(counter.items), ing_end=len(ingest.calls), ref_end=len(refine.calls),
+                ilog_end=ingest.log_bytes(), rlog_end=refine.log_bytes(), sqs_end=sqs_requests[0])
+    # Drain: everything delivered is refined (notices, then one safety-net tick).
+    time.sleep(DRAIN)
+    stop.set()
+    for p in pollers:
+        p.join(10)
+    done_tick = threading.Event()
+    refine.submit(b"{}", lambda s, o: done_tick.set())
+    done_tick.wait(300)
+    window = snap["t_end"] - snap["t"]
+    items = counter.items[snap["req"]:snap["req_end"]]
+    ingest_calls = [c for c in ingest.calls if snap["t"] <= c[0] <= snap["t_end"]]
+    refine_calls = [c for c in refine.calls if snap["t"] <= c[0] <= snap["t_end"]]
+    sends = sum(1 for m, p, _ in items if s3_class(m, p, bucket) == "sqs")
+    classes = {}
+    for m, p, _ in items:
+        c = s3_class(m, p, bucket)
+        classes[c] = classes.get(c, 0) + 1
+    metrics = set()
+    for pool in (ingest, refine):
+        for f in pool.fns:
+            for line in f.log.read_text(errors="replace").splitlines():
+                if '"CloudWatchMetrics"' not in line:
+                    continue
+                try:
+                    v = json.loads(line)
+                except ValueError:
+                    continue
+                for d in v["_aws"]["CloudWatchMetrics"]:
+                    dims = tuple((k, v.get(k)) for k in d["Dimensions"][0])
+                    for m in d["Metrics"]:
+                        metrics.add((d["Namespace"], dims, m["Name"]))
+    result = {
+        "tables": n, "window_s": WINDOW, "measured_s": window, "records": sum(1 for e in events if e[0] >= WARMUP),
+        "invocations": {"msk-ingest": len(ingest_calls), "refine": len(refine_calls)},
+        "failed_invocations": sum(1 for c in ingest_calls + refine_calls if c[2] != "response"),
+        "duration_ms_median": {"msk-ingest": 1000 * statistics.median([c[1] for c in ingest_calls] or [0]),
+                               "refine": 1000 * statistics.median([c[1] for c in refine_calls] or [0])},
+        "gb_s": {"msk-ingest": sum(c[1] for c in ingest_calls) * sizes["msk-ingest"] / 1024,
+                 "refine": sum(c[1] for c in refine_calls) * sizes["refine"] / 1024},
+        "s3_requests": {k: v for k, v in classes.items() if k != "sqs"},
+        "sqs_requests": sends + snap["sqs_end"] - snap["sqs"],
+        "log_bytes": (snap["ilog_end"] - snap["ilog"]) + (snap["rlog_end"] - snap["rlog"])
+        + PLATFORM_LOG_BYTES * (len(ingest_calls) + len(refine_calls)),
+        "custom_metrics": len(metrics),
+        "s3_by_kind": dict(sorted(
+            ((k, sum(1 for m, p, _ in items if s3_class(m, p, bucket) != "sqs" and bc.kind(m, p) == k))
+             for k in {bc.kind(m, p) for m, p, _ in items if s3_class(m, p, bucket) != "sqs"}),
+            key=lambda kv: -kv[1])),
+    }
+    (work / "requests.json").write_text(json.dumps([(m, p) for m, p, _ in items]))
+    result["freshness"] = freshness(s3, bucket, n, gen)
+    result["naive"] = naive(config, env, work, n, counter, bucket, sizes)
+    result["cost"] = cost(result, window)
+    ingest.stop()
+    refine.stop()
+    proxy.shutdown()
+    return result
+
+
+# ---------------------------------------------------------------- read back
+
+def commits(s3, bucket, table):
+    """(commit ms, [added data file keys]) per version, in order."""
+    prefix = f"lake/{table}/_delta_log/"
+    keys = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys += [o["Key"] for o in page.get("Contents", []) if re.search(r"/\d{20}\.json$", o["Key"])]
+    out = []
+    for k in sorted(keys):
+        ts, adds = None, []
+        for line in s3.get_object(Bucket=bucket, Key=k)["Body"].read().decode().splitlines():
+            a = json.loads(line)
+            if "commitInfo" in a:
+                ts = a["commitInfo"].get("inCommitTimestamp") or a["commitInfo"].get("timestamp")
+            if "add" in a:
+                adds.append(a["add"]["path"])
+        out.append((ts, adds))
+    return out
+
+
+def rows(s3, bucket, table, path, columns):
+    import pyarrow.parquet as pq
+    from urllib.parse import unquote
+
+    body = s3.get_object(Bucket=bucket, Key=f"lake/{table}/{unquote(path)}")["Body"].read()
+    t = pq.read_table(io.BytesIO(body))
+    return list(zip(*[t.column(c).to_pylist() for c in columns]))
+
+
+def visible(s3, bucket, table, columns, want):
+    """`want`: (id, rev) -> gen ms. For each, the first commit time at which the table holds the
+    id at that revision or a later one (rev 0: the id at all), minus its gen time."""
+    pending = {}
+    for (key, rev), ms in want.items():
+        pending.setdefault(key, []).append((rev, ms))
+    lags, left = [], len(want)
+    for ts, adds in commits(s3, bucket, table):
+        if not left:
+            break
+        for path in adds:
+            for row in rows(s3, bucket, table, path, columns):
+                waiting = pending.get(row[0])
+                if not waiting:
+                    continue
+                rev = row[1] if len(row) > 1 else 0
+                keep = []
+                for r, ms in waiting:
+                    if rev is not None and r <= rev:
+                        lags.append(ts - ms)
+                        left -= 1
+                    else:
+                        keep.append((r, ms))
+                pending[row[0]] = keep
+    return lags, left
+
+
+def freshness(s3, bucket, n, gen):
+    orders = {(k[1], 0): v for k, v in gen.items() if k[0] == "orders"}
+    out = {}
+    for layer, table in (("raw", "raw/order"), ("curated", "curated/order"), ("processed", "processed/order")):
+        lags, missing = visible(s3, bucket, table, ["order_id"], orders)
+        out[layer] = summary(lags, missing)
+    for layer, tmpl in (("bronze", "bronze/crm/public/{}"), ("silver", "silver/crm/public/{}")):
+        lags, missing = [], 0
+        for i in range(n):
+            t = f"t{i:02d}"
+            want = {(k[1], k[2]): v for k, v in gen.items() if k[0] == f"crm.public.{t}"}
+            lg, ms = visible(s3, bucket, tmpl.format(t), ["id", "rev"], want)
+            lags += lg
+            missing += ms
+        out[layer] = summary(lags, missing)
+    return out
+
+
+def summary(lags, missing):
+    if not lags:
+        return {"rows": 0, "missing": missing}
+    s = sorted(x / 1000 for x in lags)
+    return {"rows": len(s), "missing": missing, "p50": statistics.median(s),
+            "p99": s[min(len(s) - 1, int(0.99 * len(s)))], "max": s[-1]}
+
+
+# ---------------------------------------------------------------- naive and cost
+
+def naive(config, env, work, n, counter, bucket, sizes):
+    """One fresh refine process running one CDC job (it loads its tables): per invocation."""
+    walls, reqs = [], []
+    for i in range(3):
+        fn = Function("refine", config, {k: v for k, v in env.items() if k != "LAKESTREAM_REFINE_QUEUE_URL"},
+                      work / f"naive-{i}.log")
+        before = len(counter.items)
+        wall, status, _ = fn.invoke(json.dumps({"jobs": [f"cdc-crm/public.t{i % n:02d}"]}).encode())
+        made = counter.items[before:]
+        fn.stop()
+        walls.append(wall)
+        reqs.append({"tier1": sum(1 for m, p, _ in made if s3_class(m, p, bucket) == "tier1"),
+                     "tier2": sum(1 for m, p, _ in made if s3_class(m, p, bucket) == "tier2")})
+    wall = statistics.median(walls)
+    t1 = statistics.median(r["tier1"] for r in reqs)
+    t2 = statistics.median(r["tier2"] for r in reqs)
+    jobs = n + 3  # every CDC table's apply job + curated, processed, gold
+    per_month = jobs * 60 * HOURS
+    dollars = per_month * (LAMBDA_REQ + wall * sizes["refine"] / 1024 * LAMBDA_GB_S + t1 * S3_TIER1 + t2 * S3_TIER2
+                           + PLATFORM_LOG_BYTES / 1e9 * LOGS_GB)
+    return {"invocation_ms": 1000 * wall, "tier1": t1, "tier2": t2, "jobs": jobs, "month": dollars}
+
+
+def cost(r, window):
+    per_hour = 3600 / window
+    m = HOURS * per_hour
+    parts = {
+        "lambda_requests": (r["invocations"]["msk-ingest"] + r["invocations"]["refine"]) * LAMBDA_REQ * m,
+        "lambda_gb_s": (r["gb_s"]["msk-ingest"] + r["gb_s"]["refine"]) * LAMBDA_GB_S * m,
+        "s3_put_list": r["s3_requests"].get("tier1", 0) * S3_TIER1 * m,
+        "s3_get_head": r["s3_requests"].get("tier2", 0) * S3_TIER2 * m,
+        "sqs": r["sqs_requests"] * SQS_FIFO * m,
+        "logs": r["log_bytes"] / 1e9 * LOGS_GB * m,
+        "metrics": r["custom_metrics"] * METRIC_MONTH,
+    }
+    parts["total"] = sum(parts.values())
+    parts["per_hour"] = {"s3_requests": sum(r["s3_requests"].values()) * per_hour,
+                         "gb_s": (r["gb_s"]["msk-ingest"] + r["gb_s"]["refine"]) * per_hour}
+    return parts
+
+
+def report(results):
+    print(f"\nbench-fresh: window {WINDOW:g} s, a record every 2-6 s per table, {PROFILE} binaries, "
+          f"{WORKERS} instances per function")
+    for r in results:
+        print(f"\nN = {r['tables']} CDC tables + the seed pipeline: {r['records']} records in {r['measured_s']:.0f} s measured; "
+              f"{r['invocations']['msk-ingest']} ingest + {r['invocations']['refine']} refine invocations "
+              f"({r['failed_invocations']} failed), median {r['duration_ms_median']['msk-ingest']:.0f} / "
+              f"{r['duration_ms_median']['refine']:.0f} ms")
+        print(f"  {'layer':<10} {'p50 s':>7} {'p99 s':>7} {'max s':>7} {'rows':>7} {'missing':>7}")
+        for layer, f in r["freshness"].items():
+            if f["rows"]:
+                print(f"  {layer:<10} {f['p50']:7.1f} {f['p99']:7.1f} {f['max']:7.1f} {f['rows']:7d} {f['missing']:7d}")
+            else:
+                print(f"  {layer:<10} {'-':>7} {'-':>7} {'-':>7} {0:7d} {f['missing']:7d}")
+        c = r["cost"]
+        print("  S3 requests in the window by kind: " + ", ".join(f"{k} {v}" for k, v in r["s3_by_kind"].items()))
+        print(f"  per hour: {c['per_hour']['s3_requests']:.0f} S3 requests, {c['per_hour']['gb_s']:.0f} GB-s")
+        print("  per month: " + ", ".join(f"{k} ${v:.2f}" for k, v in c.items() if k not in ("total", "per_hour")))
+        print(f"  total ${c['total']:.2f}/month  |  Glue streaming (2 x G.025X) ${GLUE_MONTH:.0f}  |  naive "
+              f"(one invocation per job per minute, {r['naive']['jobs']} jobs, {r['naive']['invocation_ms']:.0f} ms and "
+              f"{r['naive']['tier1'] + r['naive']['tier2']:.0f} S3 requests each) ${r['naive']['month']:.2f}")
+
+
+def main():
+    if PROFILE == "release":
+        subprocess.run(["cargo", "build", "-q", "--release", "-p", "msk-ingest", "-p", "refine"], cwd=ROOT, check=True)
+    sizes = memory_sizes()
+    results = [run(n, sizes) for n in TABLES]
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "results.json").write_text(json.dumps(results, indent=2))
+    report(results)
+
+
+if __name__ == "__main__":
+    main()

@@ -726,7 +726,7 @@ def _check_refine_notices(resources: dict[str, Any]) -> list[str]:
         for r in resources.values()
     )
     if refine_fns and not alarmed:
-        findings.append("FRESHNESS-ALARM: no alarm on Lakestream JobsBehindTarget (Function=refine) treating missing data as breaching")
+        findings.append("FRESHNESS-ALARM RefineFunction: no alarm on Lakestream JobsBehindTarget (Function=refine) treating missing data as breaching")
     return findings
 
 

@@ -146,6 +146,15 @@ MUTATIONS = [
      'ArnNotEquals: {"aws:PrincipalArn": !GetAtt RefineFunctionRole.Arn}'),
     ("FAILED-BATCHES-WRITERS", '            Action: s3:PutObject\n            Resource: !Sub "${FailedBatchesBucket.Arn}/*"',
      '            Action: s3:GetObject\n            Resource: !Sub "${FailedBatchesBucket.Arn}/*"'),
+    # Issue 28: refine notices and the freshness alarm.
+    ("REFINE-NOTICES", "          LAKESTREAM_REFINE_QUEUE_URL: !Ref RefineNoticesQueue\n", ""),
+    ("REFINE-NOTICES", "            - Sid: RefineNotices\n              Effect: Allow\n              Action: sqs:SendMessage\n",
+     "            - Sid: RefineNotices\n              Effect: Allow\n              Action: sqs:GetQueueUrl\n"),
+    ("REFINE-NOTICES", "      FifoQueue: true\n      ContentBasedDeduplication: false\n", ""),
+    ("REFINE-NOTICES", "            FunctionResponseTypes: [ReportBatchItemFailures]\n            # FIFO", "            # FIFO"),
+    ("REFINE-NOTICES", "      VisibilityTimeout: !Ref RefineTimeout\n", "      VisibilityTimeout: 30\n"),
+    ("FRESHNESS-ALARM", "      MetricName: JobsBehindTarget\n", "      MetricName: JobsFailed\n"),
+    ("FRESHNESS-ALARM", "      TreatMissingData: breaching\n", "      TreatMissingData: notBreaching\n"),
     (
         "BUCKET-VERSIONING",
         "      BucketName: !Ref LakeBucketName\n",

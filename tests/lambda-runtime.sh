@@ -108,6 +108,11 @@ out=$(invoke refine events/refine-curated.json) || fail "refine again: $out"
 echo "$out" | grep -q '"runs":\[\]' || fail "a repeated refine tick ran again: $out"
 out=$(invoke refine events/refine-processed.json) || fail "refine processed: $out"
 echo "$out" | grep -q '"inserted":6' || fail "refine processed: $out"
+# Refine notices (the SQS trigger): curated and processed already ran through these versions,
+# gold never did; the partial batch response hands nothing back.
+out=$(invoke refine events/sqs-refine-notices.json) || fail "refine notices: $out"
+echo "$out" | grep -q '"batchItemFailures":\[\]' || fail "refine notices: $out"
+[ -d "$work/lake/gold/order_hourly/_delta_log" ] || fail "the notice did not run gold: $out"
 
 tables=$(target/debug/lakestream tables --config "$work/lakestream.toml")
 echo "$tables"

@@ -280,8 +280,11 @@ class Generator:
                 # Between its two commits (tombstones, then output) is where a re-run must
                 # remember what the first one did: drawn more often.
                 crash = r.choice(["after-log-put:1", "after-data-put:2"])
-            take({"op": "refine", "crash": crash,
-                  "warm": self.warm and crash is None and r.random() < 0.3}, "refined/cdc", "raw/cdc")
+            warm = self.warm and crash is None and r.random() < 0.3
+            # Warm: a schedule tick, or a refine notice naming raw/cdc's latest version (the
+            # event-driven path: due checks of a process that saw the job before).
+            take({"op": "refine", "crash": crash, "warm": warm, "notice": warm and r.random() < 0.5},
+                 "refined/cdc", "raw/cdc")
 
         def cdc_side():
             """New Debezium changes, or both family apply jobs consuming them (never both in one
@@ -628,6 +631,19 @@ def execute(lake, op, r):
         out = lake.run(["checkpoint", op["table"]])
         return "ok" if out.returncode == 0 else f"failed ({error_of(out)})"
     if o == "refine":
+        if op["warm"] and op.get("notice"):
+            notice = {"job": "latest", "table": "raw/cdc", "version": lake.table("raw/cdc").version(),
+                      "committed_ms": int(time.time() * 1000)}
+            for tries in range(1, 41):
+                event = {"Records": [{"messageId": f"n-{uuid.uuid4().hex[:8]}", "body": json.dumps(notice),
+                                      "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:1:n.fifo"}]}
+                body = lake.invoke_warm("refine", event)
+                if not body["batchItemFailures"]:
+                    job = body["jobs"][0]
+                    ran = runs_of(job["outcome"]["Ok"]["runs"]) if job["due"] else "not due"
+                    return f"warm notice v{notice['version']} ({tries} deliveries): {ran}"
+                time.sleep(0.05)
+            raise AssertionError(f"the notice {notice} was handed back 40 times: {body}")
         if op["warm"]:
             body = lake.invoke_warm("refine", {"jobs": ["latest"]})
             return "warm: " + runs_of(body[0]["outcome"]["Ok"]["runs"])

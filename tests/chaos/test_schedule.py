@@ -631,8 +631,12 @@ def execute(lake, op, r):
         out = lake.run(["checkpoint", op["table"]])
         return "ok" if out.returncode == 0 else f"failed ({error_of(out)})"
     if o == "refine":
-        if op["warm"] and op.get("notice"):
-            notice = {"job": "latest", "table": "raw/cdc", "version": lake.table("raw/cdc").version(),
+        try:
+            source_version = lake.table("raw/cdc").version() if op.get("notice") else None
+        except TableNotFoundError:  # nothing ingested yet: no commit, so no notice either
+            source_version = None
+        if op["warm"] and source_version is not None:
+            notice = {"job": "latest", "table": "raw/cdc", "version": source_version,
                       "committed_ms": int(time.time() * 1000)}
             for tries in range(1, 41):
                 event = {"Records": [{"messageId": f"n-{uuid.uuid4().hex[:8]}", "body": json.dumps(notice),

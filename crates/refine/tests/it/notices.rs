@@ -18,7 +18,7 @@ const MEMBERS: &[u8] = include_bytes!("../../../../events/msk-members.json");
 const NOTICES: &str = include_str!("../../../../events/sqs-refine-notices.json");
 
 /// An SQS event carrying `notices` (message ids `m0`, `m1`, ...), as the Lambda poller sends it.
-fn sqs_event(notices: &[RefineNotice]) -> Value {
+pub(crate) fn sqs_event(notices: &[RefineNotice]) -> Value {
     let records: Vec<Value> = notices
         .iter()
         .enumerate()
@@ -39,7 +39,7 @@ fn sqs_event(notices: &[RefineNotice]) -> Value {
 }
 
 /// Ingest one sample MSK event; the notices its commit sends (as the function's `main` does).
-async fn ingest(lake: &TestLake, event: &[u8]) -> Result<Vec<RefineNotice>> {
+pub(crate) async fn ingest(lake: &TestLake, event: &[u8]) -> Result<Vec<RefineNotice>> {
     let ingestor = KafkaIngestor::new(lake.config.clone(), Arc::new(SystemClock))?;
     let response = msk_ingest::handle(&ingestor, KafkaEvent::from_json(event)?).await?;
     Ok(RefineNotice::for_commits(

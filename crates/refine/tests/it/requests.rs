@@ -2,12 +2,11 @@
 //! request on a notice and at most two HEADs per source on a tick; a warm run of one new source
 //! version never replays a table's log from its start.
 
+use crate::notices::{ingest, sqs_event as event};
 use anyhow::Result;
 use deltalake::Path;
 use lakestream_core::intercept::observe_calls;
-use lakestream_core::{KafkaIngestor, Lake, SystemClock};
-use lakestream_formats::kafka::KafkaEvent;
-use lakestream_lambda::notify::RefineNotice;
+use lakestream_core::{Lake, SystemClock};
 use lakestream_testkit::{Backend, TestLake};
 use refine::Refiner;
 use std::sync::{Arc, Mutex};
@@ -31,24 +30,6 @@ impl Calls {
             .map(|mut v| std::mem::take(&mut *v))
             .unwrap_or_default()
     }
-}
-
-fn event(notices: &[RefineNotice]) -> serde_json::Value {
-    let records: Vec<serde_json::Value> = notices
-        .iter()
-        .enumerate()
-        .map(|(i, n)| {
-            serde_json::json!({"messageId": format!("m{i}"), "body": serde_json::to_string(n).unwrap_or_default(),
-                "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:1:q.fifo"})
-        })
-        .collect();
-    serde_json::json!({ "Records": records })
-}
-
-async fn ingest(lake: &TestLake, body: &[u8]) -> Result<Vec<RefineNotice>> {
-    let ingestor = KafkaIngestor::new(lake.config.clone(), Arc::new(SystemClock))?;
-    let r = msk_ingest::handle(&ingestor, KafkaEvent::from_json(body)?).await?;
-    Ok(RefineNotice::for_commits(&lake.config, &r.advanced(), 0))
 }
 
 #[tokio::test]

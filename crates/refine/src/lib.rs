@@ -300,6 +300,11 @@ pub async fn run_trigger(
                     }
                 }
             }
+            // What was observed is what the run must see: a snapshot another job loaded earlier
+            // in this invocation may be older than a version the probe found.
+            for (s, v) in &observed {
+                ctx.load_source_at_least(s, Some(*v)).await?;
+            }
             run_job_until(&ctx, job, plan.max_runs, until).await
         }
         .await;

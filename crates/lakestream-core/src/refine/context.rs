@@ -76,11 +76,26 @@ impl<'a> RunContext<'a> {
     /// without a request. A version committed since is not missed: its commit's refine notice
     /// (or the next tick) runs the reader again, and the `txn`s say what it consumed.
     pub async fn load_source(&self, table: &str) -> Result<TableHandle> {
+        self.load_source_at_least(table, None).await
+    }
+
+    /// [`load_source`](Self::load_source), refreshed when the snapshot this context holds is
+    /// older than `at_least` (a version the caller knows exists: one another writer's `txn`
+    /// consumed, or one a probe found) or no longer names a table.
+    pub async fn load_source_at_least(
+        &self,
+        table: &str,
+        at_least: Option<u64>,
+    ) -> Result<TableHandle> {
         if let Some(warm) = self.warm {
             let loaded = self.sources_loaded.lock().is_ok_and(|l| l.contains(table));
             if loaded && let Some(h) = warm.take_as_is(table) {
-                warm.put(h.warm_copy());
-                return Ok(h);
+                let fresh_enough = h.exists() && at_least.is_none_or(|v| h.version() >= Some(v));
+                if fresh_enough {
+                    warm.put(h.warm_copy());
+                    return Ok(h);
+                }
+                warm.put(h);
             }
         }
         let h = self.load(table).await?;

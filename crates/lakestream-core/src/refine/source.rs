@@ -213,7 +213,9 @@ pub async fn read_next(
     table: &str,
     after: Option<u64>,
 ) -> Result<Option<SourceRead>> {
-    let handle = ctx.load_source(table).await?;
+    // At least the version the output says was consumed: another writer may have consumed
+    // past the snapshot this invocation holds.
+    let handle = ctx.load_source_at_least(table, after).await?;
     if !handle.exists() {
         return Ok(None);
     }

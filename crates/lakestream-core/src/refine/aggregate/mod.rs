@@ -90,7 +90,7 @@ impl ChangePlanner for AggregatePlanner<'_, '_> {
             .get(&self.app)
             .and_then(|v| u64::try_from(*v).ok());
         let (ctx, cfg, a) = (self.ctx, self.cfg, self.a);
-        let source = ctx.load_source(&a.source).await?;
+        let source = ctx.load_source_at_least(&a.source, consumed).await?;
         if !source.exists() {
             self.report.waiting_for = Some(a.source.clone());
             return Ok(None);

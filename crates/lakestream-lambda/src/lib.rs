@@ -4,6 +4,7 @@
 //! are imported from there. The core crate never sees any of this.
 
 pub mod config_source;
+pub mod deadline;
 pub mod diagnostic;
 pub mod notify;
 pub mod telemetry;

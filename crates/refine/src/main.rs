@@ -27,7 +27,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let refiner = &refiner;
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<serde_json::Value>| async move {
-            let until = refine::budget_until(event.context.deadline(), refiner.settings.reserve);
+            let deadline = lakestream_lambda::deadline::effective_deadline(
+                event.context.deadline(),
+                std::time::SystemTime::now(),
+            );
+            let until = refine::budget_until(deadline, refiner.settings.reserve);
             let response = refine::handle_until(refiner, &event.payload, Some(until)).await?;
             println!("{}", response.metrics_line());
             Ok::<_, Diagnostic>(response.into_result()?)

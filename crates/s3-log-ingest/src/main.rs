@@ -30,7 +30,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let deps = LogIngest::new(config.clone(), Arc::new(SystemClock), objects, queue)?;
     let (deps, notifier, config) = (&deps, &notifier, &config);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        let remaining = time_left(event.context.deadline());
+        let deadline = lakestream_lambda::deadline::effective_deadline(
+            event.context.deadline(),
+            std::time::SystemTime::now(),
+        );
+        let remaining = time_left(deadline);
         let response = s3_log_ingest::handler::handle(deps, event.payload, remaining).await?;
         if let Some(n) = notifier {
             let now = chrono::Utc::now().timestamp_millis();

@@ -188,8 +188,9 @@ pub async fn pipeline_tables(lake: &Lake, config: &PipelineConfig) -> Result<Vec
         .collect())
 }
 
-/// The Hive (Athena) type of an Arrow type as Delta stores it.
-fn hive_type(t: &DataType, table: &str) -> Result<String> {
+/// The Hive (Athena, Glue) type of an Arrow type as Delta stores it; [`Error::Schema`] for a
+/// type Hive has none for.
+pub fn hive_type(t: &DataType, table: &str) -> Result<String> {
     let nested = |f: &Field| hive_type(f.data_type(), table);
     Ok(match t {
         DataType::Boolean => "boolean".into(),

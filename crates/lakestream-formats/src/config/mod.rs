@@ -7,11 +7,13 @@ use serde::Deserialize;
 use std::collections::HashSet;
 
 mod access_logs;
+mod catalog;
 mod cdc;
 mod lake;
 mod topics;
 
 pub use access_logs::{AccessLogLayout, AccessLogsConfig, LOG_BUCKETS_ENV, SQS_MAX_RETENTION_DAYS};
+pub use catalog::{CatalogConfig, CatalogForm, pattern_matches};
 pub use cdc::{
     CdcColumn, CdcFamily, CdcSource, CdcType, FamilyTable, ScdType, bronze, silver, topic_matches,
 };
@@ -47,6 +49,9 @@ pub struct PipelineConfig {
     /// applied per key into silver.
     #[serde(default)]
     pub cdc: Vec<CdcFamily>,
+    /// Glue Data Catalog registration (`[catalog]`).
+    #[serde(default)]
+    pub catalog: CatalogConfig,
 }
 
 fn default_dead_letter_table() -> String {
@@ -148,6 +153,7 @@ impl PipelineConfig {
         if self.commit.max_attempts == 0 {
             return bad("`commit.max_attempts` must be >= 1".into());
         }
+        self.catalog.validate()?;
         validate_table_name("dead_letter_table", &self.dead_letter_table)?;
         validate_table_name("access_logs.table_prefix", &self.access_logs.table_prefix)?;
         self.access_logs.validate()?;

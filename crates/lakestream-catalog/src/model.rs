@@ -355,7 +355,7 @@ mod tests {
         have.columns[0].type_name = "bigint".into();
         assert_eq!(
             have.differences(&want),
-            ["columns: ~ order_id bigint -> int, + price decimal(10,2)"]
+            ["columns: ~ order_id bigint -> int, + year string"]
         );
         let merged = have.merged_into(&want);
         assert_eq!(merged.columns, want.columns);

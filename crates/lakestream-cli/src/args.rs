@@ -113,6 +113,39 @@ pub enum Command {
     },
     /// A table's commits, newest first: operation, rows/files/bytes added and removed, txns.
     History(HistoryArgs),
+    /// The Glue Data Catalog: keep every table registered (`[catalog]` in the config).
+    Catalog {
+        /// The catalog command.
+        #[command(subcommand)]
+        command: CatalogCommand,
+    },
+}
+
+/// `lakestream catalog ...`.
+#[derive(Subcommand)]
+pub enum CatalogCommand {
+    /// Register every table `[catalog]` selects in the Glue database (created if missing):
+    /// native Delta tables, or Hive tables over the symlink manifests (written first) with
+    /// their partitions; columns follow the Delta schema. Idempotent. Uses the AWS
+    /// environment (`AWS_ENDPOINT_URL` for an emulator).
+    Sync(CatalogSyncArgs),
+}
+
+/// `lakestream catalog sync`.
+#[derive(clap::Args)]
+pub struct CatalogSyncArgs {
+    /// Show what would change, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The Glue database (default `[catalog].database`, else `lakestream`).
+    #[arg(long)]
+    pub database: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The pipeline and lake.
+    #[command(flatten)]
+    pub lake: LakeArgs,
 }
 
 /// `lakestream optimize`.

@@ -8,7 +8,7 @@ mod commands;
 mod crash;
 
 use anyhow::Result;
-use args::{AccessLogsCommand, Cli, Command, ReportCommand};
+use args::{AccessLogsCommand, CatalogCommand, Cli, Command, ReportCommand};
 use clap::Parser;
 use commands::{inspect, load_config, maintain};
 
@@ -66,5 +66,8 @@ async fn main() -> Result<()> {
             commands::report::access(&load_config(&lake)?, opts, html.as_deref(), json).await
         }
         Command::History(a) => inspect::history_command(a).await,
+        Command::Catalog {
+            command: CatalogCommand::Sync(a),
+        } => commands::catalog::sync(a).await,
     }
 }

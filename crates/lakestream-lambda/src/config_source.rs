@@ -78,6 +78,10 @@ pub struct FunctionEnv {
     /// `LAKESTREAM_JOB_METRICS` (refine): `behind` (default: a job's values are CloudWatch
     /// metrics only while it is behind its freshness target) or `all`.
     pub job_metrics: Option<String>,
+    /// `LAKESTREAM_CATALOG_DATABASE` (maintenance): the Glue database the manifest job keeps
+    /// the tables registered in; overrides `[catalog].database` (the template sets it, so the
+    /// IAM policy and the function name one database). Empty turns the sync off.
+    pub catalog_database: Option<String>,
     /// S3 access for an `s3://` config (`AWS_ENDPOINT_URL_S3`/`AWS_ENDPOINT_URL`, `AWS_REGION`,
     /// `AWS_ALLOW_HTTP`).
     pub s3: S3Access,
@@ -97,6 +101,7 @@ impl FunctionEnv {
             log_buckets: get(lakestream_formats::config::LOG_BUCKETS_ENV),
             refine_queue_url: get("LAKESTREAM_REFINE_QUEUE_URL"),
             job_metrics: get("LAKESTREAM_JOB_METRICS"),
+            catalog_database: get("LAKESTREAM_CATALOG_DATABASE"),
             freshness_target: match get("LAKESTREAM_FRESHNESS_TARGET_SECONDS") {
                 None => None,
                 Some(v) => Some(std::time::Duration::from_secs(v.parse().map_err(|_| {

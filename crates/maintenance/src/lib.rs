@@ -8,6 +8,7 @@
 //! [`handle`] is the whole function without the Lambda runtime (`lakestream invoke
 //! maintenance` calls it too); `main` only builds a [`Maintainer`] once and serves.
 
+mod catalog;
 mod jobs;
 pub mod request;
 
@@ -20,6 +21,16 @@ use lakestream_formats::config::PipelineConfig;
 use lakestream_lambda::FunctionError;
 use std::sync::Arc;
 
+/// Where the manifest job keeps the tables registered: a catalog (Glue, built once in `main`)
+/// and the database.
+#[derive(Clone)]
+pub struct CatalogTarget {
+    /// The catalog.
+    pub catalog: Arc<dyn lakestream_catalog::Catalog>,
+    /// The database (`[catalog].database`, or `LAKESTREAM_CATALOG_DATABASE`).
+    pub database: String,
+}
+
 /// What a maintenance invocation needs, built once per process: the config, its lake and a
 /// clock.
 pub struct Maintainer {
@@ -29,6 +40,8 @@ pub struct Maintainer {
     pub lake: Lake,
     /// Retention windows are measured against it.
     pub clock: Arc<dyn Clock>,
+    /// The catalog the manifest job syncs after writing each table's manifests; none: no sync.
+    pub catalog: Option<CatalogTarget>,
 }
 
 impl Maintainer {
@@ -39,6 +52,7 @@ impl Maintainer {
             config,
             lake,
             clock,
+            catalog: None,
         })
     }
 }
@@ -108,9 +122,10 @@ pub async fn handle(
         config,
         lake,
         clock,
+        catalog,
     } = maintainer;
     Ok(MaintenanceResponse {
-        results: run(config, lake, &req, clock.clone()).await,
+        results: run(config, lake, &req, clock.clone(), catalog.as_ref()).await,
     })
 }
 
@@ -145,12 +160,14 @@ pub async fn all_tables(
     )
 }
 
-/// Run a request; one result per table (a failing table does not stop the others).
+/// Run a request; one result per table (a failing table does not stop the others). With a
+/// `catalog`, the manifest job then syncs each table `[catalog]` selects into it.
 pub async fn run(
     config: &PipelineConfig,
     lake: &Lake,
     req: &Request,
     clock: Arc<dyn Clock>,
+    catalog: Option<&CatalogTarget>,
 ) -> Vec<JobResult> {
     let (tables, skipped) = match &req.tables {
         Some(t) => (t.clone(), Vec::new()),
@@ -184,16 +201,27 @@ pub async fn run(
         }),
         Job::Optimize | Job::Manifest => Ok(Readers::new()),
     };
+    let catalog = match catalog {
+        Some(c) if req.job == Job::Manifest => {
+            Some(catalog::CatalogStep::prepare(c, config, &tables, req.dry_run).await)
+        }
+        _ => None,
+    };
     let mut out = Vec::with_capacity(tables.len());
     for table in tables {
         let started = std::time::Instant::now();
-        let outcome = match &readers {
+        let mut outcome = match &readers {
             Ok(r) => {
                 let r = r.get(&table).map(Vec::as_slice).unwrap_or_default();
                 jobs::run_one(lake, &table, req, clock.clone(), r).await
             }
             Err(e) => Err(e.clone()),
         };
+        if let (Some(step), Ok(report)) = (&catalog, &mut outcome)
+            && let Err(e) = step.sync(lake, &table, report).await
+        {
+            outcome = Err(e);
+        }
         let duration_ms = started.elapsed().as_millis() as u64;
         match &outcome {
             Ok(v) => {

@@ -164,6 +164,9 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
             "cargo run --features sql --bin lakestream -- sql \"SELECT count(*) FROM raw_order\" --lake {root}"
         ),
         format!(
+            "lakestream catalog sync --lake {root}                # every table into the Glue catalog (AWS_ENDPOINT_URL for an emulator)"
+        ),
+        format!(
             "lakestream changes silver/crm/public/customers --from 0 --lake {root}  # the change data feed"
         ),
         format!(

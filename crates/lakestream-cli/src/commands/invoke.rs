@@ -77,10 +77,28 @@ async fn s3_logs(event: &Path, objects: Option<PathBuf>, lake: &LakeArgs) -> Res
 /// table failed.
 async fn maintenance(event: &Path, lake: &LakeArgs) -> Result<()> {
     let config = load_config(lake)?;
+    // As the function: the Glue database from LAKESTREAM_CATALOG_DATABASE, else the config's.
+    let database = match std::env::var("LAKESTREAM_CATALOG_DATABASE").ok() {
+        Some(db) => Some(db).filter(|d| !d.is_empty()),
+        None => config.catalog.database.clone(),
+    };
+    let catalog = match database {
+        Some(database) => {
+            let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+            Some(maintenance::CatalogTarget {
+                catalog: Arc::new(lakestream_catalog::GlueCatalog::new(
+                    aws_sdk_glue::Client::new(&aws),
+                )),
+                database,
+            })
+        }
+        None => None,
+    };
     let maintainer = maintenance::Maintainer {
         lake: open_lake(&config, lake)?,
         config,
         clock: Arc::new(SystemClock),
+        catalog,
     };
     let payload: serde_json::Value = serde_json::from_slice(&read(event)?)?;
     let response = maintenance::handle(&maintainer, &payload).await?;

@@ -3,6 +3,7 @@
 //! when `--crash-at` asks for it) and the `after-commit` crash step.
 
 pub mod access_logs;
+pub mod catalog;
 pub mod demo;
 pub mod demo_cdc;
 pub mod inspect;

@@ -149,7 +149,7 @@ impl Pipeline {
 
     async fn job(&self, input: serde_json::Value) -> anyhow::Result<Vec<JobResult>> {
         let req = Request::from_event(&input).map_err(anyhow::Error::msg)?;
-        Ok(run(&self.cfg, &self.lake, &req, self.clock.clone()).await)
+        Ok(run(&self.cfg, &self.lake, &req, self.clock.clone(), None).await)
     }
 
     /// Every row of `table` as sorted JSON text.
@@ -291,7 +291,7 @@ async fn a_new_lake_lists_the_configured_tables() -> anyhow::Result<()> {
     );
     let req =
         Request::from_event(&serde_json::json!({"job": "optimize"})).map_err(anyhow::Error::msg)?;
-    let results = run(&cfg, &p.lake, &req, p.clock.clone()).await;
+    let results = run(&cfg, &p.lake, &req, p.clock.clone(), None).await;
     assert_eq!(results.len(), tables.len());
     for r in &results {
         let v = r.outcome.clone().map_err(anyhow::Error::msg)?;

@@ -88,7 +88,7 @@ async fn every_table_when_none_is_named() -> anyhow::Result<()> {
     );
     let req =
         Request::from_event(&serde_json::json!({"job": "optimize"})).map_err(anyhow::Error::msg)?;
-    let results = run(&cfg, &lake, &req, clock.clone()).await;
+    let results = run(&cfg, &lake, &req, clock.clone(), None).await;
     let order = results
         .iter()
         .find(|r| r.table == "raw/order")
@@ -111,7 +111,7 @@ async fn every_table_when_none_is_named() -> anyhow::Result<()> {
     );
     let req = Request::from_event(&serde_json::json!({"job": "manifest", "tables": ["raw/order", "access_logs/datalake-prod"]}))
         .map_err(anyhow::Error::msg)?;
-    let results = run(&cfg, &lake, &req, clock).await;
+    let results = run(&cfg, &lake, &req, clock, None).await;
     assert!(
         results
             .iter()
@@ -173,7 +173,7 @@ async fn dry_run_of_every_job_writes_nothing() -> anyhow::Result<()> {
             &serde_json::json!({"job": job, "tables": ["raw/order"], "dry_run": true}),
         )
         .map_err(anyhow::Error::msg)?;
-        let results = run(&cfg, &lake, &req, clock.clone()).await;
+        let results = run(&cfg, &lake, &req, clock.clone(), None).await;
         assert!(
             results.iter().all(|r| r.outcome.is_ok()),
             "{job}: {results:?}"

@@ -16,7 +16,7 @@ async fn job(
     clock: Arc<FixedClock>,
 ) -> anyhow::Result<()> {
     let req = Request::from_event(&input).map_err(anyhow::Error::msg)?;
-    let results = run(cfg, lake, &req, clock).await;
+    let results = run(cfg, lake, &req, clock, None).await;
     let failed: Vec<_> = results.iter().filter(|r| r.outcome.is_err()).collect();
     anyhow::ensure!(failed.is_empty(), "{input}: {failed:?}");
     Ok(())

@@ -77,6 +77,9 @@ RULES = {
     "its timeout; the refine function also runs on a schedule (the safety net for a lost notice)",
     "FRESHNESS-ALARM": "an alarm watches the refine function's JobsBehindTarget (namespace Lakestream, "
     "dimension Function=refine) and treats missing data as breaching (the function stopped)",
+    "CATALOG-SCOPE": "the function that syncs the Glue catalog (LAKESTREAM_CATALOG_DATABASE) may make "
+    "every call the sync makes on that database and its tables, and no Glue call on another "
+    "database; no other function has any Glue permission",
     "FAILED-BATCHES-WRITERS": "the bucket Kafka mappings send failed batches to denies s3:PutObject to "
     "every principal but the consuming function's role (lakestream redrive turns its objects into lake "
     "rows)",
@@ -612,6 +615,7 @@ def check(template_path: Path, overrides: dict[str, str], txn_retention_days: in
             findings += _check_role_s3(name, role_statements(res))
     findings += _check_log_sources(resources)
     findings += _check_refine_notices(resources)
+    findings += _check_catalog_scope(resources)
     findings += _check_cdc_landing(resources, str(params.get("CdcLandingBucketName", "")), str(params.get("LakeBucketName", "")))
 
     invoke_configs = {
@@ -662,6 +666,39 @@ def _s3_fed_queues(resources: dict[str, Any]) -> set[str]:
             if "s3.amazonaws.com" in json.dumps(st.get("Principal")) and "sqs:SendMessage" in _listify(st.get("Action", [])):
                 out.update(str(x) for x in _listify(st.get("Resource", [])))
     return out
+
+
+# Every Glue call lakestream-catalog makes (crates/lakestream-catalog/src/glue.rs).
+CATALOG_ACTIONS = (
+    "glue:GetDatabase", "glue:CreateDatabase", "glue:GetTable", "glue:CreateTable", "glue:UpdateTable",
+    "glue:GetPartitions", "glue:BatchCreatePartition", "glue:BatchDeletePartition",
+)
+
+
+def _check_catalog_scope(resources: dict[str, Any]) -> list[str]:
+    """CATALOG-SCOPE (issue 29)."""
+    findings = []
+    glue = "arn:aws:glue:us-east-1:123456789012"
+    for fn, res in resources.items():
+        if res["Type"] != "AWS::Lambda::Function":
+            continue
+        role = function_role(resources, f"{fn.lower()}-physical-id")
+        statements = role_statements(role[1]) if role else []
+        db = res["Properties"].get("Environment", {}).get("Variables", {}).get("LAKESTREAM_CATALOG_DATABASE")
+        if db is None:
+            if any(allows(statements, a) for a in CATALOG_ACTIONS + ("glue:DeleteTable", "glue:*")):
+                findings.append(f"CATALOG-SCOPE {fn}: has Glue permissions but does not sync the catalog")
+            continue
+        db = str(db)
+        for a in CATALOG_ACTIONS:
+            on = [f"{glue}:catalog", f"{glue}:database/{db}"] + ([f"{glue}:table/{db}/raw_order"] if "Database" not in a else [])
+            for r in on:
+                if not allows(statements, a, r):
+                    findings.append(f"CATALOG-SCOPE {fn}: role cannot {a} on {r}")
+            for r in (f"{glue}:database/{db}x", f"{glue}:table/other_db/raw_order"):
+                if allows(statements, a, r):
+                    findings.append(f"CATALOG-SCOPE {fn}: role may {a} on {r}, outside database {db}")
+    return findings
 
 
 def _check_refine_notices(resources: dict[str, Any]) -> list[str]:

@@ -157,6 +157,9 @@ MUTATIONS = [
      "            - Sid: RefineNoticesQueue\n              Effect: Allow\n              Action:\n"),
     ("REFINE-NOTICES", "      VisibilityTimeout: !Ref RefineTimeout\n", "      VisibilityTimeout: 30\n"),
     ("FRESHNESS-ALARM", "      MetricName: JobsBehindTarget\n", "      MetricName: JobsFailed\n"),
+    ("CATALOG-SCOPE", ":table/${CatalogDatabase}/*\"\n", ":table/*\"\n"),
+    ("CATALOG-SCOPE", "                - glue:BatchCreatePartition\n", ""),
+    ("CATALOG-SCOPE", "          LAKESTREAM_CATALOG_DATABASE: !Ref CatalogDatabase\n", ""),
     ("FRESHNESS-ALARM", "      TreatMissingData: breaching\n", "      TreatMissingData: notBreaching\n"),
     (
         "BUCKET-VERSIONING",

@@ -4,6 +4,9 @@ SHELL := /bin/bash
 VENV ?= .venv
 MOTO_PORT ?= 5055
 LAMBDA_PORT ?= 9455
+# pytest-xdist workers of `make test-py`: the suites wait on the emulator and on lakestream
+# processes, so two workers on CI's two cores halve the wall time (every test has its own lake).
+PYTEST_WORKERS ?= 2
 ARCH ?= arm64
 REGION ?= us-east-1
 FUNCTIONS := msk-ingest s3-log-ingest maintenance refine
@@ -80,9 +83,9 @@ test-rust: moto-start ## cargo test (filesystem + S3 emulator) and the debug bin
 	cargo build --workspace --bins $(FEATURES)
 
 test-py: moto-start ## The Python suites against target/debug/lakestream (needs test-rust's build)
-	$(TEST_ENV) $(VENV)/bin/pytest -q tests/e2e
-	$(TEST_ENV) $(VENV)/bin/pytest -q tests/chaos
-	$(TEST_ENV) $(VENV)/bin/pytest -q tests/security
+	$(TEST_ENV) $(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) tests/e2e
+	$(TEST_ENV) $(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) tests/chaos
+	$(TEST_ENV) $(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) tests/security
 
 package-check: venv ## CI's packaging check: one dev-profile `cargo lambda build` of every function (host triple), no DataFusion in them
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH cargo lambda build --compiler cargo --target $(HOST_TRIPLE) --lambda-dir $(CHECK_LAMBDA_DIR) $(FUNCTION_PACKAGES)

@@ -193,3 +193,26 @@ def test_two_syncs_at_once_and_the_maintenance_manifest_job(lake, cli):
     assert synced, results
     # The function's config has no `[[cdc]]`: the demo's CDC families are the CLI's addition.
     check_catalog(lake, db2, only=lambda t: not t.startswith(("bronze/", "silver/")))
+
+
+def test_syncs_racing_appends_and_a_new_column_settle_on_the_next_run(lake):
+    """Two syncs while batches land (one adds a column): whatever each saw, the next sync makes
+    the catalog equal to the lake, and the one after changes nothing."""
+    with_catalog(lake)
+    db = "it_" + uuid.uuid4().hex[:10]
+    lake.invoke("msk-orders.json")
+
+    def appends():
+        for event in ("msk-replay.json", "msk-self-managed.json", "msk-new-field.json", "msk-members.json"):
+            lake.invoke(event)
+
+    outs = []
+    lake_support.run_all([appends] + [lambda: outs.append(lake.run("catalog", "sync", "--database", db, env=env()))
+                                      for _ in range(2)])
+    for o in outs:
+        assert o.returncode == 0, o.stderr
+    lake.cli("catalog", "sync", "--database", db, env=env())
+    check_catalog(lake, db)
+    last = json.loads(lake.cli("catalog", "sync", "--database", db, "--json", env=env()))
+    assert [t for t in last["tables"] if t["action"] not in ("unchanged", "skipped")
+            or t["partitions_added"] or t["partitions_removed"]] == []

@@ -38,6 +38,25 @@ async fn lake_with_orders(
     Ok(t)
 }
 
+/// Sync raw/order as `db.raw_order`.
+async fn sync_order(
+    catalog: &MemoryCatalog,
+    lake: &lakestream_core::Lake,
+    form: CatalogForm,
+    max_partitions: usize,
+) -> lakestream_catalog::Result<lakestream_catalog::TableSync> {
+    sync_table(
+        catalog,
+        lake,
+        "db",
+        "raw/order",
+        "raw_order",
+        form,
+        &opts(max_partitions),
+    )
+    .await
+}
+
 fn opts(max_partitions: usize) -> SyncOptions {
     SyncOptions {
         dry_run: false,
@@ -135,16 +154,7 @@ async fn partitions_beyond_the_bound_follow_on_the_next_runs() -> anyhow::Result
     let catalog = MemoryCatalog::default();
     let mut pending = Vec::new();
     for _ in 0..3 {
-        let s = sync_table(
-            &catalog,
-            &lake,
-            "db",
-            "raw/order",
-            "raw_order",
-            CatalogForm::Manifest,
-            &opts(2),
-        )
-        .await?;
+        let s = sync_order(&catalog, &lake, CatalogForm::Manifest, 2).await?;
         pending.push((s.partitions_added, s.partitions_pending));
     }
     assert_eq!(pending, [(2, 3), (2, 1), (1, 0)]);
@@ -158,32 +168,15 @@ async fn a_foreign_table_is_left_alone_and_a_hand_made_one_at_the_location_adopt
     let t = lake_with_orders(lakestream_testkit::Backend::Fs, 1).await?;
     let lake = t.lake()?;
     let catalog = MemoryCatalog::default();
-    sync_table(
-        &catalog,
-        &lake,
-        "db",
-        "raw/order",
-        "raw_order",
-        CatalogForm::Delta,
-        &opts(10),
-    )
-    .await?;
+    sync_order(&catalog, &lake, CatalogForm::Delta, 10).await?;
     let mut foreign = catalog.table("db", "raw_order").expect("table");
     foreign.parameters.clear();
     foreign.location = "s3://someone-else/orders/".into();
     foreign.columns.truncate(1);
     catalog.put_table("db", foreign.clone());
-    let err = sync_table(
-        &catalog,
-        &lake,
-        "db",
-        "raw/order",
-        "raw_order",
-        CatalogForm::Delta,
-        &opts(10),
-    )
-    .await
-    .expect_err("foreign");
+    let err = sync_order(&catalog, &lake, CatalogForm::Delta, 10)
+        .await
+        .expect_err("foreign");
     assert!(
         matches!(err, Error::Foreign { .. }) && err.to_string().contains("[catalog.names]"),
         "{err}"
@@ -198,16 +191,7 @@ async fn a_foreign_table_is_left_alone_and_a_hand_made_one_at_the_location_adopt
     by_hand.location = lakestream_catalog::model::catalog_location(&lake.table_url("raw/order")?);
     by_hand.parameters.insert("comment".into(), "mine".into());
     catalog.put_table("db", by_hand);
-    let s = sync_table(
-        &catalog,
-        &lake,
-        "db",
-        "raw/order",
-        "raw_order",
-        CatalogForm::Delta,
-        &opts(10),
-    )
-    .await?;
+    let s = sync_order(&catalog, &lake, CatalogForm::Delta, 10).await?;
     assert_eq!(s.action, Action::Updated, "{s:?}");
     let adopted = catalog.table("db", "raw_order").expect("table");
     assert_eq!(adopted.owner(), Some("raw/order"));

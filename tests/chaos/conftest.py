@@ -27,6 +27,19 @@ def _timed(request):
     FIGURES.setdefault(request.node.name, {})["seconds"] = round(time.monotonic() - start, 1)
 
 
+def pytest_sessionfinish(session):
+    """Under pytest-xdist (`make test-py`), a worker hands its figures to the controller."""
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["chaos_figures"] = json.dumps(FIGURES)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """The controller gathers every worker's figures (an xdist hook)."""
+    FIGURES.update(json.loads(getattr(node, "workeroutput", {}).get("chaos_figures", "{}")))
+
+
 def pytest_terminal_summary(terminalreporter):
     if not FIGURES:
         return

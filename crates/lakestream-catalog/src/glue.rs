@@ -328,12 +328,11 @@ fn partition_errors(
             return Err(Error::Catalog {
                 op,
                 name: name.to_string(),
+                // Glue's per-partition message quotes the values (record values): left out.
                 message: format!(
-                    "{} of {sent} partitions failed, e.g. {code}: {}",
-                    errors.len(),
-                    e.error_detail()
-                        .and_then(|d| d.error_message())
-                        .unwrap_or_default()
+                    "{} of {sent} partitions failed, e.g. {code} (a value Glue refuses: longer \
+                     than 1024 bytes, or characters it does not take?)",
+                    errors.len()
                 ),
                 retryable: RETRYABLE_CODES.contains(&code),
             });

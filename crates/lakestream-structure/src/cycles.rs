@@ -1,16 +1,17 @@
 //! No import cycle between a crate's top-level modules.
 //!
-//! Module `a` depends on module `b` when production code under `a` (`src/a.rs`, `src/a/**`)
-//! names a path into `b`: `crate::b::..`, or `super::..`/`self::..` resolving into `b`, in a `use`,
-//! an expression, a type, or a macro's tokens (`crate::b` only). Paths through the crate root's
-//! re-exports (`crate::Error`) name no module and are not edges.
+//! Module `a` depends on module `b` when a file under `a` (`src/a.rs`, `src/a/**`, its tests
+//! included: they compile into `a`) names a path into `b`: `crate::b::..`, or `super::..` /
+//! `self::..` resolving into `b`, in a `use`, an expression, a type, or a macro's tokens
+//! (`crate::b` only). Paths through the crate root's re-exports (`crate::Error`) name no module,
+//! and doc links are no imports: neither is an edge.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use proc_macro2::{TokenStream, TokenTree};
 use syn::visit::{self, Visit};
 
-use crate::{Error, Rule, SourceFile, Violation, is_test_code, is_test_path, item_attrs, parse};
+use crate::{Error, Rule, SourceFile, Violation, parse};
 
 /// The first place an edge `from -> to` was seen: (file, line).
 type Witness = (String, usize);
@@ -23,7 +24,6 @@ type Graph = BTreeMap<String, BTreeMap<String, Witness>>;
 pub fn import_cycles(files: &[SourceFile], src: &str) -> Result<Vec<Violation>, Error> {
     let modules: Vec<(Vec<String>, &SourceFile)> = files
         .iter()
-        .filter(|f| !is_test_path(&f.path))
         .filter_map(|f| Some((module_path(f.path.strip_prefix(src)?)?, f)))
         .collect();
     let tops: BTreeSet<&str> = modules.iter().map(|(m, _)| m[0].as_str()).collect();
@@ -196,12 +196,6 @@ impl Paths {
 }
 
 impl<'ast> Visit<'ast> for Paths {
-    fn visit_item(&mut self, item: &'ast syn::Item) {
-        if !is_test_code(item_attrs(item)) {
-            visit::visit_item(self, item);
-        }
-    }
-
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
         self.module.push(m.ident.to_string());
         visit::visit_item_mod(self, m);
@@ -262,21 +256,43 @@ mod tests {
     }
 
     #[test]
-    fn one_way_imports_tests_and_root_reexports_are_not_cycles() {
+    fn one_way_imports_and_root_reexports_are_not_cycles() {
         let files = [
             file("lib.rs", "pub use a::Error;\n"),
             file(
                 "a.rs",
                 "use crate::{b::{self, B}, Error};\nuse super::c::*;\n",
             ),
-            file("b.rs", "use self::inner::X;\nuse crate::Error;\n"),
-            file("b/tests.rs", "use crate::a::A;\n"),
             file(
-                "c.rs",
-                "#[cfg(test)]\nmod tests {\n    use crate::a::A;\n}\n",
+                "b.rs",
+                "use self::inner::X;\nuse crate::Error;\n/// [`A`](crate::a::A)\npub struct S;\n",
             ),
+            file("c.rs", "pub(super) fn f() {}\n"),
         ];
         assert_eq!(check(&files), Vec::<String>::new());
+    }
+
+    #[test]
+    fn test_code_compiles_into_its_module_so_its_imports_count() {
+        let files = [
+            file("a.rs", "use crate::b::B;\n"),
+            file("b/tests.rs", "use crate::a::A;\n"),
+            file("c.rs", "use crate::a::A;\n"),
+            file(
+                "d.rs",
+                "fn f() {}\n#[cfg(test)]\nmod tests {\n    use crate::c::C;\n}\n",
+            ),
+            file("a/x.rs", "use crate::d::D;\n"),
+        ];
+        let found = check(&files);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(
+            found[0].contains(
+                "a -> b -> a (a -> b at crates/c/src/a.rs:1, b -> a at crates/c/src/b/tests.rs:1)"
+            ),
+            "{found:?}"
+        );
+        assert!(found[1].contains("a -> d -> c -> a (a -> d at crates/c/src/a/x.rs:1, d -> c at crates/c/src/d.rs:4, c -> a at crates/c/src/c.rs:1)"), "{found:?}");
     }
 
     #[test]

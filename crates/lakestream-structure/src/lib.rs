@@ -5,7 +5,8 @@
 //! "Where things live"):
 //! - no production file over [`MAX_FILE_LINES`] lines ([`file_too_long`]);
 //! - no production function over [`MAX_FN_LINES`] lines ([`long_functions`]);
-//! - no import cycle between `lakestream-core`'s top-level modules ([`import_cycles`]);
+//! - no import cycle between `lakestream-core`'s top-level modules, test code
+//!   included ([`import_cycles`]);
 //! - every `lakestream-core` folder in the module map ([`missing_from_map`]);
 //! - no raw `.table()` / `.table_mut()` outside `table/` and `commit/` ([`raw_table_calls`]).
 //!

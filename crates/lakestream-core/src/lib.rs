@@ -15,6 +15,7 @@ pub mod intercept;
 pub mod kafka;
 pub mod load;
 pub mod maintenance;
+pub mod object;
 pub mod partition_path;
 pub mod put_probe;
 pub mod read;

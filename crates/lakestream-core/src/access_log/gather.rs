@@ -5,10 +5,10 @@
 //! ingestor ([`super::ingest`]) commits the letters first, then the rows.
 
 use super::object::{Limits, Parsed, object_letter, parse_object};
-use super::outcome::ObjectOutcome;
-use super::source::{Fetched, ObjectSource};
 use crate::dead_letter::DeadLetter;
 use crate::error::Result;
+use crate::object::ObjectOutcome;
+use crate::object::{Fetched, ObjectSource};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::notification::LogObject;
 use std::collections::HashSet;

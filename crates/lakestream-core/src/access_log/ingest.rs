@@ -9,14 +9,14 @@
 
 use super::gather::{Gathered, gather};
 use super::object::refused_letter;
-use super::outcome::{ObjectIngestReport, ObjectOutcome};
 use super::planner::ObjectPlanner;
-use super::source::ObjectSource;
 use crate::cdc::files::{CdcFileIngestor, FileSettings};
 use crate::clock::Clock;
 use crate::commit::{self, CommitSettings};
 use crate::dead_letter::{DeadLetter, write_dead_letters};
 use crate::error::Result;
+use crate::object::ObjectSource;
+use crate::object::{ObjectIngestReport, ObjectOutcome};
 use crate::storage::Lake;
 use crate::table::{TableHandle, WarmHandles};
 use deltalake::arrow::record_batch::RecordBatch;

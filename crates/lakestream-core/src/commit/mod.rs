@@ -17,6 +17,7 @@
 pub mod change;
 pub mod change_data;
 pub mod classify;
+pub mod entry;
 pub mod land;
 pub mod run;
 

@@ -7,8 +7,8 @@
 use super::object::{Limits, Parsed, object_letter, parse_object};
 use crate::dead_letter::DeadLetter;
 use crate::error::Result;
-use crate::object::ObjectOutcome;
-use crate::object::{Fetched, ObjectSource, ReadObject};
+use crate::s3_object::ObjectOutcome;
+use crate::s3_object::{Fetched, ObjectSource, ReadObject};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::notification::LogObject;
 use std::collections::HashSet;

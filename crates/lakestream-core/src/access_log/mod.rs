@@ -3,9 +3,9 @@
 //! object ([`lakestream_formats::access_log`], [`lakestream_formats::notification::LogObject`])
 //! are pure and live in `lakestream_formats`.
 //!
-//! Where objects are read from and what an ingest call did per object are [`crate::object`]'s
-//! (shared with the CDC file ingestor, which the ingestor here hands DMS / files CDC objects);
-//! they are re-exported here.
+//! Where objects are read from and what an ingest call did per object are
+//! [`crate::s3_object`]'s (shared with the CDC file ingestor, which the ingestor here hands DMS /
+//! files CDC objects); they are re-exported here.
 //!
 //! Modules import downward only: `ingest` (commits) -> `gather` (reads and parses) -> `object`
 //! (one object's lines) -> `arrow`, and `report` -> `window` -> `arrow`; `planner` imports none
@@ -20,7 +20,7 @@ mod planner;
 pub mod report;
 pub mod window;
 
-pub use crate::object::{
+pub use crate::s3_object::{
     Fetched, InMemoryVersion, LocalObjects, ObjectIngestReport, ObjectOutcome, ObjectSource,
     ObjectVersion, Opened, ReadObject,
 };

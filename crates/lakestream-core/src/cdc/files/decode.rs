@@ -14,7 +14,7 @@ use super::parquet::ParquetDecoder;
 use super::rows::{BadRow, TextChunk};
 use super::text::{CsvSplitter, LineSplitter, RawRecord, Splitter};
 use crate::error::{Error, Result};
-use crate::object::ObjectVersion;
+use crate::s3_object::ObjectVersion;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;

@@ -15,7 +15,7 @@ use crate::clock::Clock;
 use crate::commit::{self, CommitSettings};
 use crate::dead_letter::{DeadLetter, write_dead_letters};
 use crate::error::{Error, Result};
-use crate::object::{ObjectIngestReport, ObjectOutcome, ObjectSource, ObjectVersion, Opened};
+use crate::s3_object::{ObjectIngestReport, ObjectOutcome, ObjectSource, ObjectVersion, Opened};
 use crate::storage::Lake;
 use crate::table::{TableHandle, WarmHandles};
 use lakestream_formats::config::PipelineConfig;

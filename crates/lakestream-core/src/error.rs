@@ -190,9 +190,9 @@ pub enum Error {
 
     /// The lake's S3 endpoint does not refuse a second create-only PUT (`If-None-Match: *`), or
     /// the probe that checks it was not allowed to write: nothing is written to that lake (see
-    /// [`put_probe`](crate::put_probe)). Not retryable; the message names the endpoint and the fix.
+    /// the `put_probe` module). Not retryable; the message names the endpoint and the fix.
     #[error(transparent)]
-    UnsafeStorage(#[from] crate::put_probe::Refusal),
+    UnsafeStorage(#[from] Refusal),
 
     /// The lake refuses this table name: not a plain relative path under the lake root (`..`,
     /// `%`, `?`, `#`, `\`, empty, `.`- or `_`-leading segments), or a location too long for the
@@ -249,7 +249,7 @@ impl Error {
 
     pub(crate) fn rejected(table: &str, source: impl Into<DeltaTableError>) -> Self {
         let source = source.into();
-        if let Some(r) = crate::put_probe::refusal_in(&source) {
+        if let Some(r) = refusal_in(&source) {
             return Error::UnsafeStorage(r);
         }
         Error::Rejected {
@@ -272,7 +272,7 @@ impl Error {
 
     pub(crate) fn storage(table: &str, source: impl Into<DeltaTableError>) -> Self {
         let source = source.into();
-        if let Some(r) = crate::put_probe::refusal_in(&source) {
+        if let Some(r) = refusal_in(&source) {
             return Error::UnsafeStorage(r);
         }
         if let Some(io) = name_too_long(&source) {
@@ -287,6 +287,24 @@ impl Error {
             source: Box::new(source),
         }
     }
+}
+
+/// Why Lakestream refuses to write to a lake: its endpoint ignores `If-None-Match`, or the
+/// probe that checks it (the `put_probe` module, which makes them) was not allowed to write.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub(crate) String);
+
+/// The [`Refusal`] somewhere in `e`'s source chain, if any.
+fn refusal_in(e: &(dyn std::error::Error + 'static)) -> Option<Refusal> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(r) = err.downcast_ref::<Refusal>() {
+            return Some(r.clone());
+        }
+        cur = err.source();
+    }
+    None
 }
 
 /// S3 error codes that answer a data-file PUT with `400 Bad Request` for the key or the object

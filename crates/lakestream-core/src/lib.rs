@@ -20,6 +20,7 @@ pub mod put_probe;
 pub mod read;
 pub mod redact;
 pub mod refine;
+pub mod s3_object;
 pub mod schema;
 pub mod seed;
 pub mod storage;

@@ -23,6 +23,7 @@
 //!
 //! [`Error::UnsafeStorage`]: crate::error::Error::UnsafeStorage
 
+use crate::error::Refusal;
 use async_trait::async_trait;
 use deltalake::logstore::object_store::{
     self, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
@@ -31,12 +32,6 @@ use deltalake::logstore::object_store::{
 use futures::stream::BoxStream;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
-
-/// Why Lakestream refuses to write to a lake: its endpoint ignores `If-None-Match`, or the
-/// probe that checks it was not allowed to write.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub struct Refusal(String);
 
 /// The probe of one lake (endpoint + root), shared by every handle of the process.
 #[derive(Debug)]
@@ -246,18 +241,6 @@ impl ObjectStore for Guard {
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
         self.inner.list_with_delimiter(prefix).await
     }
-}
-
-/// The [`Refusal`] somewhere in `e`'s source chain, if any.
-pub(crate) fn refusal_in(e: &(dyn std::error::Error + 'static)) -> Option<Refusal> {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = cur {
-        if let Some(r) = err.downcast_ref::<Refusal>() {
-            return Some(r.clone());
-        }
-        cur = err.source();
-    }
-    None
 }
 
 #[cfg(test)]

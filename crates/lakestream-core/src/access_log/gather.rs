@@ -5,10 +5,10 @@
 //! ingestor ([`super::ingest`]) commits the letters first, then the rows.
 
 use super::object::{Limits, Parsed, object_letter, parse_object};
-use super::outcome::ObjectOutcome;
-use super::source::{Fetched, ObjectSource};
 use crate::dead_letter::DeadLetter;
 use crate::error::Result;
+use crate::s3_object::ObjectOutcome;
+use crate::s3_object::{Fetched, ObjectSource, ReadObject};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::notification::LogObject;
 use std::collections::HashSet;
@@ -38,84 +38,48 @@ pub(super) async fn gather(
     lake_root: &Url,
     table_for: impl Fn(&str) -> String,
 ) -> Result<Gathered> {
-    let pipeline = config.pipeline.as_str();
-    let mut bytes_read = 0;
-    let mut outcomes: Vec<Option<ObjectOutcome>> = vec![None; objects.len()];
-    let mut parsed: Vec<Option<Parsed>> = Vec::with_capacity(objects.len());
-    let mut letters: Vec<DeadLetter> = Vec::new();
-    let mut seen = HashSet::new();
-    // The objects as read (key and ETag of the read): what their rows and letters are keyed by.
-    let mut read_objs: Vec<LogObject> = objects.to_vec();
-    let mut seen_read = HashSet::new();
     let cfg = &config.access_logs;
-    let limits = Limits::of(cfg);
+    let mut g = Gathering {
+        pipeline: config.pipeline.as_str(),
+        limits: Limits::of(cfg),
+        out: Gathered {
+            outcomes: vec![None; objects.len()],
+            parsed: Vec::with_capacity(objects.len()),
+            read_objs: objects.to_vec(),
+            letters: Vec::new(),
+            bytes_read: 0,
+        },
+        seen_read: HashSet::new(),
+        round_bytes: 0,
+    };
+    let mut seen = HashSet::new();
     let max_object = cfg.max_object_mib.saturating_mul(1 << 20);
     let max_round = cfg.max_round_mib.saturating_mul(1 << 20);
-    // Bytes parsed (inflated) by this call: past `max_round_mib` the remaining objects
-    // wait for their next delivery, so one batch or drain round holds a bounded amount.
-    let mut round_bytes = 0u64;
     for (i, obj) in objects.iter().enumerate() {
         if !seen.insert(obj.clone()) {
-            outcomes[i] = Some(ObjectOutcome::AlreadyCommitted);
-            parsed.push(None);
+            g.settle(i, ObjectOutcome::AlreadyCommitted);
             continue;
         }
         if let Some(reason) = refusal(config, lake_root, obj) {
             tracing::warn!(object = %obj.uri(), "notification names an object outside the configured source buckets or inside the lake; dead-lettered, not read");
-            letters.push(object_letter(obj, pipeline, "refused", reason.clone()));
-            outcomes[i] = Some(ObjectOutcome::Refused { reason });
-            parsed.push(None);
+            g.refuse(i, obj, reason);
             continue;
         }
-        if round_bytes >= max_round {
-            outcomes[i] = Some(ObjectOutcome::Failed {
-                reason: format!(
-                    "deferred: this batch already parsed {} MiB (`access_logs.max_round_mib`); \
-                     the object is read on its next delivery",
-                    round_bytes >> 20
-                ),
-            });
-            parsed.push(None);
+        if g.round_bytes >= max_round {
+            g.settle(
+                i,
+                ObjectOutcome::Failed {
+                    reason: format!(
+                        "deferred: this batch already parsed {} MiB (`access_logs.max_round_mib`); \
+                         the object is read on its next delivery",
+                        g.round_bytes >> 20
+                    ),
+                },
+            );
             continue;
         }
         match source.fetch(obj, max_object).await {
-            Ok(Fetched::Object(read)) => {
-                bytes_read += read.bytes.len();
-                let read_obj = LogObject {
-                    bucket: obj.bucket.clone(),
-                    key: read.key,
-                    alt_key: None,
-                    etag: Some(read.etag),
-                    event_time: None,
-                };
-                // Two notifications of one batch for the same object (e.g. its key encoded
-                // and decoded): read twice, parsed once.
-                if !seen_read.insert(read_obj.clone()) {
-                    outcomes[i] = Some(ObjectOutcome::AlreadyCommitted);
-                    parsed.push(None);
-                    continue;
-                }
-                let parsed_obj =
-                    parse_object(&read_obj, &read.bytes, pipeline, limits, &table_for)?;
-                read_objs[i] = read_obj;
-                let obj = &read_objs[i];
-                match parsed_obj {
-                    Ok(p) => {
-                        round_bytes += p.inflated;
-                        letters.extend(p.letters.iter().cloned());
-                        parsed.push(Some(p));
-                    }
-                    Err((reason, read_bytes)) => {
-                        // Charged what it read, not the whole `max_inflated`: a small
-                        // refused object does not defer the good ones after it.
-                        round_bytes += read_bytes;
-                        tracing::warn!(object = %obj.uri(), "log object refused by a limit; recorded in dead letters");
-                        letters.push(object_letter(obj, pipeline, "refused", reason.clone()));
-                        outcomes[i] = Some(ObjectOutcome::Refused { reason });
-                        parsed.push(None);
-                    }
-                }
-            }
+            Ok(Fetched::Object(read)) => g.parse(i, obj, read, &table_for)?,
             Ok(Fetched::TooLarge { size }) => {
                 let reason = format!(
                     "object is {size} bytes, over the {} MiB limit \
@@ -124,58 +88,126 @@ pub(super) async fn gather(
                     cfg.max_object_mib
                 );
                 tracing::warn!(object = %obj.uri(), size, "log object over the size limit; recorded in dead letters");
-                letters.push(object_letter(obj, pipeline, "refused", reason.clone()));
-                outcomes[i] = Some(ObjectOutcome::Refused { reason });
-                parsed.push(None);
+                g.refuse(i, obj, reason);
             }
-            Ok(Fetched::Superseded) => {
-                tracing::warn!(object = %obj.uri(), etag = ?obj.etag, "log object was overwritten after this notification; recorded, the newer notification ingests it");
-                letters.push(object_letter(
-                    obj,
-                    pipeline,
-                    "superseded",
-                    format!(
-                        "object was overwritten after this notification (ETag {} is no longer current); \
-                         the overwrite's own notification ingests the new content",
-                        obj.etag.as_deref().unwrap_or("-")
-                    ),
-                ));
-                outcomes[i] = Some(ObjectOutcome::Superseded);
-                parsed.push(None);
-            }
+            Ok(Fetched::Superseded) => g.superseded(i, obj),
             Ok(Fetched::Missing) => {
                 tracing::warn!(object = %obj.uri(), "log object no longer exists; dead-lettered");
-                letters.push(object_letter(
+                g.out.letters.push(object_letter(
                     obj,
-                    pipeline,
+                    g.pipeline,
                     "missing",
                     "object no longer exists".into(),
                 ));
-                outcomes[i] = Some(ObjectOutcome::Missing);
-                parsed.push(None);
+                g.settle(i, ObjectOutcome::Missing);
             }
-            Err(e) if e.is_retryable() => {
-                outcomes[i] = Some(ObjectOutcome::Failed {
+            Err(e) if e.is_retryable() => g.settle(
+                i,
+                ObjectOutcome::Failed {
                     reason: e.redacted(),
-                });
-                parsed.push(None);
-            }
-            Err(e) => {
-                letters.push(object_letter(obj, pipeline, "refused", e.to_string()));
-                outcomes[i] = Some(ObjectOutcome::Refused {
-                    reason: e.to_string(),
-                });
-                parsed.push(None);
-            }
+                },
+            ),
+            Err(e) => g.refuse(i, obj, e.to_string()),
         }
     }
-    Ok(Gathered {
-        outcomes,
-        parsed,
-        read_objs,
-        letters,
-        bytes_read,
-    })
+    Ok(g.out)
+}
+
+/// One gather call under way: what it found so far and what it has read.
+struct Gathering<'a> {
+    pipeline: &'a str,
+    limits: Limits,
+    out: Gathered,
+    /// The objects as read so far: a second notification of one of them is parsed once.
+    seen_read: HashSet<LogObject>,
+    /// Bytes parsed (inflated) by this call: past `max_round_mib` the remaining objects
+    /// wait for their next delivery, so one batch or drain round holds a bounded amount.
+    round_bytes: u64,
+}
+
+impl Gathering<'_> {
+    /// Object `i` is settled with `outcome`: nothing of it is parsed.
+    fn settle(&mut self, i: usize, outcome: ObjectOutcome) {
+        self.out.outcomes[i] = Some(outcome);
+        self.out.parsed.push(None);
+    }
+
+    /// Object `i` is refused for good: a dead letter with the reason, acknowledged.
+    fn refuse(&mut self, i: usize, obj: &LogObject, reason: String) {
+        self.out
+            .letters
+            .push(object_letter(obj, self.pipeline, "refused", reason.clone()));
+        self.settle(i, ObjectOutcome::Refused { reason });
+    }
+
+    /// Object `i` was overwritten after its notification: recorded, acknowledged.
+    fn superseded(&mut self, i: usize, obj: &LogObject) {
+        tracing::warn!(object = %obj.uri(), etag = ?obj.etag, "log object was overwritten after this notification; recorded, the newer notification ingests it");
+        self.out.letters.push(object_letter(
+            obj,
+            self.pipeline,
+            "superseded",
+            format!(
+                "object was overwritten after this notification (ETag {} is no longer current); \
+                 the overwrite's own notification ingests the new content",
+                obj.etag.as_deref().unwrap_or("-")
+            ),
+        ));
+        self.settle(i, ObjectOutcome::Superseded);
+    }
+
+    /// Parse object `i` (`obj` as notified) as `read`; it is then keyed by the key and ETag
+    /// of the read.
+    fn parse(
+        &mut self,
+        i: usize,
+        obj: &LogObject,
+        read: ReadObject,
+        table_for: &impl Fn(&str) -> String,
+    ) -> Result<()> {
+        self.out.bytes_read += read.bytes.len();
+        let read_obj = LogObject {
+            bucket: obj.bucket.clone(),
+            key: read.key,
+            alt_key: None,
+            etag: Some(read.etag),
+            event_time: None,
+        };
+        // Two notifications of one batch for the same object (e.g. its key encoded
+        // and decoded): read twice, parsed once.
+        if !self.seen_read.insert(read_obj.clone()) {
+            self.settle(i, ObjectOutcome::AlreadyCommitted);
+            return Ok(());
+        }
+        let parsed_obj = parse_object(
+            &read_obj,
+            &read.bytes,
+            self.pipeline,
+            self.limits,
+            table_for,
+        )?;
+        self.out.read_objs[i] = read_obj;
+        let obj = &self.out.read_objs[i];
+        match parsed_obj {
+            Ok(p) => {
+                self.round_bytes += p.inflated;
+                self.out.letters.extend(p.letters.iter().cloned());
+                self.out.parsed.push(Some(p));
+            }
+            Err((reason, read_bytes)) => {
+                // Charged what it read, not the whole `max_inflated`: a small
+                // refused object does not defer the good ones after it.
+                self.round_bytes += read_bytes;
+                tracing::warn!(object = %obj.uri(), "log object refused by a limit; recorded in dead letters");
+                self.out
+                    .letters
+                    .push(object_letter(obj, self.pipeline, "refused", reason.clone()));
+                self.out.outcomes[i] = Some(ObjectOutcome::Refused { reason });
+                self.out.parsed.push(None);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Why `obj` must not be read, if so: a notification names any bucket and key (anyone who

@@ -8,15 +8,15 @@
 //! nothing. See ARCHITECTURE.md "Access logs" for the choice and its limits.
 
 use super::gather::{Gathered, gather};
-use super::object::refused_letter;
-use super::outcome::{ObjectIngestReport, ObjectOutcome};
+use super::object::{Parsed, refused_letter};
 use super::planner::ObjectPlanner;
-use super::source::ObjectSource;
 use crate::cdc::files::{CdcFileIngestor, FileSettings};
 use crate::clock::Clock;
 use crate::commit::{self, CommitSettings};
 use crate::dead_letter::{DeadLetter, write_dead_letters};
 use crate::error::Result;
+use crate::s3_object::ObjectSource;
+use crate::s3_object::{ObjectIngestReport, ObjectOutcome};
 use crate::storage::Lake;
 use crate::table::{TableHandle, WarmHandles};
 use deltalake::arrow::record_batch::RecordBatch;
@@ -171,7 +171,6 @@ impl AccessLogIngestor {
         objects: &[LogObject],
         source: &impl ObjectSource,
     ) -> Result<ObjectIngestReport> {
-        let pipeline = self.config.pipeline.as_str();
         let now = self.clock.now();
         let mut report = ObjectIngestReport::default();
         let Gathered {
@@ -190,23 +189,41 @@ impl AccessLogIngestor {
         self.commit_letters(&letters, &mut report, now).await?;
 
         // One commit per table, over all objects that have rows for it.
-        let mut tables: BTreeMap<String, Vec<(usize, RecordBatch)>> = BTreeMap::new();
-        for (i, p) in parsed.iter().enumerate() {
-            if let Some(p) = p {
-                for (t, b) in &p.by_table {
-                    tables.entry(t.clone()).or_default().push((i, b.clone()));
-                }
-            }
+        let appended = self
+            .append_tables(
+                rows_by_table(&parsed),
+                &read_objs,
+                &mut outcomes,
+                &mut report,
+            )
+            .await;
+        self.commit_letters(&appended.refused, &mut report, now)
+            .await?;
+        for (i, obj) in objects.iter().enumerate() {
+            let outcome = appended.outcome(i, outcomes[i].take(), &parsed[i], &mut report);
+            report.objects.push((obj.uri(), outcome));
         }
-        let mut committed_objects: HashMap<usize, bool> = HashMap::new();
-        let mut refused: Vec<DeadLetter> = Vec::new();
-        let mut refused_rows: HashMap<usize, usize> = HashMap::new();
+        Ok(report)
+    }
+
+    /// Append each table's rows (`tables`: by object index) in one commit per table. A
+    /// retryable failure fails the table's objects (in `outcomes`); a permanent one makes
+    /// dead letters of their rows.
+    async fn append_tables(
+        &self,
+        tables: BTreeMap<String, Vec<(usize, RecordBatch)>>,
+        read_objs: &[LogObject],
+        outcomes: &mut [Option<ObjectOutcome>],
+        report: &mut ObjectIngestReport,
+    ) -> Appended {
+        let pipeline = self.config.pipeline.as_str();
+        let mut appended = Appended::default();
         for (table, parts) in tables {
             // A table that cannot be opened (a name the lake refuses, a location too long for
             // the storage) fails its objects only, like a commit that fails.
             let res = match self.handles.take(&self.lake, &table).await {
                 Ok(mut h) => {
-                    let res = self.append(&mut h, &read_objs, &parts).await;
+                    let res = self.append(&mut h, read_objs, &parts).await;
                     self.handles.put(h);
                     res
                 }
@@ -219,7 +236,7 @@ impl AccessLogIngestor {
                     }
                     for (i, _) in &parts {
                         let wrote = version.is_some() && written.contains(i);
-                        let e = committed_objects.entry(*i).or_insert(false);
+                        let e = appended.committed_objects.entry(*i).or_insert(false);
                         *e |= wrote;
                     }
                 }
@@ -235,48 +252,81 @@ impl AccessLogIngestor {
                     // letters (object, table, line count, reason) and acknowledge.
                     tracing::error!(table = %table, error = %e.redacted(), "table refused the write; dead-lettering its objects' rows");
                     for (i, batch) in &parts {
-                        refused.push(refused_letter(
+                        appended.refused.push(refused_letter(
                             &read_objs[*i],
                             pipeline,
                             &table,
                             batch.num_rows(),
                             &e,
                         ));
-                        *refused_rows.entry(*i).or_default() += batch.num_rows();
+                        *appended.refused_rows.entry(*i).or_default() += batch.num_rows();
                     }
                 }
             }
         }
-        self.commit_letters(&refused, &mut report, now).await?;
-        for (i, obj) in objects.iter().enumerate() {
-            let outcome = match (outcomes[i].take(), &parsed[i]) {
-                (Some(o), _) => o,
-                (None, Some(p)) => {
-                    let refused = refused_rows.get(&i).copied().unwrap_or(0);
-                    let rows = p
-                        .by_table
-                        .values()
-                        .map(RecordBatch::num_rows)
-                        .sum::<usize>()
-                        - refused;
-                    if committed_objects.get(&i).copied().unwrap_or(false)
-                        || refused > 0
-                        || (rows == 0 && !p.letters.is_empty())
-                    {
-                        report.rows_written += rows;
-                        report.lines_dead_lettered += p.letters.len() + refused;
-                        ObjectOutcome::Committed {
-                            rows,
-                            dead_lettered: p.letters.len() + refused,
-                        }
-                    } else {
-                        ObjectOutcome::AlreadyCommitted
-                    }
-                }
-                (None, None) => ObjectOutcome::AlreadyCommitted,
-            };
-            report.objects.push((obj.uri(), outcome));
+        appended
+    }
+}
+
+/// Each table's rows, by object index.
+fn rows_by_table(parsed: &[Option<Parsed>]) -> BTreeMap<String, Vec<(usize, RecordBatch)>> {
+    let mut tables: BTreeMap<String, Vec<(usize, RecordBatch)>> = BTreeMap::new();
+    for (i, p) in parsed.iter().enumerate() {
+        if let Some(p) = p {
+            for (t, b) in &p.by_table {
+                tables.entry(t.clone()).or_default().push((i, b.clone()));
+            }
         }
-        Ok(report)
+    }
+    tables
+}
+
+/// What appending the tables' rows did, by object index.
+#[derive(Default)]
+struct Appended {
+    /// True when some table committed rows of the object now.
+    committed_objects: HashMap<usize, bool>,
+    /// Dead letters of rows a table refused for good.
+    refused: Vec<DeadLetter>,
+    /// Rows of the object a table refused for good.
+    refused_rows: HashMap<usize, usize>,
+}
+
+impl Appended {
+    /// The outcome of object `i`: `settled` when gathering or appending already decided it,
+    /// else from its `parsed` content and what was committed (counted in `report`).
+    fn outcome(
+        &self,
+        i: usize,
+        settled: Option<ObjectOutcome>,
+        parsed: &Option<Parsed>,
+        report: &mut ObjectIngestReport,
+    ) -> ObjectOutcome {
+        match (settled, parsed) {
+            (Some(o), _) => o,
+            (None, Some(p)) => {
+                let refused = self.refused_rows.get(&i).copied().unwrap_or(0);
+                let rows = p
+                    .by_table
+                    .values()
+                    .map(RecordBatch::num_rows)
+                    .sum::<usize>()
+                    - refused;
+                if self.committed_objects.get(&i).copied().unwrap_or(false)
+                    || refused > 0
+                    || (rows == 0 && !p.letters.is_empty())
+                {
+                    report.rows_written += rows;
+                    report.lines_dead_lettered += p.letters.len() + refused;
+                    ObjectOutcome::Committed {
+                        rows,
+                        dead_lettered: p.letters.len() + refused,
+                    }
+                } else {
+                    ObjectOutcome::AlreadyCommitted
+                }
+            }
+            (None, None) => ObjectOutcome::AlreadyCommitted,
+        }
     }
 }

@@ -3,25 +3,26 @@
 //! object ([`lakestream_formats::access_log`], [`lakestream_formats::notification::LogObject`])
 //! are pure and live in `lakestream_formats`.
 //!
+//! Where objects are read from and what an ingest call did per object are
+//! [`crate::s3_object`]'s (shared with the CDC file ingestor, which the ingestor here hands DMS /
+//! files CDC objects); they are re-exported here.
+//!
 //! Modules import downward only: `ingest` (commits) -> `gather` (reads and parses) -> `object`
-//! (one object's lines) -> `arrow`, and `report` -> `window` -> `arrow`; `outcome`, `source`
-//! and `planner` import none of the others but `arrow`; `source` opens object versions
-//! (`version`) for the streaming readers of CDC files. No two modules import each other.
+//! (one object's lines) -> `arrow`, and `report` -> `window` -> `arrow`; `planner` imports none
+//! of the others but `arrow`. No two modules import each other.
 
 pub mod arrow;
 mod gather;
 pub mod generate;
 pub mod ingest;
 mod object;
-pub mod outcome;
 mod planner;
 pub mod report;
-pub mod source;
-pub mod version;
 pub mod window;
 
+pub use crate::s3_object::{
+    Fetched, InMemoryVersion, LocalObjects, ObjectIngestReport, ObjectOutcome, ObjectSource,
+    ObjectVersion, Opened, ReadObject,
+};
 pub use arrow::{AccessLogBatchBuilder, access_log_schema};
 pub use ingest::AccessLogIngestor;
-pub use outcome::{ObjectIngestReport, ObjectOutcome};
-pub use source::{Fetched, LocalObjects, ObjectSource, ReadObject};
-pub use version::{InMemoryVersion, ObjectVersion, Opened};

@@ -49,87 +49,18 @@ pub(super) fn parse_object(
     limits: Limits,
     table_for: impl Fn(&str) -> String,
 ) -> Result<std::result::Result<Parsed, (String, u64)>> {
-    let uri = obj.uri();
-    // Line letters have their own key: a whole-object letter (refused, missing) committed
-    // earlier must not hide them when the object is ingested later.
-    let app = format!("{}#lines", obj.app_id(pipeline));
-    let mut builders: BTreeMap<String, AccessLogBatchBuilder> = BTreeMap::new();
-    let mut letters = Vec::new();
-    let mut reject = |line_no: i64, raw: &[u8], reason: String| {
-        letters.push(DeadLetter::object_line(
-            uri.clone(),
-            line_no,
-            raw,
-            app.clone(),
-            reason,
-        ));
-    };
-    // True when the line was dead-lettered.
-    let mut on_line = |line_no: i64, raw: &[u8], too_long: bool| -> bool {
-        if too_long {
-            reject(
-                line_no,
-                raw,
-                format!(
-                    "line is longer than {} bytes (`access_logs.max_line_kib`); its first {} \
-                     bytes are kept here, the rest was not read into memory",
-                    limits.max_line, limits.max_line
-                ),
-            );
-            return true;
-        }
-        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-        if raw.iter().all(u8::is_ascii_whitespace) {
-            return false;
-        }
-        let Ok(text) = std::str::from_utf8(raw) else {
-            reject(line_no, raw, "line is not valid UTF-8".into());
-            return true;
-        };
-        match parse_line(text) {
-            Ok(rec) => match rec.bucket() {
-                // The bucket names a table: only a real bucket name may (no path, no URL syntax).
-                Some(b) => match check_bucket_name(b) {
-                    Ok(()) => {
-                        builders
-                            .entry(table_for(b))
-                            .or_default()
-                            .append(&rec, &uri, line_no);
-                        false
-                    }
-                    Err(why) => {
-                        reject(
-                            line_no,
-                            raw,
-                            format!(
-                                "bucket name `{}` is not a valid S3 bucket name ({why}); the line \
-                                 is not written to any table",
-                                b.escape_debug()
-                            ),
-                        );
-                        true
-                    }
-                },
-                None => {
-                    reject(line_no, raw, "bucket field is `-`".into());
-                    true
-                }
-            },
-            Err(e) => {
-                reject(line_no, raw, e.0);
-                true
-            }
-        }
+    let mut lines = Lines {
+        uri: obj.uri(),
+        // Line letters have their own key: a whole-object letter (refused, missing) committed
+        // earlier must not hide them when the object is ingested later.
+        app: format!("{}#lines", obj.app_id(pipeline)),
+        limits,
+        table_for,
+        builders: BTreeMap::new(),
+        letters: Vec::new(),
     };
     let gzip = bytes.starts_with(&[0x1f, 0x8b]);
-    let mut reader: Box<dyn BufRead> = if gzip {
-        // Inflated as a stream, one line at a time; at most `max_inflated` + 1 bytes are read.
-        Box::new(std::io::BufReader::new(
-            flate2::read::MultiGzDecoder::new(bytes).take(limits.max_inflated.saturating_add(1)),
-        ))
-    } else {
-        Box::new(bytes)
-    };
+    let mut reader = line_reader(bytes, gzip, limits.max_inflated);
     let mut buf = Vec::new();
     let mut n = 0i64;
     let mut inflated = 0u64;
@@ -151,7 +82,7 @@ pub(super) fn parse_object(
                     )));
                 }
                 n += 1;
-                if on_line(n, &buf, too_long) {
+                if lines.on_line(n, &buf, too_long) {
                     bad += 1;
                     if bad > limits.max_bad_lines {
                         return Ok(Err((
@@ -167,7 +98,7 @@ pub(super) fn parse_object(
                 }
             }
             Err(e) => {
-                reject(
+                lines.reject(
                     n + 1,
                     &[],
                     format!("gzip stream is corrupt after line {n}: {e}"),
@@ -177,14 +108,110 @@ pub(super) fn parse_object(
         }
     }
     let mut by_table = BTreeMap::new();
-    for (t, mut b) in builders {
+    for (t, mut b) in lines.builders {
         by_table.insert(t, b.finish()?);
     }
     Ok(Ok(Parsed {
         by_table,
-        letters,
+        letters: lines.letters,
         inflated,
     }))
+}
+
+/// The object's bytes as lines: inflated as a stream when `gzip`, one line at a time; at most
+/// `max_inflated` + 1 bytes are read.
+fn line_reader(bytes: &[u8], gzip: bool, max_inflated: u64) -> Box<dyn BufRead + '_> {
+    if gzip {
+        Box::new(std::io::BufReader::new(
+            flate2::read::MultiGzDecoder::new(bytes).take(max_inflated.saturating_add(1)),
+        ))
+    } else {
+        Box::new(bytes)
+    }
+}
+
+/// Where one object's lines go: rows into per-table builders, bad lines into dead letters.
+struct Lines<F> {
+    /// The object's URI (each row's and letter's origin).
+    uri: String,
+    /// The line letters' key.
+    app: String,
+    limits: Limits,
+    table_for: F,
+    builders: BTreeMap<String, AccessLogBatchBuilder>,
+    letters: Vec<DeadLetter>,
+}
+
+impl<F: Fn(&str) -> String> Lines<F> {
+    /// Dead-letter line `line_no` (`raw`) for `reason`.
+    fn reject(&mut self, line_no: i64, raw: &[u8], reason: String) {
+        self.letters.push(DeadLetter::object_line(
+            self.uri.clone(),
+            line_no,
+            raw,
+            self.app.clone(),
+            reason,
+        ));
+    }
+
+    /// Take one line (cut at the limit when `too_long`). True when the line was dead-lettered.
+    fn on_line(&mut self, line_no: i64, raw: &[u8], too_long: bool) -> bool {
+        if too_long {
+            let max_line = self.limits.max_line;
+            self.reject(
+                line_no,
+                raw,
+                format!(
+                    "line is longer than {} bytes (`access_logs.max_line_kib`); its first {} \
+                     bytes are kept here, the rest was not read into memory",
+                    max_line, max_line
+                ),
+            );
+            return true;
+        }
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        if raw.iter().all(u8::is_ascii_whitespace) {
+            return false;
+        }
+        let Ok(text) = std::str::from_utf8(raw) else {
+            self.reject(line_no, raw, "line is not valid UTF-8".into());
+            return true;
+        };
+        match parse_line(text) {
+            Ok(rec) => match rec.bucket() {
+                // The bucket names a table: only a real bucket name may (no path, no URL syntax).
+                Some(b) => match check_bucket_name(b) {
+                    Ok(()) => {
+                        self.builders
+                            .entry((self.table_for)(b))
+                            .or_default()
+                            .append(&rec, &self.uri, line_no);
+                        false
+                    }
+                    Err(why) => {
+                        self.reject(
+                            line_no,
+                            raw,
+                            format!(
+                                "bucket name `{}` is not a valid S3 bucket name ({why}); the line \
+                                 is not written to any table",
+                                b.escape_debug()
+                            ),
+                        );
+                        true
+                    }
+                },
+                None => {
+                    self.reject(line_no, raw, "bucket field is `-`".into());
+                    true
+                }
+            },
+            Err(e) => {
+                self.reject(line_no, raw, e.0);
+                true
+            }
+        }
+    }
 }
 
 /// Read one line (without its `\n`) into `buf`, keeping at most `max` bytes of it and reading

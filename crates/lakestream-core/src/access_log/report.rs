@@ -191,95 +191,9 @@ struct Row<'a> {
 pub fn build(batches: &[RecordBatch], opts: ReportOptions) -> Result<AccessReport> {
     let window_start = opts.now - Duration::days(opts.since_days);
     // Casts own their arrays; rows borrow from them.
-    let mut columns = Vec::new();
-    for b in batches {
-        let col = |name: &str, t: &DataType| -> Result<Option<std::sync::Arc<dyn Array>>> {
-            Ok(match b.column_by_name(name) {
-                Some(c) => Some(cast(c, t)?),
-                None => None,
-            })
-        };
-        let ts = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
-        let (Some(bucket), Some(time), Some(op)) = (
-            col("bucket", &DataType::Utf8)?,
-            col("time", &ts)?,
-            col("operation", &DataType::Utf8)?,
-        ) else {
-            continue;
-        };
-        columns.push((
-            bucket,
-            time,
-            op,
-            col("key", &DataType::Utf8)?,
-            col("http_status", &DataType::Int64)?,
-            col("bytes_sent", &DataType::Int64)?,
-            col("requester", &DataType::Utf8)?,
-        ));
-    }
-    let mut rows = Vec::new();
-    for (bucket, time, op, key, status, bytes, requester) in &columns {
-        let bucket = bucket.as_string::<i32>();
-        let time = time.as_primitive::<TimestampMicrosecondType>();
-        let op = op.as_string::<i32>();
-        let key = key.as_ref().map(|k| k.as_string::<i32>());
-        let status = status.as_ref().map(|s| s.as_primitive::<Int64Type>());
-        let bytes = bytes.as_ref().map(|s| s.as_primitive::<Int64Type>());
-        let requester = requester.as_ref().map(|s| s.as_string::<i32>());
-        for i in 0..bucket.len() {
-            if bucket.is_null(i) || time.is_null(i) {
-                continue;
-            }
-            let Some(t) = DateTime::from_timestamp_micros(time.value(i)) else {
-                continue;
-            };
-            if t < window_start || t > opts.now {
-                continue;
-            }
-            let operation = if op.is_null(i) { "" } else { op.value(i) };
-            rows.push(Row {
-                bucket: bucket.value(i),
-                key: key
-                    .filter(|k| k.is_valid(i))
-                    .map(|k| k.value(i))
-                    .filter(|k| !k.is_empty() && *k != "-"),
-                time: t,
-                kind: kind(operation),
-                status: status.filter(|s| s.is_valid(i)).map_or(0, |s| s.value(i)),
-                bytes_sent: bytes
-                    .filter(|s| s.is_valid(i))
-                    .map_or(0, |s| s.value(i).max(0) as u64),
-                requester: requester
-                    .filter(|r| r.is_valid(i))
-                    .map_or("-", |r| r.value(i)),
-            });
-        }
-    }
-    // First write of each key (for keys without a date in them).
-    let mut first_write: HashMap<(&str, &str), DateTime<Utc>> = HashMap::new();
-    for r in rows.iter().filter(|r| r.kind == Kind::Write) {
-        if let Some(k) = r.key {
-            let e = first_write.entry((r.bucket, k)).or_insert(r.time);
-            *e = (*e).min(r.time);
-        }
-    }
-    let mut buckets: BTreeMap<&str, Acc> = BTreeMap::new();
-    let mut datasets: BTreeMap<(&str, String), Acc> = BTreeMap::new();
-    for r in &rows {
-        let age = r.key.and_then(|k| {
-            let born = date_in_key(k)
-                .map(|d| d.and_time(chrono::NaiveTime::MIN).and_utc())
-                .or_else(|| first_write.get(&(r.bucket, k)).copied())?;
-            Some((r.time - born).num_days().max(0))
-        });
-        buckets.entry(r.bucket).or_default().add(r, age);
-        if let Some(k) = r.key {
-            datasets
-                .entry((r.bucket, dataset_of(k, opts.depth)))
-                .or_default()
-                .add(r, age);
-        }
-    }
+    let columns = cast_columns(batches)?;
+    let rows = window_rows(&columns, window_start, opts.now);
+    let (buckets, datasets) = accumulate(&rows, opts.depth);
     let finish = |((bucket, dataset), acc): ((&str, String), Acc)| {
         let mut s = acc.finish();
         s.bucket = bucket.to_string();
@@ -310,6 +224,136 @@ pub fn build(batches: &[RecordBatch], opts: ReportOptions) -> Result<AccessRepor
         datasets,
         cold,
     })
+}
+
+/// One cast array.
+type Column = std::sync::Arc<dyn Array>;
+
+/// One batch's columns cast to the types the report reads: bucket, time, operation (required),
+/// key, http_status, bytes_sent, requester.
+type Columns = (
+    Column,
+    Column,
+    Column,
+    Option<Column>,
+    Option<Column>,
+    Option<Column>,
+    Option<Column>,
+);
+
+/// The report's columns of each batch (a batch without bucket, time or operation is skipped).
+fn cast_columns(batches: &[RecordBatch]) -> Result<Vec<Columns>> {
+    let mut columns = Vec::new();
+    for b in batches {
+        let col = |name: &str, t: &DataType| -> Result<Option<std::sync::Arc<dyn Array>>> {
+            Ok(match b.column_by_name(name) {
+                Some(c) => Some(cast(c, t)?),
+                None => None,
+            })
+        };
+        let ts = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        let (Some(bucket), Some(time), Some(op)) = (
+            col("bucket", &DataType::Utf8)?,
+            col("time", &ts)?,
+            col("operation", &DataType::Utf8)?,
+        ) else {
+            continue;
+        };
+        columns.push((
+            bucket,
+            time,
+            op,
+            col("key", &DataType::Utf8)?,
+            col("http_status", &DataType::Int64)?,
+            col("bytes_sent", &DataType::Int64)?,
+            col("requester", &DataType::Utf8)?,
+        ));
+    }
+    Ok(columns)
+}
+
+/// The requests of `columns` from `window_start` to `now` (rows without a bucket or a time
+/// are left out).
+fn window_rows(
+    columns: &[Columns],
+    window_start: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Vec<Row<'_>> {
+    let mut rows = Vec::new();
+    for (bucket, time, op, key, status, bytes, requester) in columns {
+        let bucket = bucket.as_string::<i32>();
+        let time = time.as_primitive::<TimestampMicrosecondType>();
+        let op = op.as_string::<i32>();
+        let key = key.as_ref().map(|k| k.as_string::<i32>());
+        let status = status.as_ref().map(|s| s.as_primitive::<Int64Type>());
+        let bytes = bytes.as_ref().map(|s| s.as_primitive::<Int64Type>());
+        let requester = requester.as_ref().map(|s| s.as_string::<i32>());
+        for i in 0..bucket.len() {
+            if bucket.is_null(i) || time.is_null(i) {
+                continue;
+            }
+            let Some(t) = DateTime::from_timestamp_micros(time.value(i)) else {
+                continue;
+            };
+            if t < window_start || t > now {
+                continue;
+            }
+            let operation = if op.is_null(i) { "" } else { op.value(i) };
+            rows.push(Row {
+                bucket: bucket.value(i),
+                key: key
+                    .filter(|k| k.is_valid(i))
+                    .map(|k| k.value(i))
+                    .filter(|k| !k.is_empty() && *k != "-"),
+                time: t,
+                kind: kind(operation),
+                status: status.filter(|s| s.is_valid(i)).map_or(0, |s| s.value(i)),
+                bytes_sent: bytes
+                    .filter(|s| s.is_valid(i))
+                    .map_or(0, |s| s.value(i).max(0) as u64),
+                requester: requester
+                    .filter(|r| r.is_valid(i))
+                    .map_or("-", |r| r.value(i)),
+            });
+        }
+    }
+    rows
+}
+
+/// Requests by bucket.
+type ByBucket<'a> = BTreeMap<&'a str, Acc>;
+/// Requests by (bucket, dataset).
+type ByDataset<'a> = BTreeMap<(&'a str, String), Acc>;
+
+/// Per bucket and per (bucket, dataset at `depth`): the requests of `rows`, each read with
+/// the age of the data it read.
+fn accumulate<'a>(rows: &[Row<'a>], depth: usize) -> (ByBucket<'a>, ByDataset<'a>) {
+    // First write of each key (for keys without a date in them).
+    let mut first_write: HashMap<(&str, &str), DateTime<Utc>> = HashMap::new();
+    for r in rows.iter().filter(|r| r.kind == Kind::Write) {
+        if let Some(k) = r.key {
+            let e = first_write.entry((r.bucket, k)).or_insert(r.time);
+            *e = (*e).min(r.time);
+        }
+    }
+    let mut buckets: BTreeMap<&str, Acc> = BTreeMap::new();
+    let mut datasets: BTreeMap<(&str, String), Acc> = BTreeMap::new();
+    for r in rows {
+        let age = r.key.and_then(|k| {
+            let born = date_in_key(k)
+                .map(|d| d.and_time(chrono::NaiveTime::MIN).and_utc())
+                .or_else(|| first_write.get(&(r.bucket, k)).copied())?;
+            Some((r.time - born).num_days().max(0))
+        });
+        buckets.entry(r.bucket).or_default().add(r, age);
+        if let Some(k) = r.key {
+            datasets
+                .entry((r.bucket, dataset_of(k, depth)))
+                .or_default()
+                .add(r, age);
+        }
+    }
+    (buckets, datasets)
 }
 
 fn kind(operation: &str) -> Kind {

@@ -7,55 +7,14 @@
 //! change may be rebased onto the newer version or must be re-planned. Creating a table is the
 //! same PUT at version 0, so the loser of a create race goes through the same check.
 
-use super::change::{COMMIT_ID_KEY, Change, CommitSummary, Conflict, check_all};
+use super::change::{Change, CommitSummary, Conflict, check_all};
+use super::put::{NewTable, Put, cdf_enabled, cdf_guard, put};
 use super::{CommitSettings, classify::ErrorClass};
 use crate::error::{Error, Result};
 use crate::table::TableHandle;
 use deltalake::DeltaTableError;
 use deltalake::arrow::datatypes::SchemaRef;
-use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
-use deltalake::kernel::{Action, MetadataExt, StructType, Transaction, new_metadata};
-use deltalake::protocol::{DeltaOperation, SaveMode};
-use deltalake::table::state::DeltaTableState;
 use futures::{StreamExt, TryStreamExt};
-
-/// What a change needs when it creates the table (the table does not exist at its base).
-#[derive(Debug, Clone)]
-pub struct NewTable {
-    /// Partition columns.
-    pub partition_columns: Vec<String>,
-    /// Table properties.
-    pub configuration: Vec<(String, String)>,
-    /// Create the table with Delta's change data feed: protocol writer version 4 and
-    /// `delta.enableChangeDataFeed = true`. Every later commit that rewrites rows must then
-    /// carry [`Change::cdc_files`] (see [`cdf_guard`]).
-    pub change_data_feed: bool,
-}
-
-/// The table property that turns Delta's change data feed on.
-pub const ENABLE_CDF: &str = "delta.enableChangeDataFeed";
-
-/// Whether a table configuration has the change data feed on.
-pub fn cdf_enabled<'a>(mut configuration: impl Iterator<Item = (&'a String, &'a String)>) -> bool {
-    configuration.any(|(k, v)| k == ENABLE_CDF && v.eq_ignore_ascii_case("true"))
-}
-
-/// The change data feed's protocol rule: on a table with the feed on (or turned on by this
-/// change), a commit that removes files with `dataChange = true` (a copy-on-write rewrite or a
-/// delete) must write change data files, else readers of the feed see every row of the
-/// rewritten files deleted and inserted again. Blind appends (their adds read as inserts) and
-/// compaction (`dataChange = false`) need none.
-pub fn cdf_guard(table: &str, feed_on: bool, change: &Change) -> crate::error::Result<()> {
-    let feed_on = feed_on || cdf_enabled(change.properties.iter().map(|(k, v)| (k, v)));
-    if feed_on && change.cdc_files.is_empty() && change.removes.iter().any(|r| r.data_change) {
-        return Err(Error::ChangeDataFeed {
-            table: table.to_string(),
-            operation: change.operation.name().to_string(),
-        });
-    }
-    Ok(())
-}
 
 /// A change landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,12 +53,7 @@ pub(crate) async fn land(
     commit_id: &str,
 ) -> std::result::Result<Landed, Failure> {
     let name = handle.name().to_string();
-    let feed_on = handle.exists()
-        && handle.snapshot().is_ok_and(|s| {
-            let c = s.metadata().configuration();
-            cdf_enabled(c.iter())
-        });
-    cdf_guard(&name, feed_on, change).map_err(Failure::Permanent)?;
+    check_feed(handle, change)?;
     // The newest version the change has been checked against (its read version at first).
     let mut checked = change.read_version;
     let mut rebases = 0u32;
@@ -134,13 +88,8 @@ pub(crate) async fn land(
         }
         let err = match put(handle, change, schema, create, commit_id).await {
             Ok(put) => {
-                match put.created {
-                    Some(state) => handle.adopt(*state),
-                    None => handle.applied(put.version, &change.txns, schema),
-                }
-                checkpoint_if_due(handle, put.version).await;
                 return Ok(Landed {
-                    version: put.version,
+                    version: advance(handle, change, schema, put).await,
                     resolved_from_log: false,
                     rebases,
                 });
@@ -185,6 +134,27 @@ pub(crate) async fn land(
         }
         tracing::debug!(table = %name, read = ?change.read_version, to = ?handle.version(), "rebased over non-conflicting commits");
     }
+}
+
+/// The change data feed's rule ([`cdf_guard`]) for `change` on the handle's table.
+fn check_feed(handle: &TableHandle, change: &Change) -> std::result::Result<(), Failure> {
+    let feed_on = handle.exists()
+        && handle.snapshot().is_ok_and(|s| {
+            let c = s.metadata().configuration();
+            cdf_enabled(c.iter())
+        });
+    cdf_guard(handle.name(), feed_on, change).map_err(Failure::Permanent)
+}
+
+/// Advance the handle past the PUT that landed (from memory: nothing is read back), write a
+/// checkpoint when one is due, and return the version.
+async fn advance(handle: &mut TableHandle, change: &Change, schema: &SchemaRef, put: Put) -> u64 {
+    match put.created {
+        Some(state) => handle.adopt(*state),
+        None => handle.applied(put.version, &change.txns, schema),
+    }
+    checkpoint_if_due(handle, put.version).await;
+    put.version
 }
 
 /// What the commits after the checked version say about a change.
@@ -278,178 +248,4 @@ async fn since(handle: &TableHandle, base: Option<u64>) -> Result<Vec<CommitSumm
         .try_collect()
         .await?;
     Ok(out)
-}
-
-/// A PUT that landed.
-struct Put {
-    version: u64,
-    /// The table state after creating the table (kept, so the next commit is warm).
-    created: Option<Box<DeltaTableState>>,
-}
-
-/// One conditional PUT of the change at the version after the handle's head.
-async fn put(
-    handle: &TableHandle,
-    change: &Change,
-    schema: &SchemaRef,
-    create: Option<&NewTable>,
-    commit_id: &str,
-) -> std::result::Result<Put, DeltaTableError> {
-    let table = handle.table();
-    // `lastUpdated` is wall-clock commit time: delta-rs expires `txn`s against the wall clock
-    // (`delta.setTransactionRetentionDuration`), so an injected clock must not reach it.
-    let now_ms = chrono::Utc::now().timestamp_millis();
-    let txns: Vec<Transaction> = change
-        .txns
-        .iter()
-        .map(|t| Transaction::new_with_last_update(&t.app_id, t.version, Some(now_ms)))
-        .collect();
-    // Expired-log cleanup LISTs the whole `_delta_log` after every commit (delta-rs's default):
-    // the maintenance job's checkpoint step does it instead, once per table and schedule.
-    let props = CommitProperties::default()
-        .with_application_transactions(txns)
-        .with_max_retries(0)
-        .with_cleanup_expired_logs(Some(false))
-        .with_metadata([(
-            COMMIT_ID_KEY.to_string(),
-            serde_json::Value::String(commit_id.to_string()),
-        )]);
-    let struct_type: StructType = schema
-        .as_ref()
-        .try_into_kernel()
-        // Typed, so it classifies as permanent: a schema the kernel refuses (two columns
-        // differing only in case) fails the same way on every retry.
-        .map_err(|e: deltalake::arrow::error::ArrowError| DeltaTableError::Arrow { source: e })?;
-    let files = change
-        .adds
-        .iter()
-        .cloned()
-        .map(Action::Add)
-        .chain(change.removes.iter().cloned().map(Action::Remove))
-        .chain(change.cdc_files.iter().cloned().map(Action::Cdc));
-    if !handle.exists() {
-        let Some(new) = create else {
-            return Err(DeltaTableError::NotATable(handle.name().to_string()));
-        };
-        // Writer version 4 is the change data feed's (it also names invariants, check
-        // constraints and generated columns, none of which a table created here has).
-        let writer = if new.change_data_feed { 4 } else { 2 };
-        let protocol: Action = serde_json::from_value(serde_json::json!(
-            {"protocol": {"minReaderVersion": 1, "minWriterVersion": writer}}
-        ))?;
-        let feed = new
-            .change_data_feed
-            .then(|| (ENABLE_CDF.to_string(), "true".to_string()));
-        let metadata = new_metadata(
-            &struct_type,
-            new.partition_columns.iter(),
-            new.configuration
-                .iter()
-                .chain(&change.properties)
-                .chain(feed.iter())
-                .map(|(k, v)| (k, v)),
-        )?
-        .with_name(handle.name().replace('/', "_"))?;
-        let (Action::Protocol(p), m) = (protocol, metadata) else {
-            return Err(DeltaTableError::Generic("protocol action".into()));
-        };
-        let op = DeltaOperation::Create {
-            mode: SaveMode::ErrorIfExists,
-            location: table.log_store().root_url().clone(),
-            protocol: p.clone(),
-            metadata: m.clone(),
-        };
-        let mut actions = vec![Action::Protocol(p), Action::Metadata(m)];
-        actions.extend(files);
-        let done = CommitBuilder::from(props)
-            .with_actions(actions)
-            .build(None, table.log_store(), op)
-            .await?;
-        return Ok(Put {
-            version: done.version(),
-            created: Some(Box::new(done.snapshot)),
-        });
-    }
-    let snapshot = table.snapshot()?;
-    let mut actions: Vec<Action> = Vec::new();
-    let current = handle
-        .arrow_schema()
-        .map_err(|e| DeltaTableError::Generic(e.to_string()))?;
-    if current.fields() != schema.fields() || !change.properties.is_empty() {
-        let mut metadata = snapshot.metadata().clone().with_schema(&struct_type)?;
-        for (k, v) in &change.properties {
-            metadata = metadata.add_config_key(k.clone(), v.clone())?;
-        }
-        actions.push(Action::Metadata(metadata));
-    }
-    actions.extend(files);
-    let operation: DeltaOperation = change.operation.clone();
-    // delta-rs serializes the commit and checks the protocol; the PUT is ours: delta-rs's own
-    // commit future LISTs the log before the PUT and rebuilds the snapshot after it (a LIST and
-    // two GETs of what we just wrote), and we hold both already. A change data feed table
-    // (writer version 4) is checked here instead: built without the `datafusion` feature,
-    // delta-rs's checker refuses writer version 4 outright, though all it asks of this writer
-    // is the change files (written by the caller, guarded by [`cdf_guard`]) and the features
-    // checked by [`writable_cdf_table`].
-    let checked_here = writable_cdf_table(snapshot, &change.removes)?;
-    let prepared = CommitBuilder::from(props)
-        .with_actions(actions)
-        .build(
-            (!checked_here).then_some(snapshot as _),
-            table.log_store(),
-            operation,
-        )
-        .into_prepared_commit_future()
-        .await?;
-    let version = handle.version().map_or(0, |v| v + 1);
-    let entry = prepared.commit_or_bytes().clone();
-    let log_store = table.log_store();
-    let operation_id = uuid::Uuid::new_v4();
-    match log_store
-        .write_commit_entry(version, entry.clone(), operation_id)
-        .await
-    {
-        Ok(()) => Ok(Put {
-            version,
-            created: None,
-        }),
-        Err(e @ TransactionError::VersionAlreadyExists(_)) => Err(e.into()),
-        Err(e) => {
-            // A temporary commit file (log stores without conditional PUT) is removed; the
-            // engine then reads the log to learn whether the entry landed.
-            let _ = log_store
-                .abort_commit_entry(version, entry, operation_id)
-                .await;
-            Err(e.into())
-        }
-    }
-}
-
-/// Whether the table is a change data feed table this writer may commit to with delta-rs's
-/// protocol check skipped: reader version 1, writer version 4, and none of writer version 4's
-/// other features in use (check constraints, column invariants, generated columns). An
-/// append-only table refuses removes with `dataChange = true` like delta-rs would.
-fn writable_cdf_table(
-    snapshot: &DeltaTableState,
-    removes: &[deltalake::kernel::Remove],
-) -> std::result::Result<bool, DeltaTableError> {
-    let (protocol, metadata) = (snapshot.protocol(), snapshot.metadata());
-    if protocol.min_reader_version() != 1 || protocol.min_writer_version() != 4 {
-        return Ok(false);
-    }
-    let config = metadata.configuration();
-    let schema = metadata.schema_string();
-    let other_features = config.keys().any(|k| k.starts_with("delta.constraints."))
-        || schema.contains("delta.invariants")
-        || schema.contains("delta.generationExpression");
-    if other_features {
-        return Ok(false);
-    }
-    let append_only = config
-        .get("delta.appendOnly")
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    if append_only && removes.iter().any(|r| r.data_change) {
-        return Err(TransactionError::DeltaTableAppendOnly.into());
-    }
-    Ok(true)
 }

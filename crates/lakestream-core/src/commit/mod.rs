@@ -17,12 +17,15 @@
 pub mod change;
 pub mod change_data;
 pub mod classify;
+pub mod entry;
 pub mod land;
+mod put;
 pub mod run;
 
 pub use change::{Change, Conflict, ReadScope};
 pub use change_data::{CHANGE_TYPE, ChangeType, change_schema, write_change_data};
-pub use land::{ENABLE_CDF, Failure, Landed, NewTable, cdf_enabled, cdf_guard};
+pub use land::{Failure, Landed};
+pub use put::{ENABLE_CDF, NewTable, cdf_enabled, cdf_guard};
 pub use run::{ChangePlanner, Decision, Fixed, Proposal, Ran, run};
 
 use crate::error::{Error, Result};

@@ -13,8 +13,9 @@
 //! the same commit id, so a PUT that landed despite the error is recognised as ours. Backoff is
 //! full jitter over an exponential ceiling.
 
+use super::NewTable;
 use super::change::{Change, Conflict};
-use super::land::{Failure, Landed, NewTable, land};
+use super::land::{Failure, Landed, land};
 use super::{CommitSettings, TableState, backoff};
 use crate::error::{Error, Result};
 use crate::table::TableHandle;

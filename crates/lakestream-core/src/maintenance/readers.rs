@@ -20,8 +20,8 @@
 //! The library takes the readers as values ([`Reader`]); callers read them once per run with
 //! [`refine_readers`] (the maintenance function, the CLI's maintenance commands).
 
+use crate::commit::entry::parse_commit;
 use crate::error::{Error, Result};
-use crate::inspect::history::parse_commit;
 use crate::refine::source_app_id;
 use crate::storage::Lake;
 use crate::table::TableHandle;

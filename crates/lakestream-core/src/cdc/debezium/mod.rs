@@ -115,6 +115,15 @@ fn key_bytes(r: &SourceRecord) -> std::result::Result<Option<&[u8]>, String> {
     }
 }
 
+/// One decoded record: its input index, the record, its change and its row cells placed by
+/// column index (the table's columns, then the new ones).
+type Good<'a> = (
+    usize,
+    &'a SourceRecord,
+    envelope::Change,
+    Vec<(usize, Cell)>,
+);
+
 /// Decode `records` (of one source table) against `table`, the bronze table's schema (the
 /// bronze columns for a new table); `ingested_at` fills `__ingested_at`.
 pub fn decode(
@@ -137,7 +146,7 @@ pub fn decode(
         .map(|(i, (n, _))| (n.to_lowercase(), i))
         .collect();
     let mut rejects = Vec::new();
-    let mut good = Vec::with_capacity(records.len());
+    let mut good: Vec<Good<'_>> = Vec::with_capacity(records.len());
     for (j, r) in records.iter().enumerate() {
         let parsed = match (&r.value, &key_bytes(r)) {
             (RecordValue::Bytes(v), Ok(k)) => envelope::parse(*k, v, r.offset, &target.declared),
@@ -151,76 +160,134 @@ pub fn decode(
                 continue;
             }
         };
-        let mut new: Vec<(String, DataType)> = vec![];
-        let mut placed: Vec<(usize, Cell)> = vec![];
-        let mut why = None;
-        for (name, (natural, cell)) in std::mem::take(&mut change.row) {
-            let lower = name.to_lowercase();
-            if meta.contains(&lower) {
-                why = Some(format!(
-                    "column `{name}` has the name of a bronze column; rename it in the source \
-                     (or with a Debezium column rename SMT)"
-                ));
-                break;
-            }
-            let col = match index.get(&lower) {
-                Some(&c) => c,
-                None => match new.iter().position(|(n, _)| n.to_lowercase() == lower) {
-                    Some(k) => cols.len() + k,
-                    // A null without a known type: nothing to write, no column to add yet.
-                    None => match natural {
-                        None => continue,
-                        Some(dt) => {
-                            if let Some(w) = unwritable_name(&name) {
-                                why = Some(w);
-                                break;
-                            }
-                            new.push((name.clone(), dt));
-                            cols.len() + new.len() - 1
-                        }
-                    },
-                },
-            };
-            let Some(dt) = cols
-                .get(col)
-                .or_else(|| new.get(col - cols.len()))
-                .map(|c| &c.1)
-            else {
+        let (placed, new) = match place_row(std::mem::take(&mut change.row), &meta, &cols, &index) {
+            Ok(p) => p,
+            Err(why) => {
+                rejects.push((j, why));
                 continue;
-            };
-            match convert(cell, dt) {
-                Ok(c) => placed.push((col, c)),
-                Err(e) => {
-                    why = Some(format!("column `{name}`: {e}"));
-                    break;
-                }
             }
-        }
-        if let Some(why) = why {
-            rejects.push((j, why));
-            continue;
-        }
+        };
         for (name, dt) in new {
             index.insert(name.to_lowercase(), cols.len());
             cols.push((name, dt));
         }
         good.push((j, *r, change, placed));
     }
+    let batch = bronze_batch(&mut good, &cols, ingested_at)?;
+    let keys = good
+        .iter()
+        .map(|g| &g.2.key_fields)
+        .find(|k| !k.is_empty())
+        .cloned()
+        .unwrap_or_default();
+    Ok(DecodedBronze {
+        batch,
+        rows: good.iter().map(|g| g.0).collect(),
+        rejects,
+        new_fields: cols
+            .iter()
+            .skip(existing)
+            .map(|(n, dt)| Field::new(n, dt.clone(), true))
+            .collect(),
+        keys,
+    })
+}
 
+/// One record's cells by column index, and the columns it adds (name, type).
+type Placed = (Vec<(usize, Cell)>, Vec<(String, DataType)>);
+
+/// Place one record's row cells by column index (`cols`, found by lower-cased name in
+/// `index`), converted to the column's type; a column the table does not have yet is returned
+/// as new (its index follows `cols`). `Err`: why the record is rejected.
+fn place_row(
+    row: Vec<(String, types::Typed)>,
+    meta: &HashSet<String>,
+    cols: &[(String, DataType)],
+    index: &HashMap<String, usize>,
+) -> std::result::Result<Placed, String> {
+    let mut new: Vec<(String, DataType)> = vec![];
+    let mut placed: Vec<(usize, Cell)> = vec![];
+    for (name, (natural, cell)) in row {
+        let lower = name.to_lowercase();
+        if meta.contains(&lower) {
+            return Err(format!(
+                "column `{name}` has the name of a bronze column; rename it in the source \
+                 (or with a Debezium column rename SMT)"
+            ));
+        }
+        let col = match index.get(&lower) {
+            Some(&c) => c,
+            None => match new.iter().position(|(n, _)| n.to_lowercase() == lower) {
+                Some(k) => cols.len() + k,
+                // A null without a known type: nothing to write, no column to add yet.
+                None => match natural {
+                    None => continue,
+                    Some(dt) => {
+                        if let Some(w) = unwritable_name(&name) {
+                            return Err(w);
+                        }
+                        new.push((name.clone(), dt));
+                        cols.len() + new.len() - 1
+                    }
+                },
+            },
+        };
+        let Some(dt) = cols
+            .get(col)
+            .or_else(|| new.get(col - cols.len()))
+            .map(|c| &c.1)
+        else {
+            continue;
+        };
+        match convert(cell, dt) {
+            Ok(c) => placed.push((col, c)),
+            Err(e) => return Err(format!("column `{name}`: {e}")),
+        }
+    }
+    Ok((placed, new))
+}
+
+/// The batch of the `good` records: the bronze metadata columns, then the row columns `cols`
+/// (their placed cells taken out of `good`).
+fn bronze_batch(
+    good: &mut [Good<'_>],
+    cols: &[(String, DataType)],
+    ingested_at: DateTime<Utc>,
+) -> Result<RecordBatch> {
     let n = good.len();
     let mut fields: Vec<Field> = bronze_fields()
         .into_iter()
         .map(|f| f.with_nullable(true))
         .collect();
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(fields.len() + cols.len());
+    arrays.extend(bronze_arrays(good, ingested_at));
+    let mut by_col: Vec<Vec<Cell>> = vec![vec![Cell::Null; n]; cols.len()];
+    for (row, g) in good.iter_mut().enumerate() {
+        for (col, cell) in std::mem::take(&mut g.3) {
+            if let Some(slot) = by_col.get_mut(col).and_then(|c| c.get_mut(row)) {
+                *slot = cell;
+            }
+        }
+    }
+    for ((name, dt), cells) in cols.iter().zip(by_col) {
+        fields.push(Field::new(name, dt.clone(), true));
+        arrays.push(array(dt, cells)?);
+    }
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
+}
+
+/// The bronze metadata columns of the `good` records, in [`bronze::ALL`] order.
+fn bronze_arrays(good: &[Good<'_>], ingested_at: DateTime<Utc>) -> Vec<ArrayRef> {
+    let n = good.len();
     let text = |f: &dyn Fn(&envelope::Change) -> Option<String>| -> ArrayRef {
         Arc::new(StringArray::from_iter(good.iter().map(|g| f(&g.2))))
     };
     let utc = |v: Vec<Option<i64>>| -> ArrayRef {
         Arc::new(TimestampMicrosecondArray::from(v).with_timezone("UTC"))
     };
-    for name in bronze::ALL {
-        let a: ArrayRef = match name {
+    bronze::ALL
+        .iter()
+        .map(|&name| match name {
             bronze::OP => text(&|c| Some(c.op.to_string())),
             bronze::SEQ => text(&|c| Some(c.seq.clone())),
             bronze::SOURCE_TS => utc(good.iter().map(|g| g.2.source_ts).collect()),
@@ -243,37 +310,6 @@ pub fn decode(
                 };
                 new_null_array(&dt, n)
             }
-        };
-        arrays.push(a);
-    }
-    let mut by_col: Vec<Vec<Cell>> = vec![vec![Cell::Null; n]; cols.len()];
-    for (row, g) in good.iter_mut().enumerate() {
-        for (col, cell) in std::mem::take(&mut g.3) {
-            if let Some(slot) = by_col.get_mut(col).and_then(|c| c.get_mut(row)) {
-                *slot = cell;
-            }
-        }
-    }
-    for ((name, dt), cells) in cols.iter().zip(by_col) {
-        fields.push(Field::new(name, dt.clone(), true));
-        arrays.push(array(dt, cells)?);
-    }
-    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?;
-    let keys = good
-        .iter()
-        .map(|g| &g.2.key_fields)
-        .find(|k| !k.is_empty())
-        .cloned()
-        .unwrap_or_default();
-    Ok(DecodedBronze {
-        batch,
-        rows: good.iter().map(|g| g.0).collect(),
-        rejects,
-        new_fields: cols
-            .iter()
-            .skip(existing)
-            .map(|(n, dt)| Field::new(n, dt.clone(), true))
-            .collect(),
-        keys,
-    })
+        })
+        .collect()
 }

@@ -11,11 +11,11 @@
 use super::decode::{ChunkLimits, Decoder, FileSpec};
 use super::layout::{FileKind, ObjectContext, bronze_batch};
 use super::planner::{ChunkPlanner, ObjectTxn};
-use crate::access_log::{ObjectIngestReport, ObjectOutcome, ObjectSource, ObjectVersion, Opened};
 use crate::clock::Clock;
 use crate::commit::{self, CommitSettings};
 use crate::dead_letter::{DeadLetter, write_dead_letters};
 use crate::error::{Error, Result};
+use crate::s3_object::{ObjectIngestReport, ObjectOutcome, ObjectSource, ObjectVersion, Opened};
 use crate::storage::Lake;
 use crate::table::{TableHandle, WarmHandles};
 use lakestream_formats::config::PipelineConfig;

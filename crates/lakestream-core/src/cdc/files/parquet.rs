@@ -7,8 +7,8 @@
 use super::decode::{Chunk, ChunkLimits, FileSpec};
 use super::layout::{DecodedRows, dms_op};
 use super::rows::BadRow;
-use crate::access_log::ObjectVersion;
 use crate::error::{Error, Result};
+use crate::s3_object::ObjectVersion;
 use crate::schema::timestamp_type;
 use bytes::Bytes;
 use deltalake::arrow::array::{Array, AsArray, BooleanArray, TimestampMicrosecondArray};

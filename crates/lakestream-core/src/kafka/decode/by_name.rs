@@ -46,6 +46,54 @@ pub(super) fn slow_path(
     reserved: &HashSet<String>,
     mut rejects: Vec<(usize, String)>,
 ) -> Result<Isolated> {
+    let Grouped {
+        groups,
+        ignored,
+        new_types,
+    } = group_by_spelling(candidates, value_schema, mode, reserved, &mut rejects);
+    let new_fields: Vec<Field> = new_types
+        .into_iter()
+        .map(|(name, t)| Field::new(name, t, true))
+        .collect();
+    let schema = with_new_fields(value_schema, &new_fields);
+    let dschema = decoder_schema(&schema);
+    let (batches, rows) = decode_groups(groups, &schema, &dschema, &mut rejects)?;
+    let batch = concat_batches(&dschema, &batches)?;
+    let (batch, rows) = in_input_order(batch, rows)?;
+    let (batch, bad_rows) = convert_timestamps(batch, &schema)?;
+    let bad = bad_rows
+        .into_iter()
+        .map(|(r, reason)| (rows[r], reason))
+        .collect();
+    Ok(Isolated {
+        batch,
+        rows,
+        bad,
+        rejects,
+        unknown_fields_ignored: ignored,
+        new_fields,
+    })
+}
+
+/// The records the slow path can decode, grouped by how their keys map to columns.
+struct Grouped<'a> {
+    /// Records (input index, bytes) by their renames: each group decodes under one spelling.
+    groups: BTreeMap<Renames, Vec<(usize, &'a [u8])>>,
+    /// Unknown top-level fields ignored.
+    ignored: u64,
+    /// New columns (merge mode) and their widened types.
+    new_types: BTreeMap<String, DataType>,
+}
+
+/// Map each candidate's keys to columns ([`record_names`]), in input order; a record that is
+/// not JSON or names one column twice (or an unwritable one) goes to `rejects`.
+fn group_by_spelling<'a>(
+    candidates: Vec<(usize, &'a [u8])>,
+    value_schema: &SchemaRef,
+    mode: SchemaMode,
+    reserved: &HashSet<String>,
+    rejects: &mut Vec<(usize, String)>,
+) -> Grouped<'a> {
     let mut ignored = 0u64;
     let mut new_types: BTreeMap<String, DataType> = BTreeMap::new();
     // Lower-cased name -> the column's spelling: the table's value columns, then new columns in
@@ -65,53 +113,14 @@ pub(super) fn slow_path(
                 continue;
             }
         };
-        let mut obj: Option<serde_json::Map<String, serde_json::Value>> = None;
-        let mut record = RecordNames::default();
-        for k in keys.keys() {
-            let lower = k.to_lowercase();
-            let column = if value_schema.field_with_name(k).is_ok() {
-                Some(k.clone())
-            } else if let Some(c) = columns.get(&lower) {
-                Some(c.clone())
-            } else if mode == SchemaMode::Enforce || reserved.contains(&lower) {
-                // Enforce mode, or a column Lakestream fills itself (Kafka metadata,
-                // processing time): ignored and counted, never a second column.
-                record.ignored += 1;
-                None
-            } else {
-                let obj =
-                    obj.get_or_insert_with(|| serde_json::from_slice(bytes).unwrap_or_default());
-                match obj.get(k.as_str()).and_then(infer_type) {
-                    Some(t) => {
-                        let c = new_names
-                            .get(&lower)
-                            .or_else(|| record.new.iter().find(|n| n.0 == lower).map(|n| &n.1))
-                            .cloned()
-                            .unwrap_or_else(|| k.clone());
-                        if let Some(reason) = unwritable_name(&c) {
-                            record.reject.get_or_insert(reason);
-                        }
-                        record.new.push((lower, c.clone(), t));
-                        Some(c)
-                    }
-                    None if obj.get(k.as_str()).is_some_and(|v| !v.is_null()) => {
-                        record.ignored += 1;
-                        None
-                    }
-                    None => None, // null: nothing to infer from yet
-                }
-            };
-            let Some(column) = column else { continue };
-            if let Some(first) = record.keys.insert(column.clone(), k.clone()) {
-                record.reject.get_or_insert(format!(
-                    "fields `{first}` and `{k}` differ only in case and name the same column \
-                     `{column}` (Delta column names are case-insensitive); send one of them"
-                ));
-            }
-            if column != *k {
-                record.renames.push((column, k.clone()));
-            }
-        }
+        let ctx = Columns {
+            value_schema,
+            columns: &columns,
+            new_names: &new_names,
+            mode,
+            reserved,
+        };
+        let mut record = record_names(&ctx, bytes, &keys);
         if let Some(reason) = record.reject {
             rejects.push((i, reason));
             continue;
@@ -124,11 +133,89 @@ pub(super) fn slow_path(
         record.renames.sort();
         groups.entry(record.renames).or_default().push((i, bytes));
     }
-    let new_fields: Vec<Field> = new_types
-        .into_iter()
-        .map(|(name, t)| Field::new(name, t, true))
-        .collect();
-    let schema: SchemaRef = if new_fields.is_empty() {
+    Grouped {
+        groups,
+        ignored,
+        new_types,
+    }
+}
+
+/// What a record's keys are matched against: the table's columns and the new ones seen so far.
+struct Columns<'a> {
+    value_schema: &'a SchemaRef,
+    /// Lower-cased name -> the table's column spelling.
+    columns: &'a HashMap<String, String>,
+    /// Lower-cased name -> the spelling of a new column first seen in an earlier record.
+    new_names: &'a HashMap<String, String>,
+    mode: SchemaMode,
+    reserved: &'a HashSet<String>,
+}
+
+/// The column each of one record's keys names (its own, another case's, a new one or none).
+fn record_names(
+    ctx: &Columns<'_>,
+    bytes: &[u8],
+    keys: &BTreeMap<String, IgnoredAny>,
+) -> RecordNames {
+    let Columns {
+        value_schema,
+        columns,
+        new_names,
+        mode,
+        reserved,
+    } = ctx;
+    let mut obj: Option<serde_json::Map<String, serde_json::Value>> = None;
+    let mut record = RecordNames::default();
+    for k in keys.keys() {
+        let lower = k.to_lowercase();
+        let column = if value_schema.field_with_name(k).is_ok() {
+            Some(k.clone())
+        } else if let Some(c) = columns.get(&lower) {
+            Some(c.clone())
+        } else if *mode == SchemaMode::Enforce || reserved.contains(&lower) {
+            // Enforce mode, or a column Lakestream fills itself (Kafka metadata,
+            // processing time): ignored and counted, never a second column.
+            record.ignored += 1;
+            None
+        } else {
+            let obj = obj.get_or_insert_with(|| serde_json::from_slice(bytes).unwrap_or_default());
+            match obj.get(k.as_str()).and_then(infer_type) {
+                Some(t) => {
+                    let c = new_names
+                        .get(&lower)
+                        .or_else(|| record.new.iter().find(|n| n.0 == lower).map(|n| &n.1))
+                        .cloned()
+                        .unwrap_or_else(|| k.clone());
+                    if let Some(reason) = unwritable_name(&c) {
+                        record.reject.get_or_insert(reason);
+                    }
+                    record.new.push((lower, c.clone(), t));
+                    Some(c)
+                }
+                None if obj.get(k.as_str()).is_some_and(|v| !v.is_null()) => {
+                    record.ignored += 1;
+                    None
+                }
+                None => None, // null: nothing to infer from yet
+            }
+        };
+        let Some(column) = column else { continue };
+        if let Some(first) = record.keys.insert(column.clone(), k.clone()) {
+            record.reject.get_or_insert(format!(
+                "fields `{first}` and `{k}` differ only in case and name the same column \
+                 `{column}` (Delta column names are case-insensitive); send one of them"
+            ));
+        }
+        if column != *k {
+            record.renames.push((column, k.clone()));
+        }
+    }
+    record
+}
+
+/// The table's value schema with the new columns (merge mode) appended.
+fn with_new_fields(value_schema: &SchemaRef, new_fields: &[Field]) -> SchemaRef {
+    if new_fields.is_empty() {
         value_schema.clone()
     } else {
         let mut f: Vec<Field> = value_schema
@@ -138,8 +225,18 @@ pub(super) fn slow_path(
             .collect();
         f.extend(new_fields.iter().cloned());
         Arc::new(Schema::new(f))
-    };
-    let dschema = decoder_schema(&schema);
+    }
+}
+
+/// Decode each group under its records' spelling into `dschema`'s names: the whole group at
+/// once, else record by record (a record that fails goes to `rejects`). Returns the batches
+/// and the input index of each of their rows (grouped, not in input order).
+fn decode_groups(
+    groups: BTreeMap<Renames, Vec<(usize, &[u8])>>,
+    schema: &SchemaRef,
+    dschema: &SchemaRef,
+    rejects: &mut Vec<(usize, String)>,
+) -> Result<(Vec<RecordBatch>, Vec<usize>)> {
     let mut batches = Vec::with_capacity(groups.len());
     let mut rows: Vec<usize> = Vec::new();
     for (renames, group) in groups {
@@ -177,29 +274,19 @@ pub(super) fn slow_path(
             }
         }
     }
-    let batch = concat_batches(&dschema, &batches)?;
-    // Back to input order.
-    let (batch, rows) = if rows.is_sorted() {
-        (batch, rows)
+    Ok((batches, rows))
+}
+
+/// `batch` with its rows (input index `rows`) back in input order.
+fn in_input_order(batch: RecordBatch, rows: Vec<usize>) -> Result<(RecordBatch, Vec<usize>)> {
+    if rows.is_sorted() {
+        Ok((batch, rows))
     } else {
         let mut order: Vec<u32> = (0..rows.len() as u32).collect();
         order.sort_by_key(|&r| rows[r as usize]);
         let batch = take_record_batch(&batch, &UInt32Array::from(order.clone()))?;
-        (batch, order.iter().map(|&r| rows[r as usize]).collect())
-    };
-    let (batch, bad_rows) = convert_timestamps(batch, &schema)?;
-    let bad = bad_rows
-        .into_iter()
-        .map(|(r, reason)| (rows[r], reason))
-        .collect();
-    Ok(Isolated {
-        batch,
-        rows,
-        bad,
-        rejects,
-        unknown_fields_ignored: ignored,
-        new_fields,
-    })
+        Ok((batch, order.iter().map(|&r| rows[r as usize]).collect()))
+    }
 }
 
 /// What the slow path learned about one record's keys.

@@ -1,4 +1,4 @@
-//! Where log objects are read from: the [`ObjectSource`] trait (S3 in the function, a
+//! Where notified objects are read from: the [`ObjectSource`] trait (S3 in the function, a
 //! directory locally and in tests) and what a read can find.
 
 use super::version::{InMemoryVersion, LocalVersion, Opened, file_md5};

@@ -1,5 +1,5 @@
-//! What one access-log ingest call did, per object and in total: the answer the function turns
-//! into "acknowledge" or "retry" per queue message.
+//! What one ingest call of notified objects (access logs, CDC files) did, per object and in total:
+//! the answer the function turns into "acknowledge" or "retry" per queue message.
 
 use lakestream_formats::notification::LogObject;
 use std::collections::BTreeMap;

@@ -74,7 +74,9 @@ impl FunctionError {
         }
     }
 
-    /// The `Diagnostic` error type: what alarms and callers match on.
+    /// The `Diagnostic` error type: what alarms and callers match on. Every type and what an
+    /// operator does about it is listed in DEPLOY.md ("What a failed invocation's error type
+    /// tells you"); a type ending in `Retryable` can go away by itself.
     pub fn error_type(&self) -> &'static str {
         match self {
             FunctionError::MalformedEvent(_) => "Lakestream.MalformedEvent",
@@ -90,24 +92,40 @@ impl FunctionError {
             FunctionError::MaintenanceFailed(_) => "Lakestream.MaintenanceFailed",
             FunctionError::DrainFailed(_) => "Lakestream.DrainRetryable",
             FunctionError::Response(_) => "Lakestream.Internal",
-            FunctionError::Core(lakestream_core::Error::Storage { .. }) => {
-                "Lakestream.StorageRetryable"
-            }
-            FunctionError::Core(lakestream_core::Error::Contention { .. }) => {
-                "Lakestream.ContentionRetryable"
-            }
-            FunctionError::Core(lakestream_core::Error::Schema { .. }) => {
-                "Lakestream.SchemaMismatch"
-            }
-            FunctionError::Core(lakestream_core::Error::Config(_)) => "Lakestream.Config",
-            FunctionError::Core(lakestream_core::Error::Rejected { .. }) => {
-                "Lakestream.TableRejected"
-            }
-            FunctionError::Core(lakestream_core::Error::Internal(_)) => {
-                "Lakestream.InternalRetryable"
-            }
-            FunctionError::Core(_) => "Lakestream.Internal",
+            FunctionError::Core(e) => core_error_type(e),
         }
+    }
+}
+
+/// The error type of a core failure: one per kind an operator acts on differently. No `_` arm:
+/// a new core error kind must be given its type here (and a row in DEPLOY.md).
+fn core_error_type(e: &lakestream_core::Error) -> &'static str {
+    use lakestream_core::Error;
+    match e {
+        Error::Config(_) => "Lakestream.Config",
+        Error::Storage { .. } => "Lakestream.StorageRetryable",
+        Error::Contention { .. } => "Lakestream.ContentionRetryable",
+        Error::Fetch {
+            retryable: true, ..
+        } => "Lakestream.FetchRetryable",
+        Error::Fetch {
+            retryable: false, ..
+        } => "Lakestream.FetchFailed",
+        Error::Internal(_) => "Lakestream.InternalRetryable",
+        Error::Rejected { .. } => "Lakestream.TableRejected",
+        Error::Schema { .. } => "Lakestream.SchemaMismatch",
+        Error::Source { .. } => "Lakestream.SourceError",
+        Error::VersionUnavailable { .. } => "Lakestream.VersionUnavailable",
+        Error::DeletionVectors { .. } => "Lakestream.DeletionVectors",
+        Error::ChangeDataFeed { .. } => "Lakestream.ChangeDataFeed",
+        Error::UnsafeStorage(_) => "Lakestream.UnsafeStorage",
+        Error::NestedTable { .. } => "Lakestream.NestedTable",
+        Error::TablePath { .. } => "Lakestream.TablePath",
+        Error::TableNotFound(_) => "Lakestream.TableNotFound",
+        Error::TxnLog { .. } => "Lakestream.TxnLog",
+        Error::Load { .. } => "Lakestream.LoadRefused",
+        Error::Io { .. } => "Lakestream.FileUnreadable",
+        Error::Arrow(_) => "Lakestream.Internal",
     }
 }
 
@@ -116,6 +134,110 @@ impl From<FunctionError> for Diagnostic {
         Diagnostic {
             error_type: e.error_type().to_string(),
             error_message: e.redacted(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lakestream_core::Error;
+
+    /// Every error type this module names, in source order.
+    fn named_types() -> Vec<&'static str> {
+        let src = include_str!("diagnostic.rs");
+        let mut out: Vec<&str> = src
+            .split('"')
+            .filter(|s| {
+                s.strip_prefix("Lakestream.")
+                    .is_some_and(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric()))
+            })
+            .collect();
+        out.dedup();
+        out
+    }
+
+    #[test]
+    fn every_error_type_is_listed_in_deploy() {
+        let deploy = include_str!("../../../DEPLOY.md");
+        let types = named_types();
+        assert!(types.len() >= 20, "{types:?}");
+        for t in types {
+            assert!(
+                deploy.contains(&format!("| `{t}` |")),
+                "{t} has no row in DEPLOY.md"
+            );
+        }
+    }
+
+    #[test]
+    fn core_kinds_an_operator_acts_on_differently_have_their_own_type() {
+        let core = |e: Error| FunctionError::Core(e);
+        let fetch = |retryable| Error::Fetch {
+            object: "s3://b/k".into(),
+            message: "m".into(),
+            retryable,
+        };
+        let cases = [
+            (core(Error::Config("k".into())), "Lakestream.Config"),
+            (
+                core(Error::DeletionVectors {
+                    table: "t".into(),
+                    found: "f".into(),
+                }),
+                "Lakestream.DeletionVectors",
+            ),
+            (
+                core(Error::VersionUnavailable {
+                    table: "t".into(),
+                    reason: "r".into(),
+                }),
+                "Lakestream.VersionUnavailable",
+            ),
+            (
+                core(Error::NestedTable {
+                    table: "t".into(),
+                    nested: vec!["t/x".into()],
+                }),
+                "Lakestream.NestedTable",
+            ),
+            (
+                core(Error::TablePath {
+                    table: "..".into(),
+                    reason: "r".into(),
+                }),
+                "Lakestream.TablePath",
+            ),
+            (
+                core(Error::Schema {
+                    table: "t".into(),
+                    reason: "r".into(),
+                }),
+                "Lakestream.SchemaMismatch",
+            ),
+            (
+                core(Error::Source {
+                    job: "j".into(),
+                    table: "t".into(),
+                    reason: "r".into(),
+                }),
+                "Lakestream.SourceError",
+            ),
+            (core(fetch(true)), "Lakestream.FetchRetryable"),
+            (core(fetch(false)), "Lakestream.FetchFailed"),
+            (
+                core(Error::Internal("i".into())),
+                "Lakestream.InternalRetryable",
+            ),
+            (
+                core(Error::TableNotFound("t".into())),
+                "Lakestream.TableNotFound",
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.error_type(), want, "{e}");
+            // A type ending in `Retryable` is exactly a failure that may go away by itself.
+            assert_eq!(e.is_retryable(), want.ends_with("Retryable"), "{want}");
         }
     }
 }

@@ -1,7 +1,7 @@
 //! One maintenance job on one table, its report as JSON (the function's response carries it
 //! verbatim) or its redacted error; and the EMF line of that job.
 
-use crate::request::{Job, Request};
+use crate::request::{Job, JobSpec, Request};
 use lakestream_core::maintenance::{
     CompactOptions, Reader, VacuumOptions, checkpoint, compact, manifest, vacuum,
 };
@@ -18,12 +18,12 @@ pub(crate) async fn run_one(
     clock: Arc<dyn Clock>,
     readers: &[Reader],
 ) -> Result<serde_json::Value, String> {
-    match req.job {
-        Job::Optimize => {
+    match &req.job {
+        JobSpec::Optimize(o) => {
             let opts = CompactOptions {
-                changed_within: req.changed_within_hours.map(chrono::Duration::hours),
-                max_bytes: req.max_mib.map(|m| m << 20),
-                min_small_files: req
+                changed_within: o.changed_within_hours.map(chrono::Duration::hours),
+                max_bytes: o.max_mib.map(|m| m << 20),
+                min_small_files: o
                     .min_files
                     .unwrap_or(CompactOptions::default().min_small_files),
                 dry_run: req.dry_run,
@@ -31,7 +31,7 @@ pub(crate) async fn run_one(
             };
             json(compact(lake, table, &opts, clock.now(), &|_, _| {}).await)
         }
-        Job::Vacuum => {
+        JobSpec::Vacuum => {
             let opts = VacuumOptions {
                 dry_run: req.dry_run,
                 readers: readers.to_vec(),
@@ -40,7 +40,7 @@ pub(crate) async fn run_one(
             json(vacuum(lake, table, &opts, clock).await)
         }
         // A dry run reports the version it would describe and writes nothing.
-        Job::Checkpoint | Job::Manifest if req.dry_run => {
+        JobSpec::Checkpoint | JobSpec::Manifest if req.dry_run => {
             match lakestream_core::read::summarize(lake, table).await {
                 Ok(Some(s)) => Ok(serde_json::json!({
                     "table": table, "dry_run": true, "version": s.version, "files": s.files,
@@ -49,8 +49,8 @@ pub(crate) async fn run_one(
                 Err(e) => Err(e.redacted()),
             }
         }
-        Job::Checkpoint => json(checkpoint(lake, table, false, clock.as_ref(), readers).await),
-        Job::Manifest => json(manifest(lake, table).await),
+        JobSpec::Checkpoint => json(checkpoint(lake, table, false, clock.as_ref(), readers).await),
+        JobSpec::Manifest => json(manifest(lake, table).await),
     }
 }
 

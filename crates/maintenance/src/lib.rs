@@ -13,7 +13,7 @@ mod jobs;
 pub mod request;
 
 pub use jobs::metrics_line;
-pub use request::{Job, Request};
+pub use request::{Job, JobSpec, OptimizeOptions, Request};
 
 use lakestream_core::maintenance::{Readers, refine_readers};
 use lakestream_core::{Clock, Lake};
@@ -66,12 +66,23 @@ pub struct JobResult {
     pub job: Job,
     /// The job's report, or the error.
     pub outcome: Result<serde_json::Value, String>,
+    /// How long the job ran and when it finished; `None` for entries that are reported but
+    /// were not run (no EMF line). Serialized as `duration_ms` (0 when not run).
+    #[serde(rename = "duration_ms", serialize_with = "duration_ms")]
+    pub ran: Option<Ran>,
+}
+
+/// A job that ran on its table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ran {
     /// Wall time.
     pub duration_ms: u64,
-    /// When the job finished (epoch milliseconds), the EMF timestamp; `None` for entries that
-    /// are reported but were not run (no EMF line).
-    #[serde(skip)]
-    pub finished_at_ms: Option<i64>,
+    /// When the job finished (epoch milliseconds), the EMF timestamp.
+    pub finished_at_ms: i64,
+}
+
+fn duration_ms<S: serde::Serializer>(ran: &Option<Ran>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(ran.map_or(0, |r| r.duration_ms))
 }
 
 /// What the function returns: one result per table (serialized as the list of results).
@@ -89,8 +100,14 @@ impl MaintenanceResponse {
         self.results
             .iter()
             .filter_map(|r| {
-                let (report, ts) = (r.outcome.as_ref().ok()?, r.finished_at_ms?);
-                Some(metrics_line(r.job, &r.table, report, r.duration_ms, ts))
+                let (report, ran) = (r.outcome.as_ref().ok()?, r.ran?);
+                Some(metrics_line(
+                    r.job,
+                    &r.table,
+                    report,
+                    ran.duration_ms,
+                    ran.finished_at_ms,
+                ))
             })
             .collect::<Vec<_>>()
             .join("\n")
@@ -178,13 +195,12 @@ pub async fn run(
                 // rather than report success for a schedule that skipped tables.
                 Err(e) => {
                     let e = e.redacted();
-                    tracing::error!(job = ?req.job, error = %e, "listing the tables failed");
+                    tracing::error!(job = ?req.kind(), error = %e, "listing the tables failed");
                     return vec![JobResult {
                         table: config.access_logs.table_prefix.clone(),
-                        job: req.job,
+                        job: req.kind(),
                         outcome: Err(format!("listing the pipeline's tables: {e}")),
-                        duration_ms: 0,
-                        finished_at_ms: None,
+                        ran: None,
                     }];
                 }
             }
@@ -192,7 +208,7 @@ pub async fn run(
     };
     // What the refine jobs consumed, read once per run: vacuum and log cleanup keep what they
     // still need. If it cannot be read, neither deletes anything.
-    let readers: Result<Readers, String> = match req.job {
+    let readers: Result<Readers, String> = match req.kind() {
         Job::Vacuum | Job::Checkpoint => refine_readers(lake, config).await.map_err(|e| {
             format!(
                 "cannot read what the refine jobs consumed ({}); nothing was deleted",
@@ -202,7 +218,7 @@ pub async fn run(
         Job::Optimize | Job::Manifest => Ok(Readers::new()),
     };
     let catalog = match catalog {
-        Some(c) if req.job == Job::Manifest => {
+        Some(c) if req.kind() == Job::Manifest => {
             Some(catalog::CatalogStep::prepare(c, config, &tables, req.dry_run).await)
         }
         _ => None,
@@ -225,18 +241,20 @@ pub async fn run(
         let duration_ms = started.elapsed().as_millis() as u64;
         match &outcome {
             Ok(v) => {
-                tracing::info!(table = %table, job = ?req.job, report = %v, "maintenance done")
+                tracing::info!(table = %table, job = ?req.kind(), report = %v, "maintenance done")
             }
             Err(e) => {
-                tracing::error!(table = %table, job = ?req.job, error = %e, "maintenance failed")
+                tracing::error!(table = %table, job = ?req.kind(), error = %e, "maintenance failed")
             }
         }
         out.push(JobResult {
             table,
-            job: req.job,
+            job: req.kind(),
             outcome,
-            duration_ms,
-            finished_at_ms: Some(clock.now().timestamp_millis()),
+            ran: Some(Ran {
+                duration_ms,
+                finished_at_ms: clock.now().timestamp_millis(),
+            }),
         });
     }
     // Folders under the access-log prefix whose name cannot be a table (warned when listed):
@@ -244,9 +262,8 @@ pub async fn run(
     out.extend(skipped.into_iter().map(|s| JobResult {
         outcome: Ok(serde_json::json!({"table": s.name, "skipped": s.reason})),
         table: s.name,
-        job: req.job,
-        duration_ms: 0,
-        finished_at_ms: None,
+        job: req.kind(),
+        ran: None,
     }));
     out
 }

@@ -1,4 +1,4 @@
-//! The maintenance function's input: which job, on which tables, with which limits. Parsed
+//! The maintenance function's input: which job with its own options, on which tables. Parsed
 //! from the schedule's `Input` once per invocation; a classic scheduled event without input is
 //! refused with what to send.
 
@@ -31,30 +31,123 @@ impl Job {
     }
 }
 
-/// The schedule's input.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The schedule's input: the job with its own options, on which tables.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "RawRequest")]
 pub struct Request {
-    /// The job.
-    pub job: Job,
+    /// The job and its options.
+    pub job: JobSpec,
     /// Tables; all configured tables when absent.
-    #[serde(default)]
     pub tables: Option<Vec<String>>,
     /// Only report what would happen; every job writes nothing.
-    #[serde(default)]
     pub dry_run: bool,
-    /// Only partitions changed within this many hours (optimize).
-    #[serde(default)]
+}
+
+/// A job with the options only it reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobSpec {
+    /// Compact small files.
+    Optimize(OptimizeOptions),
+    /// Delete unreferenced files past retention.
+    Vacuum,
+    /// Write a checkpoint when due, clean expired logs.
+    Checkpoint,
+    /// Regenerate changed symlink manifests.
+    Manifest,
+}
+
+/// The optimize job's options.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OptimizeOptions {
+    /// Only partitions changed within this many hours.
     pub changed_within_hours: Option<i64>,
-    /// Stop after rewriting this many MiB (optimize); the rest is picked up next run.
-    #[serde(default)]
+    /// Stop after rewriting this many MiB; the rest is picked up next run.
     pub max_mib: Option<u64>,
-    /// Minimum small files in a partition before it is compacted (optimize; default 4).
-    #[serde(default)]
+    /// Minimum small files in a partition before it is compacted (default 4).
     pub min_files: Option<usize>,
 }
 
+impl JobSpec {
+    /// The job.
+    pub fn kind(&self) -> Job {
+        match self {
+            JobSpec::Optimize(_) => Job::Optimize,
+            JobSpec::Vacuum => Job::Vacuum,
+            JobSpec::Checkpoint => Job::Checkpoint,
+            JobSpec::Manifest => Job::Manifest,
+        }
+    }
+}
+
+impl PartialEq<Job> for JobSpec {
+    fn eq(&self, other: &Job) -> bool {
+        self.kind() == *other
+    }
+}
+
+/// The input as sent: every option flat beside `job` (`{"job":"optimize","min_files":2}`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRequest {
+    job: Job,
+    #[serde(default)]
+    tables: Option<Vec<String>>,
+    #[serde(default)]
+    dry_run: bool,
+    #[serde(default)]
+    changed_within_hours: Option<i64>,
+    #[serde(default)]
+    max_mib: Option<u64>,
+    #[serde(default)]
+    min_files: Option<usize>,
+}
+
+impl TryFrom<RawRequest> for Request {
+    type Error = String;
+
+    /// Refuses an option the job does not read, naming it and the job.
+    fn try_from(raw: RawRequest) -> Result<Self, String> {
+        let optimize = OptimizeOptions {
+            changed_within_hours: raw.changed_within_hours,
+            max_mib: raw.max_mib,
+            min_files: raw.min_files,
+        };
+        let given = [
+            (
+                "changed_within_hours",
+                optimize.changed_within_hours.is_some(),
+            ),
+            ("max_mib", optimize.max_mib.is_some()),
+            ("min_files", optimize.min_files.is_some()),
+        ];
+        let job = match raw.job {
+            Job::Optimize => JobSpec::Optimize(optimize),
+            Job::Vacuum => JobSpec::Vacuum,
+            Job::Checkpoint => JobSpec::Checkpoint,
+            Job::Manifest => JobSpec::Manifest,
+        };
+        if job != Job::Optimize
+            && let Some((option, _)) = given.iter().find(|(_, set)| *set)
+        {
+            return Err(format!(
+                "`{option}` is an optimize option; the {} job does not read it: remove it",
+                raw.job.name()
+            ));
+        }
+        Ok(Self {
+            job,
+            tables: raw.tables,
+            dry_run: raw.dry_run,
+        })
+    }
+}
+
 impl Request {
+    /// The job (without its options).
+    pub fn kind(&self) -> Job {
+        self.job.kind()
+    }
+
     /// Parse the invocation payload: a ScheduleV2 `Input`; a classic scheduled event without
     /// input is refused with what to do ([`FunctionError::BadInput`]).
     pub fn from_event(v: &serde_json::Value) -> Result<Self, FunctionError> {

@@ -54,9 +54,25 @@ pub fn msk_event(records: &[SourceRecord]) -> serde_json::Value {
 
 /// Run the demo.
 pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
-    let started = Instant::now();
     let lake = Lake::new(&config.lake)?;
     println!("lake: {}", lake.root());
+    ingest_seed(&config, n).await?;
+    access_logs(&config).await?;
+    compact_raw(&lake).await?;
+    // The curated job: orders joined with their owner's membership of the hour before.
+    super::refine::run(config.clone(), lake.clone(), &[], 10_000, false).await?;
+    println!();
+    show_tables(&config, &lake).await?;
+    gold(&config, &lake).await?;
+    super::demo_cdc::run(&super::demo_cdc::with_families(&config)?, &lake).await?;
+    print_next_steps(&config.lake.root);
+    Ok(())
+}
+
+/// `n` seed records (one poison record, one membership with a new field) as MSK events, the
+/// first one delivered twice, through the msk-ingest handler.
+async fn ingest_seed(config: &PipelineConfig, n: usize) -> Result<()> {
+    let started = Instant::now();
     let ingestor = KafkaIngestor::new(config.clone(), Arc::new(SystemClock))?;
     let start = chrono::Utc::now() - chrono::Duration::seconds(n as i64);
     let mut records = SeedGenerator::new(2022, start, 1000).records(n);
@@ -101,15 +117,18 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
         events.len(),
         started.elapsed().as_secs_f64()
     );
-    access_logs(&config).await?;
-    // Streaming leaves many small files: compact them (what the scheduled maintenance does).
+    Ok(())
+}
+
+/// Streaming leaves many small files: compact them (what the scheduled maintenance does).
+async fn compact_raw(lake: &Lake) -> Result<()> {
     let opts = lakestream_core::maintenance::CompactOptions {
         min_small_files: 2,
         ..Default::default()
     };
     for table in ["raw/order", "raw/member"] {
         let r = lakestream_core::maintenance::compact(
-            &lake,
+            lake,
             table,
             &opts,
             chrono::Utc::now(),
@@ -122,9 +141,11 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
         );
     }
     println!();
-    // The curated job: orders joined with their owner's membership of the hour before.
-    super::refine::run(config.clone(), lake.clone(), &[], 10_000, false).await?;
-    println!();
+    Ok(())
+}
+
+/// The first rows of every table the demo wrote.
+async fn show_tables(config: &PipelineConfig, lake: &Lake) -> Result<()> {
     for table in [
         "raw/order",
         "raw/member",
@@ -132,15 +153,17 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
         "access_logs/datalake-prod",
         config.dead_letter_table.as_str(),
     ] {
-        super::inspect::show(&lake, table, 5).await?;
+        super::inspect::show(lake, table, 5).await?;
         println!();
     }
     // What the dashboards read: the latest value and membership of each of the six orders.
-    super::inspect::show(&lake, "processed/order", 10).await?;
+    super::inspect::show(lake, "processed/order", 10).await?;
     println!();
-    gold(&config, &lake).await?;
-    super::demo_cdc::run(&super::demo_cdc::with_families(&config)?, &lake).await?;
-    let root = &config.lake.root;
+    Ok(())
+}
+
+/// Commands to look around the demo's lake with.
+fn print_next_steps(root: &str) {
     println!("Look around:");
     println!("  lakestream tables --lake {root}");
     println!(
@@ -175,7 +198,6 @@ pub async fn run(config: PipelineConfig, n: usize) -> Result<()> {
     ] {
         println!("  {line}");
     }
-    Ok(())
 }
 
 /// The access-log pipeline: log objects (one gzip) in a directory standing for the raw-logs

@@ -57,132 +57,158 @@ fn order(id: i64, customer: i64, amount: &str) -> Value {
 
 /// The change stream, in delivery order; the last event is the out-of-order re-send.
 fn changes() -> Vec<Vec<Change>> {
-    let c = |offset, key: i64, value| Change {
+    vec![
+        snapshot_and_inserts(),
+        updates_and_a_delete(),
+        resent_update(),
+    ]
+}
+
+/// A change of `crm.public.customers` (key `id`).
+fn c(offset: i64, key: i64, value: Option<Value>) -> Change {
+    Change {
         table: "customers",
         offset,
         key: json!({"id": key}),
         value,
-    };
-    let o = |offset, key: i64, value| Change {
+    }
+}
+
+/// A change of `crm.public.orders` (key `order_id`).
+fn o(offset: i64, key: i64, value: Option<Value>) -> Change {
+    Change {
         table: "orders",
         offset,
         key: json!({"order_id": key}),
         value,
-    };
+    }
+}
+
+/// Event 1: the snapshot of two customers, a new customer and two orders.
+fn snapshot_and_inserts() -> Vec<Change> {
     let null = Value::Null;
     vec![
-        vec![
-            c(
-                0,
-                1,
-                Some(envelope(
-                    "customers",
-                    "r",
-                    null.clone(),
-                    customer(1, "alice", "silver"),
-                    100,
-                )),
-            ),
-            c(
-                1,
-                2,
-                Some(envelope(
-                    "customers",
-                    "r",
-                    null.clone(),
-                    customer(2, "bob", "silver"),
-                    100,
-                )),
-            ),
-            c(
-                2,
-                3,
-                Some(envelope(
-                    "customers",
-                    "c",
-                    null.clone(),
-                    customer(3, "carol", "basic"),
-                    200,
-                )),
-            ),
-            o(
-                0,
-                10,
-                Some(envelope(
-                    "orders",
-                    "c",
-                    null.clone(),
-                    order(10, 1, "20.00"),
-                    210,
-                )),
-            ),
-            o(
-                1,
-                11,
-                Some(envelope(
-                    "orders",
-                    "c",
-                    null.clone(),
-                    order(11, 3, "7.50"),
-                    220,
-                )),
-            ),
-        ],
-        vec![
-            c(
-                3,
-                1,
-                Some(envelope(
-                    "customers",
-                    "u",
-                    null.clone(),
-                    customer(1, "alice", "gold"),
-                    300,
-                )),
-            ),
-            c(
-                4,
-                2,
-                Some(envelope(
-                    "customers",
-                    "d",
-                    json!({"id": 2}),
-                    null.clone(),
-                    400,
-                )),
-            ),
-            c(5, 2, None),
-            c(
-                6,
-                4,
-                Some(envelope(
-                    "customers",
-                    "c",
-                    null.clone(),
-                    json!({"id": 4, "name": "dave", "tier": "basic", "email": "dave@example.com"}),
-                    500,
-                )),
-            ),
-            o(
-                2,
-                10,
-                Some(envelope(
-                    "orders",
-                    "u",
-                    null.clone(),
-                    order(10, 1, "25.00"),
-                    350,
-                )),
-            ),
-        ],
-        // After a connector restart an older update of order 10 (position 320 < 350) arrives
-        // again: the sequence keeps silver at 25.00.
-        vec![o(
+        c(
+            0,
+            1,
+            Some(envelope(
+                "customers",
+                "r",
+                null.clone(),
+                customer(1, "alice", "silver"),
+                100,
+            )),
+        ),
+        c(
+            1,
+            2,
+            Some(envelope(
+                "customers",
+                "r",
+                null.clone(),
+                customer(2, "bob", "silver"),
+                100,
+            )),
+        ),
+        c(
+            2,
             3,
+            Some(envelope(
+                "customers",
+                "c",
+                null.clone(),
+                customer(3, "carol", "basic"),
+                200,
+            )),
+        ),
+        o(
+            0,
             10,
-            Some(envelope("orders", "u", null, order(10, 1, "21.00"), 320)),
-        )],
+            Some(envelope(
+                "orders",
+                "c",
+                null.clone(),
+                order(10, 1, "20.00"),
+                210,
+            )),
+        ),
+        o(
+            1,
+            11,
+            Some(envelope(
+                "orders",
+                "c",
+                null.clone(),
+                order(11, 3, "7.50"),
+                220,
+            )),
+        ),
     ]
+}
+
+/// Event 2: an update, a delete with its tombstone, a customer with a new column, an order
+/// update.
+fn updates_and_a_delete() -> Vec<Change> {
+    let null = Value::Null;
+    vec![
+        c(
+            3,
+            1,
+            Some(envelope(
+                "customers",
+                "u",
+                null.clone(),
+                customer(1, "alice", "gold"),
+                300,
+            )),
+        ),
+        c(
+            4,
+            2,
+            Some(envelope(
+                "customers",
+                "d",
+                json!({"id": 2}),
+                null.clone(),
+                400,
+            )),
+        ),
+        c(5, 2, None),
+        c(
+            6,
+            4,
+            Some(envelope(
+                "customers",
+                "c",
+                null.clone(),
+                json!({"id": 4, "name": "dave", "tier": "basic", "email": "dave@example.com"}),
+                500,
+            )),
+        ),
+        o(
+            2,
+            10,
+            Some(envelope(
+                "orders",
+                "u",
+                null.clone(),
+                order(10, 1, "25.00"),
+                350,
+            )),
+        ),
+    ]
+}
+
+/// Event 3: the out-of-order re-send.
+fn resent_update() -> Vec<Change> {
+    let null = Value::Null;
+    // After a connector restart an older update of order 10 (position 320 < 350) arrives
+    // again: the sequence keeps silver at 25.00.
+    vec![o(
+        3,
+        10,
+        Some(envelope("orders", "u", null, order(10, 1, "21.00"), 320)),
+    )]
 }
 
 fn records(batch: &[Change]) -> Vec<SourceRecord> {

@@ -15,7 +15,8 @@ mod topics;
 pub use access_logs::{AccessLogLayout, AccessLogsConfig, LOG_BUCKETS_ENV, SQS_MAX_RETENTION_DAYS};
 pub use catalog::{CatalogConfig, CatalogForm, pattern_matches};
 pub use cdc::{
-    CdcColumn, CdcFamily, CdcSource, CdcType, FamilyTable, ScdType, bronze, silver, topic_matches,
+    CdcColumn, CdcFamily, CdcSource, CdcType, FamilyTable, ObjectSource, ScdType, SourceSettings,
+    TopicSource, bronze, silver, topic_matches,
 };
 pub use lake::{CommitConfig, LakeConfig};
 pub use topics::{
@@ -200,11 +201,12 @@ impl PipelineConfig {
                     f.family
                 ));
             }
-            if let Some(t) = self
-                .topics
-                .iter()
-                .find(|t| f.topics.iter().any(|p| cdc::topic_matches(p, &t.topic)))
-            {
+            if let Some(t) = self.topics.iter().find(|t| {
+                f.source
+                    .topics()
+                    .iter()
+                    .any(|p| cdc::topic_matches(p, &t.topic))
+            }) {
                 return bad(format!(
                     "`{key}.topics` matches topic \"{}\" of `[[topics]]`: a topic has one reader; narrow the pattern or drop the topic",
                     t.topic

@@ -10,7 +10,7 @@ use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::notification::LogObject;
 use lakestream_formats::record::SourceRecord;
 use lakestream_testkit::EXAMPLE;
-use maintenance::{Job, Maintainer, Request, run};
+use maintenance::{Job, JobSpec, Maintainer, Request, run};
 use std::sync::Arc;
 
 mod every_table;
@@ -54,6 +54,68 @@ fn schedule_inputs() {
             .is_err_and(|e| e.error_type() == "Lakestream.BadInput"
                 && e.to_string().contains("optimize|vacuum"))
     );
+}
+
+/// An option of one job in another job's input is refused, naming the option and the job; the
+/// sample events and the template's schedule inputs are accepted.
+#[test]
+fn an_option_of_another_job_is_refused_naming_it() -> anyhow::Result<()> {
+    for (input, option) in [
+        (
+            serde_json::json!({"job": "vacuum", "min_files": 2}),
+            "min_files",
+        ),
+        (
+            serde_json::json!({"job": "checkpoint", "max_mib": 64}),
+            "max_mib",
+        ),
+        (
+            serde_json::json!({"job": "manifest", "changed_within_hours": 48}),
+            "changed_within_hours",
+        ),
+    ] {
+        let job = input["job"].as_str().unwrap_or_default().to_string();
+        let err = Request::from_event(&input).err().context("refused")?;
+        assert_eq!(err.error_type(), "Lakestream.BadInput");
+        let msg = err.to_string();
+        assert!(msg.contains(option) && msg.contains(&job), "{msg}");
+    }
+    let template =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../template.yaml"))?;
+    let mut inputs: Vec<String> = template
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Input: "))
+        .filter(|i| i.contains("\"job\":") && !i.contains("drain"))
+        .map(|i| {
+            i.trim_start_matches("!Sub ")
+                .trim_matches('\'')
+                .replace("${OptimizeMaxMiB}", "256")
+        })
+        .collect();
+    assert_eq!(inputs.len(), 4, "{inputs:?}");
+    for name in ["optimize", "vacuum-dry-run", "checkpoint", "manifest"] {
+        let path = format!(
+            "{}/../../events/maintenance-{name}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        inputs.push(std::fs::read_to_string(path)?);
+    }
+    for input in inputs {
+        let v: serde_json::Value = serde_json::from_str(&input)?;
+        Request::from_event(&v).map_err(|e| anyhow::anyhow!("{input}: {e}"))?;
+    }
+    let r = Request::from_event(
+        &serde_json::json!({"job": "optimize", "min_files": 2, "max_mib": 8, "dry_run": true}),
+    )
+    .map_err(anyhow::Error::msg)?;
+    let JobSpec::Optimize(o) = &r.job else {
+        anyhow::bail!("not optimize: {r:?}");
+    };
+    assert_eq!(
+        (o.min_files, o.max_mib, o.changed_within_hours, r.dry_run),
+        (Some(2), Some(8), None, true)
+    );
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -71,11 +71,11 @@ impl FileSpec {
     pub fn of(family: &CdcFamily, t: &FamilyTable, kind: FileKind, uri: String) -> Result<Self> {
         Ok(Self {
             kind,
-            source: family.source,
+            source: family.source.kind(),
             declared: family.declared_columns(t)?,
             header: family.has_csv_header(),
-            delimiter: family.csv_delimiter.bytes().next().unwrap_or(b','),
-            timestamp_column: family.timestamp_column.clone(),
+            delimiter: family.csv_delimiter(),
+            timestamp_column: family.timestamp_column().map(str::to_string),
             uri,
             columns_key: format!("cdc.{}.columns.\"{}\"", family.family, t.qualified()),
         })

@@ -161,7 +161,7 @@ impl CdcFileIngestor {
                 obj.uri()
             )));
         };
-        let Some(kind) = FileKind::of(family.source, &obj.key) else {
+        let Some(kind) = FileKind::of(family.source.kind(), &obj.key) else {
             return Err(Error::Fetch {
                 object: obj.uri(),
                 message: "not a file format read from a CDC landing prefix: name files \

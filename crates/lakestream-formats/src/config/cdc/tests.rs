@@ -224,3 +224,54 @@ columns = { "*" = ["commit_ts timestamp", "id int64", "name string"], "dbo.lines
     );
     Ok(())
 }
+
+#[test]
+fn a_key_of_another_source_is_refused_naming_the_key_and_the_source() {
+    let cases = [
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\ncsv_header = true\n",
+            ["`csv_header`", "debezium"],
+        ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\ncsv_delimiter = \";\"\n",
+            ["`csv_delimiter`", "debezium"],
+        ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\ntimestamp_column = \"ts\"\n",
+            ["`timestamp_column`", "debezium"],
+        ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\nlocation = \"s3://landing/x/\"\n",
+            ["`location`", "debezium"],
+        ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"dms\"\nlocation = \"s3://landing/x/\"\ntopics = [\"a.b.*\"]\n",
+            ["`topics`", "dms"],
+        ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"files\"\nlocation = \"s3://landing/x/\"\ntopics = [\"a.b.*\"]\n",
+            ["`topics`", "files"],
+        ),
+    ];
+    for (block, want) in cases {
+        let got = err_of(block);
+        for w in want {
+            assert!(got.contains(w), "{block}\n-> {got}\n(want {w})");
+        }
+    }
+}
+
+#[test]
+fn each_source_keeps_its_own_settings() -> anyhow::Result<()> {
+    let cfg = parse(
+        "[[cdc]]\nfamily = \"a\"\nsource = \"files\"\nlocation = \"s3://landing/f/\"\ncsv_delimiter = \";\"\n\
+         [[cdc]]\nfamily = \"b\"\nsource = \"dms\"\nlocation = \"s3://landing/d/\"\ncsv_header = true\n",
+    )?;
+    let (files, dms) = (&cfg.cdc[0], &cfg.cdc[1]);
+    assert!(files.has_csv_header());
+    assert_eq!(files.source.kind(), CdcSource::Files);
+    assert!(dms.has_csv_header());
+    assert_eq!(dms.source.kind(), CdcSource::Dms);
+    assert!(err_of("[[cdc]]\nfamily = \"a\"\nsource = \"dms\"\n").contains("location"));
+    Ok(())
+}

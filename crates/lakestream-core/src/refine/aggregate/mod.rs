@@ -30,7 +30,7 @@ use crate::commit::change::keyed_merge;
 use crate::commit::{Change, ChangePlanner, NewTable, Proposal, ReadScope, TableState, run};
 use crate::error::{Error, Result};
 use crate::read::with_partitions;
-use crate::refine::upsert::target;
+use crate::refine::keyed::target;
 use crate::table::TableHandle;
 use changes::{next_changes, read_signed};
 use deltalake::arrow::array::{BooleanArray, RecordBatch};

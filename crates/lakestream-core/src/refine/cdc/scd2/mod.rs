@@ -20,8 +20,8 @@ use crate::commit::{
 };
 use crate::error::{Error, Result};
 use crate::refine::context::{JOB_PROPERTY, RunContext, source_id_property};
+use crate::refine::keyed::{target, tombstones};
 use crate::refine::report::{RunCounts, RunReport, SideReport, UpsertCounts};
-use crate::refine::upsert::{target, tombstones};
 use crate::table::TableHandle;
 use deltalake::arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray};
 use deltalake::arrow::compute::{cast, concat_batches, filter_record_batch};

@@ -132,6 +132,29 @@ pub enum Error {
         reason: String,
     },
 
+    /// A commit file a reader needs is gone: log cleanup removed it (older than the table's
+    /// `delta.logRetentionDuration` and a checkpoint). The one error of the table layer's commit
+    /// reader ([`TableHandle::commits`](crate::table::TableHandle::commits)); each reader maps it
+    /// into what its operator can do (read from `oldest` on, skip ahead, rebuild). Not
+    /// retryable: the file does not come back.
+    #[error(
+        "table `{table}`: the commit file of version {version} is gone (log cleanup: older than \
+         the table's `delta.logRetentionDuration`); {}. The changes of the versions before it \
+         cannot be read any more: read from the oldest commit on, or from a snapshot",
+        match oldest {
+            Some(o) => format!("the oldest commit still in the log is version {o}"),
+            None => "the log holds no commit file".to_string(),
+        }
+    )]
+    CommitGone {
+        /// Table name.
+        table: String,
+        /// The version whose commit file is gone.
+        version: u64,
+        /// The oldest commit still in the log (`None`: none is).
+        oldest: Option<u64>,
+    },
+
     /// The table's `txn` actions (how far each writer got) could not be read in one pass over
     /// its checkpoint and commit files: a checkpoint part too large to read whole or not in the
     /// shape the Delta protocol describes, or a commit file gone. The table handle then looks

@@ -8,12 +8,19 @@
 //! file system refuses (a segment over 255 bytes). [`oversized_rows`] finds those rows so that
 //! only their records are dead-lettered (reason class `partition-value-too-long`), never the
 //! batch.
+//!
+//! It is also the one codec of partition paths: [`encode`] a value as delta-rs writes it in a
+//! directory, [`decode`] a path as the log stores it (percent-encoded), and
+//! [`values_from_path`] recover the partition values of a file from its Hive-style path (a
+//! `remove` written without them). This module imports nothing of the crate but its error
+//! type, so every module may use it.
 
 use crate::error::Result;
 use deltalake::arrow::array::{Array, AsArray, RecordBatch};
 use deltalake::arrow::datatypes::DataType;
 use deltalake::arrow::util::display::{ArrayFormatter, FormatOptions};
-use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+use percent_encoding::{AsciiSet, CONTROLS, percent_decode_str, utf8_percent_encode};
+use std::collections::HashMap;
 
 /// The longest directory or file name, in bytes (Linux `NAME_MAX`). Applied on S3 too, so a
 /// lake can be copied to (or read from) a file system.
@@ -55,7 +62,7 @@ const PART: &AsciiSet = &CONTROLS
     .add(b'|')
     .add(b'}');
 
-/// How long a table's partition directories may be ([`Lake::partition_limits`](crate::storage::Lake::partition_limits)).
+/// How long a table's partition directories may be (the lake's storage says: `Lake::partition_limits`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartitionLimits {
     /// Bytes per `<col>=<value>` segment.
@@ -70,6 +77,38 @@ pub struct PartitionLimits {
 /// The length of `value` once delta-rs percent-encodes it for a partition directory.
 pub fn encoded_len(value: &str) -> usize {
     utf8_percent_encode(value, PART).map(str::len).sum()
+}
+
+/// `value` percent-encoded as delta-rs writes it in a partition directory (`a b` -> `a%20b`).
+pub fn encode(value: &str) -> String {
+    utf8_percent_encode(value, PART).to_string()
+}
+
+/// A path or value as the Delta log stores it, percent-decoded (invalid UTF-8 replaced): the
+/// one decoding of log paths (`add`, `remove`, `cdc`), partition segments and table locations.
+pub fn decode(encoded: &str) -> String {
+    percent_decode_str(encoded).decode_utf8_lossy().into_owned()
+}
+
+/// The values of `partition_columns` in a data file's Hive-style `path` as the log stores it
+/// (`year=26/day=__HIVE_DEFAULT_PARTITION__/part-0.parquet`): each segment decoded twice (the
+/// log percent-encodes the path, whose segments are encoded values), [`NULL_PARTITION`] is
+/// null. Other segments and columns not in the path are left out.
+pub fn values_from_path(
+    path: &str,
+    partition_columns: &[String],
+) -> HashMap<String, Option<String>> {
+    let mut out = HashMap::new();
+    for seg in path.split('/') {
+        if let Some((k, v)) = seg.split_once('=')
+            && partition_columns.iter().any(|c| c == k)
+        {
+            let v = decode(&decode(v));
+            let v = (v != NULL_PARTITION).then_some(v);
+            out.insert(k.to_string(), v);
+        }
+    }
+    out
 }
 
 /// The encoded length of row `row`'s value of `column`: exact for strings and nulls; for
@@ -177,6 +216,25 @@ mod tests {
             Field::new("n", DataType::Int32, false),
         ]);
         RecordBatch::try_new(Arc::new(schema), cols).unwrap()
+    }
+
+    #[test]
+    fn paths_decode_and_values_come_back_from_them() {
+        let cols = vec!["year".to_string(), "day".to_string()];
+        let p = values_from_path(
+            "year=26/day=__HIVE_DEFAULT_PARTITION__/part-0.parquet",
+            &cols,
+        );
+        assert_eq!(p.get("year"), Some(&Some("26".to_string())));
+        assert_eq!(p.get("day"), Some(&None));
+        assert_eq!(p.len(), 2);
+        // The log encodes the path whose segment is an encoded value: decoded twice.
+        let value = "a b/c=d%:é";
+        let logged = format!("region={}/part-0.parquet", encode(&encode(value)));
+        let p = values_from_path(&logged, &["region".to_string()]);
+        assert_eq!(p.get("region"), Some(&Some(value.to_string())));
+        assert_eq!(decode(&encode(value)), value);
+        assert_eq!(encode(value).len(), encoded_len(value));
     }
 
     #[test]

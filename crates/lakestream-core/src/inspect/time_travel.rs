@@ -10,69 +10,21 @@
 //! deletes the files only older versions reference). Either missing gives an error that names
 //! the oldest readable version.
 
-use super::{LogListing, commit_times};
 use crate::error::{Error, Result};
 use crate::read::read_table;
 use crate::storage::Lake;
-use crate::table::TableHandle;
-use chrono::{DateTime, Utc};
+use crate::table::{TableHandle, is_missing_file};
 use deltalake::arrow::array::RecordBatch;
 
-/// Which state of the table to read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AsOf {
-    /// The latest version.
-    Latest,
-    /// A version number.
-    Version(u64),
-    /// The latest version committed at or before this time.
-    Time(DateTime<Utc>),
-}
+pub use crate::table::AsOf;
 
-/// The version `as_of` names; an error says what can be read instead.
+/// The version `as_of` names; an error says what can be read instead
+/// ([`TableHandle::resolve`]).
 pub async fn resolve_version(lake: &Lake, table: &str, as_of: AsOf) -> Result<u64> {
-    let handle = TableHandle::open_existing(lake, table).await?;
-    let latest = handle.version().unwrap_or(0);
-    let unavailable = |reason: String| Error::VersionUnavailable {
-        table: table.to_string(),
-        reason,
-    };
-    match as_of {
-        AsOf::Latest => Ok(latest),
-        AsOf::Version(v) if v > latest => Err(unavailable(format!(
-            "version {v} does not exist yet; the latest is {latest}"
-        ))),
-        AsOf::Version(v) => {
-            let listing = LogListing::list(&handle).await?;
-            let oldest = listing.oldest_readable().unwrap_or(latest);
-            if v < oldest {
-                return Err(unavailable(format!(
-                    "version {v} is gone: log cleanup removed the commits it needs (log \
-                     retention, `delta.logRetentionDuration`); the oldest readable version is \
-                     {oldest}, the latest {latest}"
-                )));
-            }
-            Ok(v)
-        }
-        AsOf::Time(t) => {
-            let listing = LogListing::list(&handle).await?;
-            let times = commit_times(&handle, &listing).await?;
-            let oldest = listing.oldest_readable().unwrap_or(latest);
-            let found = times
-                .iter()
-                .filter(|(v, at)| **v >= oldest && **at <= t)
-                .map(|(v, _)| *v)
-                .max();
-            found.ok_or_else(|| {
-                let first = times.get(&oldest).map_or("?".into(), |at| at.to_rfc3339());
-                unavailable(format!(
-                    "nothing was committed at or before {}: the oldest readable version is \
-                     {oldest}, committed {first}",
-                    t.to_rfc3339()
-                ))
-            })
-        }
-    }
+    TableHandle::open_existing(lake, table)
+        .await?
+        .resolve(as_of)
+        .await
 }
 
 /// All rows of `table` as of `as_of` (partition values restored as columns), with the version
@@ -82,7 +34,7 @@ pub async fn read_as_of(lake: &Lake, table: &str, as_of: AsOf) -> Result<(u64, R
     let at = (as_of != AsOf::Latest).then_some(version);
     match read_table(lake, table, at).await {
         Ok(batch) => Ok((version, batch)),
-        Err(e) if is_not_found(&e) => Err(Error::VersionUnavailable {
+        Err(e) if is_missing_file(&e) => Err(Error::VersionUnavailable {
             table: table.to_string(),
             reason: format!(
                 "version {version} references a data file which vacuum deleted ({e}); versions \
@@ -91,14 +43,4 @@ pub async fn read_as_of(lake: &Lake, table: &str, as_of: AsOf) -> Result<(u64, R
         }),
         Err(e) => Err(e),
     }
-}
-
-/// A storage error that says the object is not there (a vacuumed data file).
-pub(crate) fn is_not_found(e: &Error) -> bool {
-    matches!(e, Error::Storage { source, .. } if matches!(
-        source.as_ref(),
-        deltalake::DeltaTableError::ObjectStore {
-            source: deltalake::ObjectStoreError::NotFound { .. }
-        }
-    ))
 }

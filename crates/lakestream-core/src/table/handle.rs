@@ -304,44 +304,6 @@ impl TableHandle {
         Ok(self.txns.all())
     }
 
-    /// Refuse a table with deletion vectors ([`Error::DeletionVectors`], permanent): the
-    /// loaded snapshot's protocol lists the `deletionVectors` reader feature, or a live file
-    /// carries a deletion vector. Every path that reads data files as plain Parquet
-    /// (compaction, the upsert's target, refine sources, redrive's lookup, `read`) calls it
-    /// on the snapshot it reads, before reading or writing anything. Appends do not read data
-    /// files and are not refused here. A handle that has loaded nothing passes.
-    pub fn refuse_deletion_vectors(&self) -> Result<()> {
-        let Ok(snapshot) = self.table.snapshot() else {
-            return Ok(());
-        };
-        let feature = serde_json::to_value(snapshot.protocol())
-            .ok()
-            .and_then(|p| p.get("readerFeatures")?.as_array().cloned())
-            .is_some_and(|f| f.iter().any(|f| f == "deletionVectors"));
-        let files = snapshot
-            .log_data()
-            .iter()
-            .filter(|f| f.deletion_vector_descriptor().is_some())
-            .count();
-        if !feature && files == 0 {
-            return Ok(());
-        }
-        let mut found = Vec::new();
-        if feature {
-            found.push("the protocol lists the reader feature `deletionVectors`".to_string());
-        }
-        if files > 0 {
-            found.push(format!(
-                "{files} live data file(s) of version {} have one",
-                snapshot.version()
-            ));
-        }
-        Err(Error::DeletionVectors {
-            table: self.name.clone(),
-            found: found.join("; "),
-        })
-    }
-
     /// Arrow schema of the table as of [`version`](Self::version) (after our own schema change
     /// too); [`Error::Schema`] when the Delta schema has no Arrow form.
     pub fn arrow_schema(&self) -> Result<SchemaRef> {

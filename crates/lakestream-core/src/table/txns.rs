@@ -9,6 +9,7 @@
 //! never assumed, and a checkpoint that cannot be read this way is an [`Error::TxnLog`] (the
 //! handle then falls back to per-appId lookups), never a panic.
 
+use super::commits::read_commit;
 use crate::error::{Error, Result};
 use crate::table::log_reads::MAX_WHOLE_BYTES;
 use deltalake::DeltaTable;
@@ -102,11 +103,7 @@ impl TxnCache {
         }
         let log_store = table.log_store();
         for v in cached + 1..=latest {
-            let Some(bytes) = log_store
-                .read_commit_entry(v)
-                .await
-                .map_err(|e| Error::storage(name, e))?
-            else {
+            let Some(bytes) = read_commit(&log_store, name, v).await? else {
                 self.known.clear();
                 self.complete = false;
                 break;
@@ -201,10 +198,8 @@ pub(super) async fn read_all(
     };
     let log_store = table.log_store();
     for v in first_commit..=latest {
-        let bytes = log_store
-            .read_commit_entry(v)
-            .await
-            .map_err(|e| Error::storage(name, e))?
+        let bytes = read_commit(&log_store, name, v)
+            .await?
             .ok_or_else(|| unreadable(format!("commit {v} is missing")))?;
         all.extend(txns_in_commit(&bytes));
     }

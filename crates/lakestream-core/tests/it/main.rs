@@ -35,5 +35,6 @@ mod scd2_races;
 mod schema_case;
 mod table_paths;
 mod table_reset;
+mod table_seams;
 mod upsert;
 mod vacuum_guards;

@@ -4,21 +4,22 @@
 //! whose input files a concurrent commit removed (another compaction, a delete or an upsert) is
 //! dropped, the partition's other bins still land. Optional z-order within each rewritten file.
 
-use super::zorder::zorder;
+mod plan;
+
 use crate::commit::{
     Change, ChangePlanner, CommitSettings, Conflict, Decision, Proposal, ReadScope, TableState, run,
 };
 use crate::error::{Error, Result};
-use crate::read::read_data_file;
+use crate::maintenance::zorder::zorder;
 use crate::storage::Lake;
-use crate::table::TableHandle;
+use crate::table::{DataFile, TableHandle};
 use chrono::{DateTime, Utc};
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::compute::concat_batches;
 use deltalake::kernel::{Add, Remove};
 use deltalake::protocol::DeltaOperation;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
-use std::collections::{BTreeMap, HashMap};
+use plan::{FileInfo, Plan, dry_run_counts, live_files, plan_bins};
 
 /// Files of one bin fetched at once.
 const FETCH_CONCURRENCY: usize = 32;
@@ -91,14 +92,6 @@ pub struct CompactReport {
     pub dry_run: bool,
 }
 
-struct FileInfo {
-    path: deltalake::Path,
-    size: u64,
-    modified_ms: i64,
-    partition: Vec<(String, Option<String>)>,
-    remove: Remove,
-}
-
 /// Compact `table`. `progress` is called with (bytes done, bytes planned).
 pub async fn compact(
     lake: &Lake,
@@ -126,102 +119,78 @@ pub async fn compact(
         dry_run: opts.dry_run,
         ..Default::default()
     };
-    let partition_columns = h.partition_columns()?;
-
-    // Plan: per partition, first-fit-decreasing bins of small files.
-    let mut by_partition: BTreeMap<String, Vec<&FileInfo>> = BTreeMap::new();
-    for f in &files {
-        by_partition
-            .entry(partition_label(&f.partition))
-            .or_default()
-            .push(f);
-    }
-    let cutoff = opts.changed_within.map(|d| (now - d).timestamp_millis());
-    let mut plan: Vec<(String, Vec<Vec<&FileInfo>>)> = Vec::new();
-    let mut planned_bytes = 0u64;
-    for (label, files) in by_partition {
-        if let Some(c) = cutoff
-            && files.iter().all(|f| f.modified_ms < c)
-        {
-            continue;
-        }
-        let mut small: Vec<&FileInfo> = files
-            .into_iter()
-            .filter(|f| f.size < opts.small_file_threshold)
-            .collect();
-        if small.len() < opts.min_small_files.max(2) {
-            continue;
-        }
-        small.sort_by_key(|f| std::cmp::Reverse(f.size));
-        let mut bins: Vec<(u64, Vec<&FileInfo>)> = Vec::new();
-        for f in small {
-            match bins.iter_mut().find(|b| b.0 + f.size <= opts.target_size) {
-                Some(b) => {
-                    b.0 += f.size;
-                    b.1.push(f);
-                }
-                None => bins.push((f.size, vec![f])),
-            }
-        }
-        let mut keep = Vec::new();
-        for (bytes, bin) in bins.into_iter().filter(|b| b.1.len() > 1) {
-            if opts.max_bytes.is_some_and(|m| planned_bytes + bytes > m) && planned_bytes > 0 {
-                report.bins_deferred += 1;
-                continue;
-            }
-            planned_bytes += bytes;
-            keep.push(bin);
-        }
-        if !keep.is_empty() {
-            plan.push((label, keep));
-        }
-    }
-
+    let (plan, planned_bytes) = plan_bins(&files, opts, now, &mut report);
     if opts.dry_run {
-        for (_, bins) in &plan {
-            report.partitions_compacted += 1;
-            for bin in bins {
-                report.files_removed += bin.len();
-                report.files_added += 1;
-                report.bytes_rewritten += bin.iter().map(|f| f.size).sum::<u64>();
-            }
-        }
-        report.files_after = report.files_before - report.files_removed + report.files_added;
+        dry_run_counts(&plan, &mut report);
         return Ok(report);
     }
-
-    // Execute: rewrite each partition's bins, then one commit for the partition.
-    let mut done_bytes = 0u64;
-    progress(0, planned_bytes);
-    let planned = plan.len();
-    for (i, (label, bins)) in plan.into_iter().enumerate() {
-        // Logs and errors name the partition by position, never by its values.
-        let tag = format!("partition {} of {planned}", i + 1);
-        let mut rewritten: Vec<(Vec<Remove>, Vec<Add>, u64)> = Vec::new();
-        for bin in &bins {
-            let adds = rewrite_bin(
-                lake,
-                &h,
-                table,
-                &schema,
-                &partition_columns,
-                bin,
-                opts,
-                &tag,
-            )
-            .await?;
-            let removes = bin.iter().map(|f| f.remove.clone()).collect();
-            rewritten.push((removes, adds, bin.iter().map(|f| f.size).sum()));
-        }
-        let bytes: u64 = rewritten.iter().map(|r| r.2).sum();
-        let part = (label.as_str(), tag.as_str());
-        commit_partition(&mut h, read_version, part, rewritten, opts, &mut report).await?;
-        done_bytes += bytes;
-        progress(done_bytes, planned_bytes);
-    }
+    let partition_columns = h.partition_columns()?;
+    let run = Execution {
+        lake,
+        table,
+        schema: &schema,
+        partition_columns: &partition_columns,
+        opts,
+        read_version,
+    };
+    run.execute(&mut h, plan, planned_bytes, progress, &mut report)
+        .await?;
     h.refresh().await?;
-    report.files_after = h.snapshot()?.log_data().num_files();
+    report.files_after = h.num_live_files()?;
     Ok(report)
+}
+
+/// What executing a plan needs besides the handle.
+struct Execution<'a> {
+    lake: &'a Lake,
+    table: &'a str,
+    schema: &'a deltalake::arrow::datatypes::SchemaRef,
+    partition_columns: &'a [String],
+    opts: &'a CompactOptions,
+    /// The version the plan was made from: every partition's change is checked against it.
+    read_version: Option<u64>,
+}
+
+impl Execution<'_> {
+    /// Execute: rewrite each partition's bins, then one commit for the partition.
+    async fn execute(
+        &self,
+        h: &mut TableHandle,
+        plan: Plan<'_>,
+        planned_bytes: u64,
+        progress: &dyn Fn(u64, u64),
+        report: &mut CompactReport,
+    ) -> Result<()> {
+        let mut done_bytes = 0u64;
+        progress(0, planned_bytes);
+        let planned = plan.len();
+        for (i, (label, bins)) in plan.into_iter().enumerate() {
+            // Logs and errors name the partition by position, never by its values.
+            let tag = format!("partition {} of {planned}", i + 1);
+            let mut rewritten: Vec<(Vec<Remove>, Vec<Add>, u64)> = Vec::new();
+            for bin in &bins {
+                let adds = rewrite_bin(
+                    self.lake,
+                    h,
+                    self.table,
+                    self.schema,
+                    self.partition_columns,
+                    bin,
+                    self.opts,
+                    &tag,
+                )
+                .await?;
+                let removes = bin.iter().map(|f| f.remove.clone()).collect();
+                rewritten.push((removes, adds, bin.iter().map(|f| f.size).sum()));
+            }
+            let bytes: u64 = rewritten.iter().map(|r| r.2).sum();
+            let part = (label.as_str(), tag.as_str());
+            commit_partition(h, self.read_version, part, rewritten, self.opts, report).await?;
+            done_bytes += bytes;
+            progress(done_bytes, planned_bytes);
+        }
+        Ok(())
+    }
 }
 
 /// One partition's rewritten bins as a change planned from `read_version` (the snapshot the
@@ -340,17 +309,19 @@ async fn rewrite_bin(
     opts: &CompactOptions,
     tag: &str,
 ) -> Result<Vec<Add>> {
-    let store = h.table().object_store();
     let url = lake.table_url(table)?;
     // Fetch the bin's files concurrently (S3 latency, not bandwidth, bounds small files),
     // decode them in order.
     let batches: Vec<RecordBatch> = {
         use futures::{StreamExt, TryStreamExt};
-        let store = &store;
         futures::stream::iter(bin.iter())
             .map(|f| async move {
-                let values: HashMap<String, Option<String>> = f.partition.iter().cloned().collect();
-                read_data_file(store, &f.path, &values, schema, table).await
+                let file = DataFile {
+                    path: f.path.clone(),
+                    size: Some(f.size),
+                    partitions: f.partition.iter().cloned().collect(),
+                };
+                h.read_file(&file, schema).await
             })
             .buffered(FETCH_CONCURRENCY)
             .try_collect::<Vec<_>>()
@@ -389,41 +360,4 @@ async fn rewrite_bin(
         add.data_change = false;
     }
     Ok(adds)
-}
-
-fn live_files(h: &TableHandle) -> Result<Vec<FileInfo>> {
-    let snapshot = h.snapshot()?;
-    let columns = h.partition_columns()?;
-    Ok(snapshot
-        .log_data()
-        .iter()
-        .map(|f| {
-            let values = f.partition_values_map();
-            FileInfo {
-                path: f.object_store_path(),
-                size: f.size().max(0) as u64,
-                modified_ms: f.modification_time(),
-                partition: columns
-                    .iter()
-                    .map(|c| (c.clone(), values.get(c).cloned().flatten()))
-                    .collect(),
-                remove: f.remove_action(false),
-            }
-        })
-        .collect())
-}
-
-fn partition_label(p: &[(String, Option<String>)]) -> String {
-    if p.is_empty() {
-        return "(unpartitioned)".into();
-    }
-    p.iter()
-        .map(|(k, v)| {
-            format!(
-                "{k}={}",
-                v.as_deref().unwrap_or("__HIVE_DEFAULT_PARTITION__")
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("/")
 }

@@ -116,6 +116,7 @@ fn core_error_type(e: &lakestream_core::Error) -> &'static str {
         Error::Schema { .. } => "Lakestream.SchemaMismatch",
         Error::Source { .. } => "Lakestream.SourceError",
         Error::VersionUnavailable { .. } => "Lakestream.VersionUnavailable",
+        Error::CommitGone { .. } => "Lakestream.CommitGone",
         Error::DeletionVectors { .. } => "Lakestream.DeletionVectors",
         Error::ChangeDataFeed { .. } => "Lakestream.ChangeDataFeed",
         Error::UnsafeStorage(_) => "Lakestream.UnsafeStorage",

@@ -20,7 +20,6 @@
 //! The library takes the readers as values ([`Reader`]); callers read them once per run with
 //! [`refine_readers`] (the maintenance function, the CLI's maintenance commands).
 
-use crate::commit::entry::parse_commit;
 use crate::error::{Error, Result};
 use crate::refine::source_app_id;
 use crate::storage::Lake;

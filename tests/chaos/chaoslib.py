@@ -31,8 +31,6 @@ SCALE = float(os.environ.get("CHAOS_SCALE", "1"))
 CLIENT = ('storage_options = { timeout = "600ms", connect_timeout = "1s", max_retries = "4", '
           'retry_timeout = "15s", "backoff_config.init_backoff" = "20ms", '
           '"backoff_config.max_backoff" = "300ms" }\n')
-# For a client behind deliberately slow storage: delays are not faults there.
-PATIENT_CLIENT = 'storage_options = { timeout = "20s", max_retries = "2" }\n'
 STORAGE = s3_storage(MOTO)
 ORDERS_TS = "2026-11-30T10:00:00Z"
 

@@ -77,3 +77,14 @@ pub fn member(
         format!(r#"{{"order_owner":"{owner}","membership":"{level}","timestamp":"{timestamp}"}}"#);
     SourceRecord::new("members", partition, offset, kafka_ts, json.as_bytes())
 }
+
+/// The `(partition, offset)` pairs of `parts` (offset ranges per Kafka partition), sorted: what
+/// a table holds once the records built for them landed exactly once.
+pub fn partition_offsets(parts: &[(i32, std::ops::Range<i64>)]) -> Vec<(i32, i64)> {
+    let mut v: Vec<(i32, i64)> = parts
+        .iter()
+        .flat_map(|(p, r)| r.clone().map(move |o| (*p, o)))
+        .collect();
+    v.sort();
+    v
+}

@@ -4,7 +4,7 @@
 use anyhow::{Context, Result};
 use lakestream_core::{Redrive, RedriveReport};
 use lakestream_formats::record::SourceRecord;
-use lakestream_testkit::records::{self, Order};
+use lakestream_testkit::records::{self, Order, partition_offsets as expected};
 use lakestream_testkit::{TestLake, assert_accounted, backends, offsets};
 
 /// 2026-11-30T21:13:04.835Z, the event and Kafka time of every record here.
@@ -46,15 +46,6 @@ fn accounted(sent: usize, r: &RedriveReport) {
     );
     assert_eq!(sent, r.received, "records sent = records received: {r:?}");
     assert_accounted(sent - r.found_in_table, &r.redriven);
-}
-
-fn expected(parts: &[(i32, std::ops::Range<i64>)]) -> Vec<(i32, i64)> {
-    let mut v: Vec<(i32, i64)> = parts
-        .iter()
-        .flat_map(|(p, r)| r.clone().map(move |o| (*p, o)))
-        .collect();
-    v.sort();
-    v
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,7 +10,7 @@ use futures::TryStreamExt;
 use lakestream_core::Lake;
 use lakestream_core::table::TableHandle;
 use lakestream_formats::record::SourceRecord;
-use lakestream_testkit::records;
+use lakestream_testkit::records::{self, partition_offsets as expected};
 use lakestream_testkit::{TestLake, assert_accounted, backends, offsets};
 
 fn order(partition: i32, off: i64) -> SourceRecord {
@@ -42,15 +42,6 @@ async fn delete_table(lake: &TestLake, table: &str) -> Result<()> {
         "{table} still exists after deleting its objects"
     );
     Ok(())
-}
-
-fn expected(parts: &[(i32, std::ops::Range<i64>)]) -> Vec<(i32, i64)> {
-    let mut v: Vec<(i32, i64)> = parts
-        .iter()
-        .flat_map(|(p, r)| r.clone().map(move |o| (*p, o)))
-        .collect();
-    v.sort();
-    v
 }
 
 /// The table was deleted between two invocations of a warm ingestor; the batches are

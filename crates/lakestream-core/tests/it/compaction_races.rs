@@ -1,10 +1,10 @@
-//! A compaction racing other writers of its files, staged with the log-PUT hook (`faults.rs`,
-//! on `lakestream_core::intercept`) instead of sleeps and slow storage: the other writers run
-//! inside the hook, after the compaction planned and before its first commit reaches storage,
-//! so the race happens on every run. (They were chaos tests, `tests/chaos/test_concurrency.py`,
-//! staged with a delaying proxy and `sleep`.)
+//! A compaction racing other writers of its files, staged on the store hooks of
+//! `lakestream_core::intercept` instead of sleeps and slow storage: the other writers run inside
+//! the compaction's first read of a data file (it has planned and is reading its bins; it
+//! commits after), so the race happens on every run, before any re-read the compaction does on
+//! its way to the commit. (They were chaos tests, `tests/chaos/test_concurrency.py`, staged
+//! with a delaying proxy and `sleep`.)
 
-use crate::faults::Faults;
 use anyhow::{Context, Result, bail};
 use deltalake::arrow::array::{AsArray, RecordBatch};
 use deltalake::arrow::compute::{cast, concat_batches, filter_record_batch, kernels::cmp};
@@ -13,14 +13,14 @@ use deltalake::logstore::CommitOrBytes;
 use deltalake::logstore::object_store::{ObjectStoreExt, PutPayload, path::Path};
 use deltalake::parquet::arrow::ArrowWriter;
 use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use futures::future::BoxFuture;
 use lakestream_core::inspect::history;
+use lakestream_core::intercept::observe_calls;
 use lakestream_core::maintenance::{CompactOptions, CompactReport, compact};
 use lakestream_core::{KafkaIngestor, Lake};
 use lakestream_formats::record::SourceRecord;
 use lakestream_testkit::{TestLake, backends, offsets, records};
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// `(partition, offset)` of a record.
 type Sent = BTreeSet<(i32, i64)>;
@@ -80,36 +80,46 @@ fn compact_now(lake: &Lake) -> Result<CompactReport> {
     Ok(rt.block_on(compact(lake, "raw/order", &small_files(), now, &|_, _| {}))?)
 }
 
-/// Run `work` on its own thread and runtime from inside the log-PUT hook; it must succeed.
-fn meanwhile<F>(work: F) -> BoxFuture<'static, ()>
+/// The compaction under test, its race staged: `work` (the other writers) runs on its own
+/// thread and runtime when the compaction first reads a data file (it has planned and is
+/// reading its bins; its commit comes after), and must succeed; the compaction waits for it.
+async fn compact_around<F>(lake: &TestLake, work: F) -> Result<CompactReport>
 where
     F: FnOnce() -> Result<()> + Send + 'static,
 {
-    Box::pin(async move {
-        let done = tokio::task::spawn_blocking(work).await;
-        assert!(
-            matches!(done, Ok(Ok(()))),
-            "the other writer must land: {done:?}"
-        );
-    })
-}
-
-/// The compaction under test: planned now, its first commit held until `hook` ran.
-async fn compact_around(lake: &TestLake, hook: BoxFuture<'static, ()>) -> Result<CompactReport> {
-    let faults = Arc::new(Faults::default());
-    *faults
-        .before_log_put
-        .lock()
-        .map_err(|_| anyhow::anyhow!("lock"))? = Some(hook);
-    let l = faults.install(lake.lake()?);
-    Ok(compact(
+    let work = Mutex::new(Some(work));
+    let ran = Arc::new(Mutex::new(None::<String>));
+    let outcome = ran.clone();
+    let at_first_read = observe_calls(Arc::new(move |op, path| {
+        let data_file = path.is_some_and(|p| {
+            p.as_ref().ends_with(".parquet") && !p.as_ref().contains("_delta_log")
+        });
+        if op != "get" || !data_file {
+            return;
+        }
+        let Some(work) = work.lock().ok().and_then(|mut w| w.take()) else {
+            return;
+        };
+        let done = std::thread::spawn(work).join();
+        if let Ok(mut o) = outcome.lock() {
+            *o = Some(format!("{done:?}"));
+        }
+    }));
+    let l = lake.lake()?.with_store_wrapper(at_first_read);
+    let r = compact(
         &l,
         "raw/order",
         &small_files(),
         chrono::Utc::now(),
         &|_, _| {},
     )
-    .await?)
+    .await?;
+    let ran = ran.lock().map_err(|_| anyhow::anyhow!("lock"))?.clone();
+    anyhow::ensure!(
+        ran.as_deref() == Some("Ok(Ok(()))"),
+        "the other writers must run inside the compaction and land: {ran:?}"
+    );
+    Ok(r)
 }
 
 /// The `(partition, offset)` pairs of `raw/order`, in order, duplicates kept.
@@ -128,15 +138,15 @@ async fn two_compactions_while_appends_run() -> Result<()> {
         let mut sent = Sent::new();
         appends(&ing, 4, 0..8, &mut sent).await?;
         let (other, l) = (lake.ingestor()?, lake.lake()?);
-        let hook = meanwhile(move || {
+        let slow = compact_around(&lake, move || {
             let rt = tokio::runtime::Runtime::new()?;
             let mut more = Sent::new();
             rt.block_on(appends(&other, 4, 8..11, &mut more))?;
             let fast = compact_now(&l)?;
             anyhow::ensure!(fast.partitions_compacted > 0, "{fast:?}");
             rt.block_on(appends(&other, 4, 11..14, &mut more))
-        });
-        let slow = compact_around(&lake, hook).await?;
+        })
+        .await?;
         for p in 0..4 {
             for k in 8..14 {
                 sent.extend((k * 13..k * 13 + 7).map(|o| (p, o)));
@@ -179,10 +189,10 @@ async fn compaction_racing_a_delete() -> Result<()> {
             appends(&ing, 3, round * 10..round * 10 + 6, &mut sent).await?;
             let cutoff = 1500 * (round % 5 + 1); // up to 7,500 of 10,000: every round keeps rows
             let l = lake.lake()?;
-            let hook = meanwhile(move || {
+            let slow = compact_around(&lake, move || {
                 tokio::runtime::Runtime::new()?.block_on(delete_below(&l, cutoff))
-            });
-            let slow = compact_around(&lake, hook).await?;
+            })
+            .await?;
             deleted.extend(
                 sent.iter()
                     .copied()

@@ -68,37 +68,74 @@ def checkpointed_version(out):
     return int(m.group(1)) if m else None
 
 
-class Lake:
+S3_BUCKET = "lakestream-test"
+
+
+def s3_storage(endpoint):
+    """Python `deltalake`'s storage options for the S3 emulator at `endpoint`."""
+    return {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+
+
+def with_lake(example, lake_toml):
+    """`example` (a config text holding the example's `[lake]` section) with its `[lake]`
+    replaced by `lake_toml`."""
+    text = example.replace(EXAMPLE_LAKE, "[lake]\n" + lake_toml)
+    assert text != example, "the example config's [lake] section changed; update EXAMPLE_LAKE in tests/lake_support.py"
+    return text
+
+
+class LakeBase:
+    """What every suite's lake shares: a root (a directory, or `s3://lakestream-test/<prefix>`),
+    the `[lake]` table that points lakestream at it (through `endpoint` on S3: the emulator, or a
+    fault proxy in front of it), and Python `deltalake` reading its tables (directly from the
+    emulator at `reader_endpoint`, default `endpoint`). Subclasses write the config around
+    `lake_toml` and add how their suite runs lakestream."""
+
+    def __init__(self, root, endpoint=None, reader_endpoint=None, client=""):
+        self.root = root
+        self.endpoint = endpoint
+        if endpoint is None:
+            self.lake_toml = f'root = "{root}"\n'
+            self.storage_options = {}
+        else:
+            self.lake_toml = (f'root = "{root}"\nendpoint_url = "{endpoint}"\nregion = "us-east-1"\n'
+                              f"allow_http = true\n{client}")
+            self.storage_options = s3_storage(reader_endpoint or endpoint)
+
+    @property
+    def prefix(self):
+        """The key prefix of an S3 lake in the test bucket (`None` on the filesystem)."""
+        head = f"s3://{S3_BUCKET}/"
+        return self.root[len(head):] if self.root.startswith(head) else None
+
+    def table_uri(self, name):
+        return f"{self.root}/{name}"
+
+    def delta(self, name, version=None):
+        """Table `name` opened by Python `deltalake` (an independent reader)."""
+        from deltalake import DeltaTable
+
+        return DeltaTable(self.table_uri(name), version=version, storage_options=self.storage_options or None)
+
+    def read(self, name, version=None):
+        """Table `name` read by Python `deltalake`, as a pyarrow table."""
+        return self.delta(name, version).to_pyarrow_table()
+
+
+class Lake(LakeBase):
     """A fresh lake (a temp dir, or a fresh prefix of the test bucket on the emulator) plus the
     example config pointing at it."""
 
     def __init__(self, backend, tmp):
         self.backend = backend
         if backend == "fs":
-            self.root = str(tmp / "lake")
-            lake_toml = f'root = "{self.root}"\n'
-            self.storage_options = {}
+            super().__init__(str(tmp / "lake"))
         else:
-            endpoint = os.environ["LAKESTREAM_TEST_S3_ENDPOINT"]
-            self.root = f"s3://lakestream-test/pytest-{uuid.uuid4().hex[:12]}"
-            lake_toml = (
-                f'root = "{self.root}"\nendpoint_url = "{endpoint}"\n'
-                'region = "us-east-1"\nallow_http = true\n'
-            )
-            self.storage_options = {
-                "AWS_ENDPOINT_URL": endpoint,
-                "AWS_ALLOW_HTTP": "true",
-                "AWS_REGION": "us-east-1",
-                "AWS_ACCESS_KEY_ID": "test",
-                "AWS_SECRET_ACCESS_KEY": "test",
-            }
-        text = EXAMPLE.replace(EXAMPLE_LAKE, "[lake]\n" + lake_toml)
-        assert text != EXAMPLE, "the example config's [lake] section changed; update EXAMPLE_LAKE in tests/lake_support.py"
+            super().__init__(f"s3://{S3_BUCKET}/pytest-{uuid.uuid4().hex[:12]}",
+                             os.environ["LAKESTREAM_TEST_S3_ENDPOINT"])
         self.config = tmp / "lakestream.toml"
-        self.config.write_text(text)
-
-    def table_uri(self, name):
-        return f"{self.root}/{name}"
+        self.config.write_text(with_lake(EXAMPLE, self.lake_toml))
 
     def cli(self, *args, env=None):
         """`lakestream ARGS --config <this lake's config>`: stdout, or `CliError`."""
@@ -111,16 +148,6 @@ class Lake:
     def invoke(self, event, function="msk", extra=()):
         """`lakestream invoke FUNCTION --event events/EVENT`: the function's JSON output."""
         return json.loads(self.cli("invoke", function, "--event", EVENTS / event, *extra))
-
-    def delta(self, name, version=None):
-        """Table `name` opened by Python `deltalake` (an independent reader)."""
-        from deltalake import DeltaTable
-
-        return DeltaTable(self.table_uri(name), version=version, storage_options=self.storage_options or None)
-
-    def read(self, name, version=None):
-        """Table `name` read by Python `deltalake`, as a pyarrow table."""
-        return self.delta(name, version).to_pyarrow_table()
 
 
 def files_under(directory):

@@ -12,8 +12,7 @@ import threading
 import time
 import uuid
 
-from deltalake import DeltaTable
-
+from lake_support import S3_BUCKET as BUCKET, LakeBase, s3_storage, with_lake
 from lake_support import run_all  # noqa: F401 - the suite's tests import it from here
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -27,18 +26,12 @@ MOTO = os.environ.get("LAKESTREAM_TEST_S3_ENDPOINT", "")
 MOTO_PORT = int(MOTO.rsplit(":", 1)[-1]) if MOTO else 0
 SEED = int(os.environ.get("CHAOS_SEED", "20261130"))
 SCALE = float(os.environ.get("CHAOS_SCALE", "1"))
-BUCKET = "lakestream-test"
-LAKE_SECTION = ('[lake]\n# A filesystem path or s3://bucket/prefix. `lakestream demo --lake DIR` overrides it.\n'
-                'root = "./lake"\n')
 # Short client timeouts and retry budgets: a delayed request times out after 0.6 s instead of 30 s,
 # and a request gives up after 4 retries instead of ~3 minutes, so the suite stays in minutes.
 CLIENT = ('storage_options = { timeout = "600ms", connect_timeout = "1s", max_retries = "4", '
           'retry_timeout = "15s", "backoff_config.init_backoff" = "20ms", '
           '"backoff_config.max_backoff" = "300ms" }\n')
-# For a client behind deliberately slow storage: delays are not faults there.
-PATIENT_CLIENT = 'storage_options = { timeout = "20s", max_retries = "2" }\n'
-STORAGE = {"AWS_ENDPOINT_URL": MOTO, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
-           "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+STORAGE = s3_storage(MOTO)
 ORDERS_TS = "2026-11-30T10:00:00Z"
 
 # Figures per scenario, printed at the end of the run (conftest) and saved as JSON.
@@ -54,26 +47,21 @@ def rng(name):
     return random.Random(f"{SEED}/{name}")
 
 
-class ChaosLake:
-    """A fresh lake prefix on the emulator; the config sends lakestream through `endpoint`."""
+class ChaosLake(LakeBase):
+    """A fresh lake prefix on the emulator; the config sends lakestream through `endpoint`
+    (Python `deltalake` reads the emulator directly)."""
 
     def __init__(self, tmp, endpoint, name="lake", prefix=None, client=CLIENT):
-        self.prefix = prefix or f"chaos-{name}-{uuid.uuid4().hex[:10]}"
-        self.root = f"s3://{BUCKET}/{self.prefix}"
+        super().__init__(f"s3://{BUCKET}/{prefix or f'chaos-{name}-{uuid.uuid4().hex[:10]}'}", endpoint,
+                         reader_endpoint=MOTO, client=client)
         self.tmp = tmp
-        text = EXAMPLE.replace(LAKE_SECTION, (
-            f'[lake]\nroot = "{self.root}"\nendpoint_url = "{endpoint}"\nregion = "us-east-1"\n'
-            f"allow_http = true\n{client}"))
-        assert text != EXAMPLE, "example config layout changed; update chaoslib"
         self.config = tmp / f"{self.prefix}-{uuid.uuid4().hex[:6]}.toml"
-        self.config.write_text(text)
-        self.endpoint = endpoint
+        self.config.write_text(with_lake(EXAMPLE, self.lake_toml))
         self.invocations = 0
         self.failed = 0
         self.lock = threading.Lock()
 
-    def uri(self, table):
-        return f"{self.root}/{table}"
+    uri = LakeBase.table_uri
 
     def run(self, args, crash_at=None, timeout=300, env=None):
         """One process: `lakestream <args> --config <cfg>`; returns the CompletedProcess."""
@@ -103,11 +91,10 @@ class ChaosLake:
         path.write_text(json.dumps(event))
         return path
 
-    def table(self, table, version=None):
-        return DeltaTable(self.uri(table), version=version, storage_options=STORAGE)
+    table = LakeBase.delta
 
     def rows(self, table):
-        return self.table(table).to_pyarrow_table().to_pylist()
+        return self.read(table).to_pylist()
 
 
 def order(partition, offset):

@@ -74,8 +74,8 @@ from deltalake.exceptions import TableNotFoundError
 
 import model as M
 from cdc_reference import STREAMS_CONF, Checker, msk_event as dbz_event, two_families
-from lake_support import gold_difference
-from chaoslib import BIN, BUCKET, CLIENT, MOTO, MOTO_PORT, SEED, STORAGE, record, rng, scaled
+from lake_support import LakeBase, gold_difference
+from chaoslib import BIN, BUCKET, CLIENT, MOTO, MOTO_PORT, SEED, record, rng, scaled
 from faultproxy import FaultProxy
 from warm import WarmFunction
 
@@ -420,26 +420,19 @@ def silver_of(family, st):
 # ---------------------------------------------------------------------------------------------
 # Running a schedule.
 
-class Lake:
+class Lake(LakeBase):
     """A fresh lake (a directory, or a prefix on the emulator reached through the fault proxy)."""
 
     def __init__(self, backend, tmp, proxy):
         self.backend, self.tmp, self.proxy = backend, tmp, proxy
         name = f"sched-{uuid.uuid4().hex[:10]}"
         if backend == "fs":
-            self.root = str(tmp / name)
-            self.endpoint = None
-            lake = f'root = "{self.root}"\n'
-            self.storage = None
+            super().__init__(str(tmp / name))
         else:
-            self.prefix = name
-            self.root = f"s3://{BUCKET}/{name}"
-            self.endpoint = proxy.url
-            lake = (f'root = "{self.root}"\nendpoint_url = "{proxy.url}"\nregion = "us-east-1"\n'
-                    f"allow_http = true\n{CLIENT}")
-            self.storage = STORAGE
+            super().__init__(f"s3://{BUCKET}/{name}", proxy.url, reader_endpoint=MOTO, client=CLIENT)
+        self.storage = self.storage_options or None
         self.config = tmp / f"{name}.toml"
-        self.config.write_text(CONFIG.format(lake=lake))
+        self.config.write_text(CONFIG.format(lake=self.lake_toml))
         # Where the access-log objects are: a directory standing in for the bucket (fs), or a
         # bucket on the emulator, read through the fault proxy.
         self.log_bucket = f"{name}-logs"
@@ -493,11 +486,8 @@ class Lake:
             time.sleep(0.05)
         raise AssertionError(f"warm {name} {event} never succeeded; last error: {body}")
 
-    def uri(self, table):
-        return f"{self.root}/{table}"
-
-    def table(self, table):
-        return DeltaTable(self.uri(table), storage_options=self.storage)
+    uri = LakeBase.table_uri
+    table = LakeBase.delta
 
     def rows(self, table):
         """(rows as a multiset, None) or (None, why the table could not be read); a table that

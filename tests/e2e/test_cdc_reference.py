@@ -7,7 +7,8 @@ with Python `deltalake` (rows and `load_cdf`) and DuckDB, on the filesystem and 
   `lakestream refine` into silver (sometimes two at once, or racing a compaction), SCD1 and SCD2: after every apply run silver equals the
   reference row by row, and its change feed replayed onto the previous reference gives it;
 - a family of 70 Debezium tables and a family of 70 AWS DMS tables (full load, then CDC files
-  notified out of order and twice), each declared in one `[[cdc]]` block."""
+  notified out of order and twice), each declared in one `[[cdc]]` block: a scale test, run on
+  one backend only (the emulator when the run has one)."""
 import json
 import os
 import random
@@ -16,7 +17,7 @@ import pytest
 
 from cdc_reference import (DMS_COLS, STREAMS_CONF, Checker, DmsStream, LsnClock, Stream, msk_event,
                            random_schedule, silver_name, sqs_event, two_families)
-from lake_support import run_all
+from lake_support import backends, run_all
 from test_duckdb import connect
 
 SEED = int(os.environ.get("CHAOS_SEED", "20261202"))
@@ -112,6 +113,9 @@ def landing(lake, tmp_path):
     return bucket, lambda key, body: s3.put_object(Bucket=bucket, Key=key, Body=body), [], env
 
 
+# A scale test: one backend is enough (the emulator when the run has one, else the filesystem);
+# the random streams above cover both backends.
+@pytest.mark.parametrize("lake", backends()[-1:], indirect=True)
 def test_a_family_of_70_debezium_tables_and_one_of_70_dms_tables_apply_end_to_end(lake, tmp_path, landing):
     bucket, put, objects_arg, env = landing
     lake.config.write_text(lake.config.read_text() + FAMILIES_70.format(bucket=bucket))

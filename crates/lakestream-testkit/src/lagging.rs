@@ -2,6 +2,7 @@
 //! of the maintenance function: alice's one membership, orders one a minute, the curated job run
 //! to completion, and the order ids it wrote.
 
+use crate::records::{self, Order};
 use crate::{Error, Result, int64s};
 use chrono::Utc;
 use lakestream_core::refine::{RunContext, run_job};
@@ -11,16 +12,18 @@ use lakestream_formats::record::SourceRecord;
 
 /// Order `id` of alice at 2026-01-01T12:`id`:00Z, offset `id` of partition 0 of `orders`.
 pub fn order(id: i64) -> SourceRecord {
-    let json = format!(
-        r#"{{"order_id":{id},"order_owner":"alice","order_value":{id},"timestamp":"2026-01-01T12:{id:02}:00Z"}}"#
-    );
-    SourceRecord::new("orders", 0, id, 0, json.as_bytes())
+    Order {
+        id,
+        owner: "alice",
+        value: id,
+        timestamp: &format!("\"2026-01-01T12:{id:02}:00Z\""),
+    }
+    .record(0, id, 0)
 }
 
 /// Alice's `gold` membership from 2026-01-01T12:00:00Z (offset 0 of `members`).
 pub fn member() -> SourceRecord {
-    let json = r#"{"order_owner":"alice","membership":"gold","timestamp":"2026-01-01T12:00:00Z"}"#;
-    SourceRecord::new("members", 0, 0, 0, json.as_bytes())
+    records::member(0, 0, "alice", "gold", "2026-01-01T12:00:00Z", 0)
 }
 
 /// Run the `curated` job until nothing is new; the number of rows it joined.

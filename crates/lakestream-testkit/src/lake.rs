@@ -3,7 +3,7 @@
 
 use crate::backend::{Backend, s3_bucket, unique_suffix};
 use crate::clock::{fixed_clock, ingest_time, log_time};
-use crate::{Error, Result, example_config};
+use crate::{Error, Result, example_config, example_config_with};
 use deltalake::arrow::array::RecordBatch;
 use lakestream_core::access_log::AccessLogIngestor;
 use lakestream_core::{KafkaIngestor, Lake, read};
@@ -61,6 +61,15 @@ impl TestLake {
     /// The directory of a filesystem lake's table `table` (`None` on S3).
     pub fn table_dir(&self, table: &str) -> Option<PathBuf> {
         self.dir().map(|d| d.join("lake").join(table))
+    }
+
+    /// The example config with `extra` TOML appended (topics, refine jobs, ...), pointing at
+    /// this lake (its `[lake]` and `[commit]`).
+    pub fn config_with(&self, extra: &str) -> Result<PipelineConfig> {
+        let mut cfg = example_config_with(extra)?;
+        cfg.lake = self.config.lake.clone();
+        cfg.commit = self.config.commit.clone();
+        Ok(cfg)
     }
 
     /// The lake the config points at.

@@ -13,11 +13,15 @@ pub mod error;
 pub mod files;
 pub mod lagging;
 pub mod lake;
+pub mod records;
 
 pub use backend::{Backend, backends, s3_endpoint, unique_suffix};
 pub use clock::{INGEST_TIME, LOG_TIME, fixed_clock, ingest_time, log_time};
 pub use columns::{assert_accounted, int64s, offsets, rows_json, strings};
-pub use config::{EXAMPLE, example_config, example_config_with};
+pub use config::{
+    CDC_OP, CDC_ROW, EXAMPLE, cdc_config, cdc_topic, cdc_upsert, example_config,
+    example_config_with,
+};
 pub use error::{Error, Result};
 pub use files::files_under;
 pub use lake::TestLake;

@@ -32,7 +32,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
                 std::time::SystemTime::now(),
             );
             let until = refine::budget_until(deadline, refiner.settings.reserve);
-            let response = refine::handle_until(refiner, &event.payload, Some(until)).await?;
+            // Boxed: the job loop's future is deep (every job kind's phases); its layout is
+            // computed once here instead of inside the runtime's service future.
+            let response =
+                Box::pin(refine::handle_until(refiner, &event.payload, Some(until))).await?;
             println!("{}", response.metrics_line());
             Ok::<_, Diagnostic>(response.into_result()?)
         },

@@ -7,7 +7,7 @@
 use lakestream_catalog::pipeline::Outcome;
 use lakestream_catalog::{Action, Error, MemoryCatalog, SyncOptions, sync_pipeline, sync_table};
 use lakestream_formats::config::CatalogForm;
-use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::records::{ORDER_TIME, Order};
 use lakestream_testkit::{TestLake, backends};
 
 /// Orders in `hours` distinct processing hours of raw/order (one commit per hour).
@@ -23,17 +23,13 @@ async fn lake_with_orders(
                 .unwrap_or_default(),
         ));
         let ing = lakestream_core::KafkaIngestor::new(t.config.clone(), clock)?;
-        let v = format!(
-            r#"{{"order_id":{h},"order_owner":"a","order_value":1,"timestamp":"2022-04-04T10:15:30Z"}}"#
-        );
-        ing.ingest(&[SourceRecord::new(
-            "orders",
-            0,
-            i64::from(h),
-            1,
-            v.as_bytes(),
-        )])
-        .await?;
+        let order = Order {
+            id: i64::from(h),
+            owner: "a",
+            value: 1,
+            timestamp: &format!("\"{ORDER_TIME}\""),
+        };
+        ing.ingest(&[order.record(0, i64::from(h), 1)]).await?;
     }
     Ok(t)
 }

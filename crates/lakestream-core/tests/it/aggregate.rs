@@ -14,31 +14,12 @@ use lakestream_core::refine::{RunContext, run_job};
 use lakestream_core::{KafkaIngestor, Lake, read};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::record::SourceRecord;
-use lakestream_testkit::{TestLake, backends};
+use lakestream_testkit::{CDC_OP, TestLake, backends, cdc_topic, cdc_upsert};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-const JOBS: &str = r#"
-[[topics]]
-topic = "cdc"
-table = "raw/cdc"
-columns = [
-  { name = "id", type = "int64", nullable = false },
-  { name = "owner", type = "string" },
-  { name = "value", type = "int64" },
-  { name = "ts", type = "timestamp", nullable = false },
-  { name = "op", type = "string" },
-]
-
-[[refine]]
-job = "silver"
-output = "silver/cdc"
-[refine.upsert]
-source = "raw/cdc"
-key = ["id"]
-order_by = ["ts"]
-op = { column = "op", delete = ["D"] }
-
+/// The gold job over the upsert `silver` (see [`jobs`]).
+const GOLD: &str = r#"
 [[refine]]
 job = "gold_cdc"
 output = "gold/cdc"
@@ -50,11 +31,19 @@ group_by = ["owner", "date(ts) as day"]
 measures = ["count(*) as n", "sum(value) as total", "min(value) as smallest", "max(value) as largest", "avg(value) as mean", "count(value) as valued"]
 "#;
 
+/// Topic `cdc` (`raw/cdc`: an owner and a value per id), its upsert `silver` into
+/// `silver/cdc`, and the gold job `gold_cdc` over it.
+fn jobs() -> String {
+    let columns = r#"  { name = "id", type = "int64", nullable = false },
+  { name = "owner", type = "string" },
+  { name = "value", type = "int64" },
+  { name = "ts", type = "timestamp", nullable = false },
+"#;
+    cdc_topic(&format!("{columns}{CDC_OP}"), "") + &cdc_upsert("silver", "silver/cdc", true) + GOLD
+}
+
 fn config(lake: &TestLake) -> Result<PipelineConfig> {
-    let mut cfg = PipelineConfig::from_toml(&format!("{}\n{JOBS}", lakestream_testkit::EXAMPLE))?;
-    cfg.lake = lake.config.lake.clone();
-    cfg.commit = lake.config.commit.clone();
-    Ok(cfg)
+    Ok(lake.config_with(&jobs())?)
 }
 
 /// Per group (owner, day): rows, sum, min, max, avg, non-null count.
@@ -380,12 +369,7 @@ measures = ["count(*) as n", "max(value) as hi"]
 "#;
     for backend in backends() {
         let lake = TestLake::new(backend, "aggregate-empty")?;
-        let mut cfg = PipelineConfig::from_toml(&format!(
-            "{}\n{JOBS}\n{OWNERS}",
-            lakestream_testkit::EXAMPLE
-        ))?;
-        cfg.lake = lake.config.lake.clone();
-        cfg.commit = lake.config.commit.clone();
+        let cfg = lake.config_with(&format!("{}\n{OWNERS}", jobs()))?;
         let ing = KafkaIngestor::new(cfg.clone(), Arc::new(lakestream_core::SystemClock))?;
         let l = Lake::new(&cfg.lake)?;
         let s: CommitSettings = (&cfg.commit).into();
@@ -442,7 +426,7 @@ async fn a_changed_definition_or_a_bad_filter_is_refused() -> Result<()> {
         let text = format!(
             "{}\n{}",
             lakestream_testkit::EXAMPLE,
-            JOBS.replace(from, to)
+            jobs().replace(from, to)
         );
         let mut c = PipelineConfig::from_toml(&text)?;
         c.lake = cfg.lake.clone();

@@ -90,8 +90,16 @@ async fn property(lake: &TestLake, table: &str, key: &str) -> Result<Option<Stri
     Ok(h.property(key)?)
 }
 
-fn check(r: &IngestReport, written: usize, tombstones: usize, dead: usize, dup: usize) {
-    assert_accounted(r);
+/// `r` accounts for the `sent` records (the test's count of its input) as these counts.
+fn check(
+    sent: usize,
+    r: &IngestReport,
+    written: usize,
+    tombstones: usize,
+    dead: usize,
+    dup: usize,
+) {
+    assert_accounted(sent, r);
     assert_eq!(
         (
             r.written,
@@ -110,7 +118,7 @@ async fn bronze_rows_and_lineage_equal_what_was_sent_and_replays_are_no_ops() ->
         let lake = TestLake::with_config(b, "dbz-rows", config()?)?;
         let ing = lake.ingestor()?;
         let batch = customers();
-        check(&ing.ingest(&batch).await?, 5, 1, 0, 0);
+        check(batch.len(), &ing.ingest(&batch).await?, 5, 1, 0, 0);
         let rows = by_offset(
             &lake,
             BRONZE,
@@ -222,7 +230,7 @@ async fn bronze_rows_and_lineage_equal_what_was_sent_and_replays_are_no_ops() ->
         );
         let v = lake.version(BRONZE).await?;
         // A replay: everything committed is a duplicate, the tombstone skipped again.
-        check(&ing.ingest(&batch).await?, 0, 1, 0, 5);
+        check(batch.len(), &ing.ingest(&batch).await?, 0, 1, 0, 5);
         assert_eq!(
             lake.version(BRONZE).await?,
             v,
@@ -249,7 +257,7 @@ async fn bad_records_are_dead_lettered_with_their_bytes_and_new_columns_evolve()
             Some(fx!("pg_customers_1005.key.json")),
             Some(fx!("pg_customers_c.json")),
         )];
-        check(&ing.ingest(&first).await?, 1, 0, 0, 0);
+        check(first.len(), &ing.ingest(&first).await?, 1, 0, 0, 0);
         let batch = [
             rec(
                 CUSTOMERS,
@@ -279,7 +287,7 @@ async fn bad_records_are_dead_lettered_with_their_bytes_and_new_columns_evolve()
             ),
         ];
         let r = ing.ingest(&batch).await?;
-        check(&r, 1, 0, 4, 0);
+        check(batch.len(), &r, 1, 0, 4, 0);
         let t = r
             .tables
             .iter()
@@ -338,7 +346,7 @@ async fn bad_records_are_dead_lettered_with_their_bytes_and_new_columns_evolve()
         }
         // Redelivered: nothing twice.
         let again = ing.ingest(&batch).await?;
-        check(&again, 0, 0, 0, 5);
+        check(batch.len(), &again, 0, 0, 0, 5);
         assert_eq!(lake.count("dead_letters").await?, 4);
     }
     Ok(())
@@ -352,8 +360,8 @@ async fn two_ingests_of_one_batch_at_once_land_once() -> Result<()> {
         let batch = customers();
         let (r1, r2) = tokio::join!(one.ingest(&batch), two.ingest(&batch));
         let (r1, r2) = (r1?, r2?);
-        assert_accounted(&r1);
-        assert_accounted(&r2);
+        assert_accounted(batch.len(), &r1);
+        assert_accounted(batch.len(), &r2);
         assert_eq!(r1.written + r2.written, 5, "{r1:?} {r2:?}");
         assert_eq!(lake.count(BRONZE).await?, 5, "{b:?}");
         let offsets = int64s(&lake.read(BRONZE).await?, bronze::OFFSET)?;
@@ -372,7 +380,8 @@ async fn tables_appearing_later_are_created() -> Result<()> {
             lake.config.clone(),
             lakestream_testkit::fixed_clock(lakestream_testkit::ingest_time()),
         )?;
-        check(&ing.ingest(&customers()).await?, 5, 1, 0, 0);
+        let batch = customers();
+        check(batch.len(), &ing.ingest(&batch).await?, 5, 1, 0, 0);
         let orders = "crm.public.orders";
         let products = "crm.inventory.products";
         let (ko, kp) = (
@@ -403,7 +412,7 @@ async fn tables_appearing_later_are_created() -> Result<()> {
             ),
         ];
         let r = ing.ingest(&later).await?;
-        check(&r, 5, 0, 1, 0);
+        check(later.len(), &r, 5, 0, 1, 0);
         let rows = by_offset(
             &lake,
             "bronze/crm/public/orders",
@@ -500,7 +509,7 @@ async fn an_msk_event_of_debezium_records_decodes_keys_and_tombstones() -> Resul
         .into_source_records();
     let lake = TestLake::with_config(Backend::Fs, "dbz-msk", config()?)?;
     let r = lake.ingestor()?.ingest(&records).await?;
-    check(&r, 1, 1, 0, 0);
+    check(records.len(), &r, 1, 1, 0, 0);
     assert_eq!(
         by_offset(&lake, BRONZE, &["__key", "email"]).await?,
         vec![vec![s(r#"{"id":1005}"#), s("bob@example.com")]]

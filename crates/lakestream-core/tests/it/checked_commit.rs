@@ -10,6 +10,7 @@ use lakestream_core::maintenance::{CompactOptions, compact};
 use lakestream_core::{FixedClock, Lake};
 use lakestream_formats::notification::LogObject;
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::records;
 use lakestream_testkit::{Backend, TestLake, backends, ingest_time, offsets, strings};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Barrier};
@@ -18,11 +19,7 @@ const PLAIN: &[u8] =
     include_bytes!("../../../../tests/fixtures/access-logs/2026-11-29-08-00-00-A1B2C3D4E5F6.log");
 
 fn order(p: i32, off: i64) -> SourceRecord {
-    let json = format!(
-        r#"{{"order_id":{},"order_owner":"o{p}","order_value":{off},"timestamp":"2022-04-04T10:15:30Z"}}"#,
-        off + 1
-    );
-    SourceRecord::new("orders", p, off, 1_649_067_330_000, json.as_bytes())
+    records::order(p, off, off + 1, &format!("o{p}"), off)
 }
 
 fn expected(recs: &[SourceRecord]) -> Vec<(i32, i64)> {

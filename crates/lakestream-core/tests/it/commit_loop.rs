@@ -11,15 +11,14 @@ use lakestream_core::refine::{RunContext, run_job};
 use lakestream_core::{KafkaIngestor, Lake, read};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::record::SourceRecord;
-use lakestream_testkit::{TestLake, backends, strings};
+use lakestream_testkit::records;
+use lakestream_testkit::{TestLake, backends, cdc_config, strings};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 fn member(i: usize, owner: &str) -> SourceRecord {
-    let json = format!(
-        r#"{{"order_owner":"{owner}","membership":"m{i}","timestamp":"2026-11-30T10:00:00Z"}}"#
-    );
-    SourceRecord::new("members", 0, i as i64, 0, json.as_bytes())
+    let level = format!("m{i}");
+    records::member(0, i as i64, owner, &level, "2026-11-30T10:00:00Z", 0)
 }
 
 /// Sorted `(order_owner, membership)` of `raw/member`: every record once, none twice.
@@ -148,27 +147,6 @@ async fn compaction_retry_after_a_storage_error_is_checked() -> Result<()> {
     Ok(())
 }
 
-const CDC: &str = r#"
-[[topics]]
-topic = "cdc"
-table = "raw/cdc"
-columns = [
-  { name = "id", type = "int64", nullable = false },
-  { name = "v", type = "string" },
-  { name = "ts", type = "timestamp", nullable = false },
-  { name = "op", type = "string" },
-]
-
-[[refine]]
-job = "cdc"
-output = "silver/cdc"
-[refine.upsert]
-source = "raw/cdc"
-key = ["id"]
-order_by = ["ts"]
-op = { column = "op", delete = ["D"] }
-"#;
-
 struct Cdc {
     cfg: PipelineConfig,
     ing: KafkaIngestor,
@@ -177,10 +155,7 @@ struct Cdc {
 
 impl Cdc {
     fn new(lake: &TestLake) -> Result<Self> {
-        let mut cfg =
-            PipelineConfig::from_toml(&format!("{}\n{CDC}", lakestream_testkit::EXAMPLE))?;
-        cfg.lake = lake.config.lake.clone();
-        cfg.commit = lake.config.commit.clone();
+        let cfg = lake.config_with(&cdc_config("cdc"))?;
         let ing = KafkaIngestor::new(cfg.clone(), Arc::new(lakestream_core::SystemClock))?;
         Ok(Self {
             cfg,

@@ -59,8 +59,9 @@ async fn a_burst_of_bad_records_leaves_one_txn_per_partition() -> Result<()> {
                 .collect()
         };
         for from in [0, 50] {
-            let r = ing.ingest(&batch(from)).await?;
-            assert_accounted(&r);
+            let sent = batch(from);
+            let r = ing.ingest(&sent).await?;
+            assert_accounted(sent.len(), &r);
             assert_eq!((r.written, r.dead_lettered), (75, 75), "{b:?}");
         }
         let txns = dead_letter_txns(&lake).await?;
@@ -73,8 +74,9 @@ async fn a_burst_of_bad_records_leaves_one_txn_per_partition() -> Result<()> {
         );
         // Redelivery of both batches: nothing dead-lettered twice, nothing written twice.
         for from in [0, 50] {
-            let again = ing.ingest(&batch(from)).await?;
-            assert_accounted(&again);
+            let sent = batch(from);
+            let again = ing.ingest(&sent).await?;
+            assert_accounted(sent.len(), &again);
             assert_eq!(
                 (again.written, again.dead_lettered, again.duplicates),
                 (0, 0, 150),

@@ -19,48 +19,20 @@ use lakestream_core::table::TableHandle;
 use lakestream_core::{FixedClock, Lake, Redrive, read};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::record::SourceRecord;
-use lakestream_testkit::{EXAMPLE, TestLake, backends};
+use lakestream_testkit::records;
+use lakestream_testkit::{CDC_ROW, TestLake, backends, cdc_topic, cdc_upsert};
 use std::sync::Arc;
 
-const CDC: &str = r#"
-[[topics]]
-topic = "cdc"
-table = "raw/cdc"
-columns = [
-  { name = "id", type = "int64", nullable = false },
-  { name = "v", type = "string" },
-  { name = "ts", type = "timestamp", nullable = false },
-]
-
-[[refine]]
-job = "latest"
-output = "silver/cdc"
-[refine.upsert]
-source = "raw/cdc"
-key = ["id"]
-order_by = ["ts"]
-
-[[refine]]
-job = "latest2"
-output = "silver/cdc2"
-[refine.upsert]
-source = "raw/cdc"
-key = ["id"]
-order_by = ["ts"]
-"#;
-
+/// The `cdc` topic (no change type) and two upserts of it, `latest` and `latest2`.
 fn config(lake: &TestLake) -> Result<PipelineConfig> {
-    let mut cfg = PipelineConfig::from_toml(&format!("{EXAMPLE}\n{CDC}"))?;
-    cfg.lake = lake.config.lake.clone();
-    cfg.commit = lake.config.commit.clone();
-    Ok(cfg)
+    let jobs = cdc_topic(CDC_ROW, "")
+        + &cdc_upsert("latest", "silver/cdc", false)
+        + &cdc_upsert("latest2", "silver/cdc2", false);
+    Ok(lake.config_with(&jobs)?)
 }
 
 fn order(off: i64) -> SourceRecord {
-    let json = format!(
-        r#"{{"order_id":{off},"order_owner":"o1","order_value":{off},"timestamp":"2022-04-04T10:15:30Z"}}"#
-    );
-    SourceRecord::new("orders", 0, off, 1_649_067_330_000, json.as_bytes())
+    records::order(0, off, off, "o1", off)
 }
 
 fn cdc(off: i64, id: i64) -> SourceRecord {

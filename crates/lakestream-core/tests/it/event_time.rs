@@ -9,18 +9,22 @@ use lakestream_core::commit::CommitSettings;
 use lakestream_core::refine::{RunContext, run_job};
 use lakestream_core::{Lake, read};
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::records::{self, Order};
 use lakestream_testkit::{TestLake, assert_accounted, backends, strings};
 
 fn order(offset: i64, id: i32, owner: &str, ts: &str) -> SourceRecord {
-    let json = format!(
-        r#"{{"order_id":{id},"order_owner":"{owner}","order_value":{id}0,"timestamp":{ts}}}"#
-    );
-    SourceRecord::new("orders", 0, offset, 0, json.as_bytes())
+    let (id, value) = (i64::from(id), i64::from(id) * 10);
+    Order {
+        id,
+        owner,
+        value,
+        timestamp: ts,
+    }
+    .record(0, offset, 0)
 }
 
 fn member(offset: i64, owner: &str, level: &str, ts: &str) -> SourceRecord {
-    let json = format!(r#"{{"order_owner":"{owner}","membership":"{level}","timestamp":"{ts}"}}"#);
-    SourceRecord::new("members", 0, offset, 0, json.as_bytes())
+    records::member(0, offset, owner, level, ts, 0)
 }
 
 /// Dead-letter `(offset or object_uri, error)` pairs, sorted.
@@ -52,7 +56,7 @@ async fn timestamps_outside_years_1_to_9999_are_dead_lettered_never_written() ->
             order(5, 5, "bob", "-62135596800001"),
         ];
         let r = ing.ingest(&batch).await?;
-        assert_accounted(&r);
+        assert_accounted(batch.len(), &r);
         assert_eq!((r.written, r.dead_lettered), (2, 3), "{b:?}: {r:?}");
         let rows = lake.read("raw/order").await?;
         let mut ts = strings(&rows, "timestamp")?;
@@ -131,7 +135,7 @@ async fn a_far_future_row_is_dead_lettered_and_does_not_make_later_rows_late() -
                 anyhow::Ok(run_job(&ctx, &job, 100).await?)
             };
             for v in versions() {
-                assert_accounted(&ing.ingest(&v).await?);
+                assert_accounted(v.len(), &ing.ingest(&v).await?);
                 if after_each {
                     run().await?;
                 }

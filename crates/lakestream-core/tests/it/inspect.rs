@@ -7,14 +7,11 @@ use lakestream_core::inspect::{AsOf, history, read_as_of, resolve_version};
 use lakestream_core::maintenance::{CompactOptions, checkpoint, compact};
 use lakestream_core::{Error, FixedClock, Lake};
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::records;
 use lakestream_testkit::{Backend, TestLake, backends, offsets};
 
 fn order(p: i32, off: i64) -> SourceRecord {
-    let json = format!(
-        r#"{{"order_id":{},"order_owner":"o{p}","order_value":{off},"timestamp":"2022-04-04T10:15:30Z"}}"#,
-        p + 1
-    );
-    SourceRecord::new("orders", p, off, 1_649_067_330_000, json.as_bytes())
+    records::order(p, off, i64::from(p) + 1, &format!("o{p}"), off)
 }
 
 fn batch(p: i32, from: i64, n: i64) -> Vec<SourceRecord> {

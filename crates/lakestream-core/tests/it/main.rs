@@ -17,6 +17,7 @@ mod cdc_redrive;
 mod change_data_feed;
 mod checked_commit;
 mod commit_loop;
+mod compaction_races;
 mod dead_letter_growth;
 mod deletion_vectors;
 mod event_time;

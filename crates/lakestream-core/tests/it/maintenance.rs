@@ -9,6 +9,7 @@ use lakestream_core::maintenance::{
 };
 use lakestream_core::{FixedClock, Lake};
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::records::{self, ORDER_TIME, Order};
 use lakestream_testkit::{Backend, TestLake, backends, offsets};
 use std::sync::Arc;
 
@@ -17,11 +18,7 @@ fn t0() -> DateTime<Utc> {
 }
 
 fn order(p: i32, off: i64) -> SourceRecord {
-    let json = format!(
-        r#"{{"order_id":{},"order_owner":"o{p}","order_value":{off},"timestamp":"2022-04-04T10:15:30Z"}}"#,
-        p + 1
-    );
-    SourceRecord::new("orders", p, off, 1_649_067_330_000, json.as_bytes())
+    records::order(p, off, i64::from(p) + 1, &format!("o{p}"), off)
 }
 
 /// `commits` small appends of 3 records each (one partition: the fixed clock's hour).
@@ -305,11 +302,18 @@ async fn zorder_rewrites_sorted_or_refuses_clearly() -> Result<()> {
     let ing = lake.ingestor()?;
     // Values arrive in descending order across commits.
     for c in 0..4i64 {
-        let recs: Vec<SourceRecord> = (0..3).map(|k| {
-            let off = c * 3 + k;
-            let json = format!(r#"{{"order_id":{},"order_owner":"o","order_value":{},"timestamp":"2022-04-04T10:15:30Z"}}"#, off % 2, 100 - off);
-            SourceRecord::new("orders", 0, off, 1, json.as_bytes())
-        }).collect();
+        let recs: Vec<SourceRecord> = (0..3)
+            .map(|k| {
+                let off = c * 3 + k;
+                Order {
+                    id: off % 2,
+                    owner: "o",
+                    value: 100 - off,
+                    timestamp: &format!("\"{ORDER_TIME}\""),
+                }
+                .record(0, off, 1)
+            })
+            .collect();
         ing.ingest(&recs).await?;
     }
     let l = Lake::new(&lake.config.lake)?;

@@ -13,6 +13,7 @@ use lakestream_core::seed::SeedGenerator;
 use lakestream_core::{Lake, read};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::records;
 use lakestream_testkit::{TestLake, backends, strings};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -324,15 +325,18 @@ async fn output_is_the_same_however_ingestion_and_runs_are_batched() -> Result<(
 }
 
 fn order(offset: i64, id: i32, owner: &str, ts: &str) -> SourceRecord {
-    let json = format!(
-        r#"{{"order_id":{id},"order_owner":"{owner}","order_value":{id}0,"timestamp":"{ts}"}}"#
-    );
-    SourceRecord::new("orders", 0, offset, 0, json.as_bytes())
+    let (id, value) = (i64::from(id), i64::from(id) * 10);
+    records::Order {
+        id,
+        owner,
+        value,
+        timestamp: &format!("\"{ts}\""),
+    }
+    .record(0, offset, 0)
 }
 
 fn member(offset: i64, owner: &str, level: &str, ts: &str) -> SourceRecord {
-    let json = format!(r#"{{"order_owner":"{owner}","membership":"{level}","timestamp":"{ts}"}}"#);
-    SourceRecord::new("members", 0, offset, 0, json.as_bytes())
+    records::member(0, offset, owner, level, ts, 0)
 }
 
 /// Bounds and lateness, ingested version by version (each inner list is one invocation).

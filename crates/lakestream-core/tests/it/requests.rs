@@ -12,6 +12,7 @@ use lakestream_core::intercept::observe_calls;
 use lakestream_core::table::TableHandle;
 use lakestream_core::{FixedClock, KafkaIngestor, Lake};
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::records;
 use lakestream_testkit::{TestLake, backends};
 use std::sync::{Arc, Mutex};
 
@@ -39,11 +40,7 @@ impl Calls {
 }
 
 fn order(off: i64) -> SourceRecord {
-    let json = format!(
-        r#"{{"order_id":{},"order_owner":"o1","order_value":{off},"timestamp":"2022-04-04T10:15:30Z"}}"#,
-        off + 1
-    );
-    SourceRecord::new("orders", 0, off, 1_649_067_330_000, json.as_bytes())
+    records::order(0, off, off + 1, "o1", off)
 }
 
 fn ingestor(lake: &TestLake, calls: &Arc<Calls>) -> Result<KafkaIngestor> {

@@ -10,14 +10,11 @@ use futures::TryStreamExt;
 use lakestream_core::Lake;
 use lakestream_core::table::TableHandle;
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::records::{self, partition_offsets as expected};
 use lakestream_testkit::{TestLake, assert_accounted, backends, offsets};
 
 fn order(partition: i32, off: i64) -> SourceRecord {
-    let json = format!(
-        r#"{{"order_id":{},"order_owner":"o{partition}","order_value":{off},"timestamp":"2022-04-04T10:15:30Z"}}"#,
-        off + 1
-    );
-    SourceRecord::new("orders", partition, off, 1_649_067_330_000, json.as_bytes())
+    records::order(partition, off, off + 1, &format!("o{partition}"), off)
 }
 
 fn batch(partition: i32, offsets: std::ops::Range<i64>) -> Vec<SourceRecord> {
@@ -47,15 +44,6 @@ async fn delete_table(lake: &TestLake, table: &str) -> Result<()> {
     Ok(())
 }
 
-fn expected(parts: &[(i32, std::ops::Range<i64>)]) -> Vec<(i32, i64)> {
-    let mut v: Vec<(i32, i64)> = parts
-        .iter()
-        .flat_map(|(p, r)| r.clone().map(move |o| (*p, o)))
-        .collect();
-    v.sort();
-    v
-}
-
 /// The table was deleted between two invocations of a warm ingestor; the batches are
 /// redelivered in order (the consumer group was reset): every record ends in the new table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -69,8 +57,9 @@ async fn a_warm_ingestor_rewrites_a_redelivered_batch_into_a_deleted_table() -> 
 
         // Same process, same handles: the redelivered batches must be written again.
         for (from, to) in [(0, 10), (10, 20)] {
-            let again = ing.ingest(&batch(0, from..to)).await?;
-            assert_accounted(&again);
+            let sent = batch(0, from..to);
+            let again = ing.ingest(&sent).await?;
+            assert_accounted(sent.len(), &again);
             assert_eq!(
                 (again.written, again.duplicates),
                 (10, 0),
@@ -99,8 +88,9 @@ async fn a_warm_ingestor_creates_a_deleted_table_again() -> Result<()> {
             ing.ingest(&batch(0, from..from + 10)).await?;
         }
         delete_table(&lake, "raw/order").await?;
-        let next = ing.ingest(&batch(0, 30..40)).await?;
-        assert_accounted(&next);
+        let sent = batch(0, 30..40);
+        let next = ing.ingest(&sent).await?;
+        assert_accounted(sent.len(), &next);
         assert_eq!(next.written, 10, "{b:?}");
         assert_eq!(
             next.tables[0].version,
@@ -139,8 +129,9 @@ async fn a_warm_ingestor_notices_a_table_re_created_by_someone_else() -> Result<
         assert_ne!(table_id(&lake).await?, old_id, "{b:?}: a new table id");
 
         // The last batch of partition 0 is redelivered to the warm ingestor.
-        let again = ing.ingest(&batch(0, 20..30)).await?;
-        assert_accounted(&again);
+        let sent = batch(0, 20..30);
+        let again = ing.ingest(&sent).await?;
+        assert_accounted(sent.len(), &again);
         assert_eq!(
             (again.written, again.duplicates),
             (10, 0),

@@ -10,37 +10,18 @@ use lakestream_core::refine::{RunContext, UpsertCounts, run_job};
 use lakestream_core::{KafkaIngestor, Lake, read};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::record::SourceRecord;
-use lakestream_testkit::{TestLake, backends, strings};
+use lakestream_testkit::{CDC_OP, CDC_ROW, TestLake, backends, cdc_topic, cdc_upsert, strings};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-const CDC: &str = r#"
-[[topics]]
-topic = "cdc"
-table = "raw/cdc"
-schema_mode = "merge"
-columns = [
-  { name = "id", type = "int64", nullable = false },
-  { name = "v", type = "string" },
-  { name = "ts", type = "timestamp", nullable = false },
-  { name = "op", type = "string" },
-]
-
-[[refine]]
-job = "sensors"
-output = "silver/cdc"
-[refine.upsert]
-source = "raw/cdc"
-key = ["id"]
-order_by = ["ts"]
-op = { column = "op", delete = ["D"] }
-"#;
+/// The `cdc` topic (merge mode: new fields become columns) and its upsert `sensors`.
+fn cdc() -> String {
+    cdc_topic(&format!("{CDC_ROW}{CDC_OP}"), "schema_mode = \"merge\"\n")
+        + &cdc_upsert("sensors", "silver/cdc", true)
+}
 
 fn config(lake: &TestLake) -> Result<PipelineConfig> {
-    let mut cfg = PipelineConfig::from_toml(&format!("{}\n{CDC}", lakestream_testkit::EXAMPLE))?;
-    cfg.lake = lake.config.lake.clone();
-    cfg.commit = lake.config.commit.clone();
-    Ok(cfg)
+    Ok(lake.config_with(&cdc())?)
 }
 
 fn rec(offset: i64, json: &str) -> SourceRecord {

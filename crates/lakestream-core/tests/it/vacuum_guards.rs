@@ -14,14 +14,12 @@ use lakestream_core::maintenance::{CompactOptions, VacuumOptions, checkpoint, co
 use lakestream_core::table::TableHandle;
 use lakestream_core::{FixedClock, Lake};
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::records;
 use lakestream_testkit::{TestLake, backends, offsets};
 use std::sync::Arc;
 
 fn order(off: i64) -> SourceRecord {
-    let json = format!(
-        r#"{{"order_id":1,"order_owner":"o","order_value":{off},"timestamp":"2022-04-04T10:15:30Z"}}"#
-    );
-    SourceRecord::new("orders", 0, off, 1_649_067_330_000, json.as_bytes())
+    records::order(0, off, 1, "o", off)
 }
 
 /// Every object under `table`'s root (relative paths), sorted.

@@ -11,33 +11,13 @@ use lakestream_core::{FixedClock, KafkaIngestor, Lake, read};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::notification::LogObject;
 use lakestream_formats::record::SourceRecord;
-use lakestream_testkit::EXAMPLE;
+use lakestream_testkit::records::{self, Order};
+use lakestream_testkit::{EXAMPLE, cdc_config};
 use maintenance::{JobResult, Request, run};
 use std::sync::Arc;
 
 const LOGS: &[u8] =
     include_bytes!("../../../../tests/fixtures/access-logs/2026-11-29-08-00-00-A1B2C3D4E5F6.log");
-
-const CDC: &str = r#"
-[[topics]]
-topic = "cdc"
-table = "raw/cdc"
-columns = [
-  { name = "id", type = "int64", nullable = false },
-  { name = "v", type = "string" },
-  { name = "ts", type = "timestamp", nullable = false },
-  { name = "op", type = "string" },
-]
-
-[[refine]]
-job = "sensors"
-output = "silver/cdc"
-[refine.upsert]
-source = "raw/cdc"
-key = ["id"]
-order_by = ["ts"]
-op = { column = "op", delete = ["D"] }
-"#;
 
 /// The tables the schedule must reach besides the topic tables.
 const DERIVED: [&str; 6] = [
@@ -61,7 +41,7 @@ impl Pipeline {
         let dir = tempfile::tempdir()?;
         let text = EXAMPLE.replace("layout = \"per_bucket\"", "layout = \"single\"");
         anyhow::ensure!(text != EXAMPLE, "example config layout changed");
-        let mut cfg = PipelineConfig::from_toml(&format!("{text}\n{CDC}"))?;
+        let mut cfg = PipelineConfig::from_toml(&format!("{text}\n{}", cdc_config("sensors")))?;
         cfg.lake.root = dir.path().join("lake").to_string_lossy().into_owned();
         // 2026-01-01T12:00:00Z: the rows below are an hour or two old.
         let clock = Arc::new(FixedClock::new(
@@ -81,14 +61,12 @@ impl Pipeline {
     async fn round(&self, k: i64) -> anyhow::Result<Vec<JobReport>> {
         let ing = KafkaIngestor::new(self.cfg.clone(), self.clock.clone())?;
         let t = |m: i64| format!("2026-01-01T10:{:02}:00Z", m);
-        let member = format!(
-            r#"{{"order_owner":"a","membership":"m{k}","timestamp":"{}"}}"#,
-            t(5 * k)
-        );
-        let order = format!(
-            r#"{{"order_id":{k},"order_owner":"a","order_value":{k},"timestamp":"{}"}}"#,
-            t(5 * k + 1)
-        );
+        let order = Order {
+            id: k,
+            owner: "a",
+            value: k,
+            timestamp: &format!("\"{}\"", t(5 * k + 1)),
+        };
         let mut cdc = vec![format!(
             r#"{{"id":{k},"v":"v{k}","ts":"{}","op":"I"}}"#,
             t(5 * k)
@@ -101,8 +79,8 @@ impl Pipeline {
             ));
         }
         let mut records = vec![
-            SourceRecord::new("members", 0, k, 1, member.as_bytes()),
-            SourceRecord::new("orders", 0, k, 1, order.as_bytes()),
+            records::member(0, k, "a", &format!("m{k}"), &t(5 * k), 1),
+            order.record(0, k, 1),
         ];
         for (i, c) in cdc.iter().enumerate() {
             records.push(SourceRecord::new(

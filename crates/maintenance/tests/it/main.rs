@@ -8,8 +8,8 @@ use lakestream_core::access_log::{AccessLogIngestor, LocalObjects};
 use lakestream_core::{FixedClock, KafkaIngestor, Lake};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::notification::LogObject;
-use lakestream_formats::record::SourceRecord;
 use lakestream_testkit::EXAMPLE;
+use lakestream_testkit::records::{ORDER_TIME, Order};
 use maintenance::{Job, JobSpec, Maintainer, Request, run};
 use std::sync::Arc;
 
@@ -31,11 +31,13 @@ async fn lake_with_six_small_files()
     ));
     let ing = KafkaIngestor::new(cfg.clone(), clock.clone())?;
     for off in 0..6 {
-        let v = format!(
-            r#"{{"order_id":1,"order_owner":"a","order_value":{off},"timestamp":"2022-04-04T10:15:30Z"}}"#
-        );
-        ing.ingest(&[SourceRecord::new("orders", 0, off, 1, v.as_bytes())])
-            .await?;
+        let order = Order {
+            id: 1,
+            owner: "a",
+            value: off,
+            timestamp: &format!("\"{ORDER_TIME}\""),
+        };
+        ing.ingest(&[order.record(0, off, 1)]).await?;
     }
     Ok((dir, cfg, clock))
 }

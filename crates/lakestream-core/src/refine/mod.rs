@@ -13,6 +13,8 @@
 //! - [`report`]: what runs and jobs did, with per-kind counts.
 //! - [`skip`]: `--skip-to`, a consumed version recorded without rows.
 //! - [`join`]: one interval-join run on the checked commit path.
+//! - [`keyed`]: the keyed machinery the upsert, the CDC apply and the aggregate share (target
+//!   reads, key encoding, ordering, tombstones, the keyed plan and commit loop).
 //! - [`upsert`]: one upsert run (copy-on-write: rewrite files that lose rows, add new rows).
 //! - [`cdc`]: one CDC apply run (SCD1 / SCD2, with the change data feed).
 //! - [`aggregate`]: one aggregate run (signed changes folded into touched groups).
@@ -22,6 +24,7 @@ pub mod cdc;
 pub mod context;
 pub mod join;
 pub(crate) mod json_rows;
+pub mod keyed;
 pub mod report;
 pub mod skip;
 pub mod source;

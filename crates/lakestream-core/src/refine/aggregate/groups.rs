@@ -1,20 +1,19 @@
 //! Groups and their measures: a source row's group key (the group columns, row-encoded so a
-//! key is bytes), signed folding of rows into per-group accumulators, the merge of a run's
-//! delta with a group's stored state, and the conversion of both to and from output rows.
+//! key is bytes), the per-group accumulators and the [`Evaluator`] of a job's groups and
+//! measures. Signed folding of rows into accumulators and the merge of a run's delta with a
+//! group's stored state: [`fold`](super::fold); output rows to and from state:
+//! [`rows`](super::rows); the row filter: [`filter`](super::filter).
 //!
 //! `min`/`max` values are kept row-encoded too (arrow's row format orders like the values), so
 //! any orderable type works; a retracted value at or beyond a group's extreme makes the group
-//! be recomputed from the source. Output rows to and from state: [`rows`](super::rows); the row
-//! filter: [`filter`](super::filter).
+//! be recomputed from the source.
 
 use super::filter::RowFilter;
 use crate::error::{Error, Result};
-use deltalake::arrow::array::{
-    Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, new_null_array,
-};
+use deltalake::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, new_null_array};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::compute::kernels::temporal::{DatePart, date_part};
-use deltalake::arrow::datatypes::{DataType, Field, Float64Type, Int64Type, SchemaRef};
+use deltalake::arrow::datatypes::{DataType, Field, SchemaRef};
 use deltalake::arrow::row::{RowConverter, SortField};
 use lakestream_formats::refine::aggregate::{AggregateConfig, GroupExpr, Measure, MeasureFn};
 use std::sync::Arc;
@@ -72,7 +71,8 @@ impl Groups {
         self.keys.len()
     }
 
-    fn slot(&mut self, key: &[u8], fresh: impl FnOnce() -> Acc) -> &mut Acc {
+    /// The accumulator of `key`, a `fresh` one when the key is new.
+    pub(super) fn slot(&mut self, key: &[u8], fresh: impl FnOnce() -> Acc) -> &mut Acc {
         let i = match self.index.get(key) {
             Some(&i) => i,
             None => {
@@ -324,158 +324,6 @@ impl Evaluator {
         Ok(arrays)
     }
 
-    /// Fold the rows of `batch` (source columns read) into `groups`, each with its sign;
-    /// with `only`, rows of other groups are skipped.
-    pub fn fold(
-        &self,
-        batch: &RecordBatch,
-        signs: &[i8],
-        groups: &mut Groups,
-        only: Option<&Groups>,
-    ) -> Result<()> {
-        let keys = self.keys.convert_columns(&self.group_arrays(batch)?)?;
-        // Per measure: its input as needed (counts: validity; sums: i64/f64; extremes: rows).
-        enum Input {
-            None,
-            Valid(ArrayRef),
-            Ints(Int64Array),
-            Floats(Float64Array),
-            Rows(ArrayRef, deltalake::arrow::row::Rows),
-        }
-        let mut inputs = Vec::with_capacity(self.measures.len());
-        for m in &self.measures {
-            let Some(i) = m.input else {
-                inputs.push(Input::None);
-                continue;
-            };
-            let col = batch.column(i);
-            inputs.push(match m.func {
-                MeasureFn::CountRows => Input::None,
-                MeasureFn::Count => Input::Valid(col.clone()),
-                MeasureFn::Sum | MeasureFn::Avg if sum_kind(&m.input_type) == Some(true) => {
-                    Input::Ints(
-                        cast(col, &DataType::Int64)?
-                            .as_primitive::<Int64Type>()
-                            .clone(),
-                    )
-                }
-                MeasureFn::Sum | MeasureFn::Avg => Input::Floats(
-                    cast(col, &DataType::Float64)?
-                        .as_primitive::<Float64Type>()
-                        .clone(),
-                ),
-                MeasureFn::Min | MeasureFn::Max => {
-                    let (conv, _) = m
-                        .values
-                        .as_ref()
-                        .ok_or_else(|| Error::Internal("extreme".into()))?;
-                    Input::Rows(
-                        col.clone(),
-                        conv.convert_columns(std::slice::from_ref(col))?,
-                    )
-                }
-            });
-        }
-        let kept = self.filter.kept(batch)?;
-        for (r, &sign) in signs.iter().enumerate().take(batch.num_rows()) {
-            if kept.as_ref().is_some_and(|k| !k[r]) {
-                continue;
-            }
-            let key = keys.row(r);
-            if only.is_some_and(|o| o.get(key.data()).is_none()) {
-                continue;
-            }
-            let s = i64::from(sign);
-            let acc = groups.slot(key.data(), || self.fresh());
-            acc.rows += s;
-            for ((slot, input), m) in acc.slots.iter_mut().zip(&inputs).zip(&self.measures) {
-                match (slot, input) {
-                    (Slot::Count(c), Input::None) => *c += s,
-                    (Slot::Count(c), Input::Valid(a)) if a.is_valid(r) => *c += s,
-                    (Slot::Sum { n, sum }, Input::Ints(a)) if a.is_valid(r) => {
-                        *n += s;
-                        if let Num::Int(x) = sum {
-                            *x += i128::from(a.value(r)) * i128::from(s);
-                        }
-                    }
-                    (Slot::Sum { n, sum }, Input::Floats(a)) if a.is_valid(r) => {
-                        *n += s;
-                        if let Num::Float(x) = sum {
-                            *x += a.value(r) * s as f64;
-                        }
-                    }
-                    (Slot::Extreme { best, retracted }, Input::Rows(a, rows)) if a.is_valid(r) => {
-                        let v = rows.row(r).data();
-                        let max = m.func == MeasureFn::Max;
-                        let target = if sign > 0 { best } else { retracted };
-                        if target.as_deref().is_none_or(|t| beyond(v, t, max)) {
-                            *target = Some(v.to_vec());
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// What a group with stored state `old` (none: new) becomes with the run's `delta`.
-    pub fn merge(&self, old: Option<&Acc>, delta: &Acc) -> Result<Outcome> {
-        let fresh = self.fresh();
-        let old = old.unwrap_or(&fresh);
-        let rows = old.rows + delta.rows;
-        if rows < 0 {
-            return Err(self.refused(format!(
-                "a group would have {rows} rows: the output does not match its source (written by \
-                 another job or config?); rebuild it (delete the output table and run the job again)"
-            )));
-        }
-        if rows == 0 {
-            return Ok(Outcome::Gone);
-        }
-        let mut slots = Vec::with_capacity(old.slots.len());
-        for ((o, d), m) in old.slots.iter().zip(&delta.slots).zip(&self.measures) {
-            slots.push(match (o, d) {
-                (Slot::Count(a), Slot::Count(b)) => Slot::Count(a + b),
-                (Slot::Sum { n: n1, sum: s1 }, Slot::Sum { n: n2, sum: s2 }) => {
-                    let n = n1 + n2;
-                    let sum = match (s1, s2) {
-                        (Num::Int(a), Num::Int(b)) => Num::Int(a + b),
-                        // No value left: exactly zero (no float residue of retractions).
-                        _ if n == 0 => Num::Float(0.0),
-                        (Num::Float(a), Num::Float(b)) => Num::Float(a + b),
-                        _ => return Err(Error::Internal("sum kinds differ".into())),
-                    };
-                    Slot::Sum { n, sum }
-                }
-                (
-                    Slot::Extreme { best: b1, .. },
-                    Slot::Extreme {
-                        best: b2,
-                        retracted,
-                    },
-                ) => {
-                    let max = m.func == MeasureFn::Max;
-                    let best = match (b1, b2) {
-                        (Some(a), Some(b)) => Some(if beyond(b, a, max) { b } else { a }.clone()),
-                        (a, b) => a.clone().or_else(|| b.clone()),
-                    };
-                    if let Some(g) = retracted
-                        && best.as_deref().is_none_or(|b| !beyond(b, g, max))
-                    {
-                        return Ok(Outcome::Recompute);
-                    }
-                    Slot::Extreme {
-                        best,
-                        retracted: None,
-                    }
-                }
-                _ => return Err(Error::Internal("slot kinds differ".into())),
-            });
-        }
-        Ok(Outcome::Keep(Acc { rows, slots }))
-    }
-
     /// The group columns' values of `keys`, as arrays (for pruning).
     pub fn key_arrays(&self, keys: &[Vec<u8>]) -> Result<Vec<ArrayRef>> {
         let parser = self.keys.parser();
@@ -488,11 +336,6 @@ impl Evaluator {
     pub fn exprs(&self) -> &[GroupExpr] {
         &self.exprs
     }
-}
-
-/// Is encoded value `v` beyond `t` (greater for a max, smaller for a min)?
-fn beyond(v: &[u8], t: &[u8], max: bool) -> bool {
-    if max { v > t } else { v < t }
 }
 
 /// A timestamp column as UTC (a zone-less timestamp is read as UTC).

@@ -5,7 +5,7 @@
 //!    retracted (its change data feed where a commit has one, else the rows of the files it
 //!    added and removed with `dataChange=true`; compaction changes nothing). The first run reads
 //!    the source's snapshot instead of replaying its history;
-//! 2. fold them, signed, into one delta per touched group ([`groups`]);
+//! 2. fold them, signed, into one delta per touched group ([`groups`], [`fold`]);
 //! 3. read the output files that can hold touched groups (pruned by partition values,
 //!    [`prune`]) and merge each touched group's stored state with its delta: counts and sums
 //!    add up, a group with no rows left goes, and a group whose `min`/`max` lost its extreme is
@@ -18,7 +18,9 @@
 
 pub(crate) mod changes;
 mod filter;
+mod fold;
 pub(crate) mod groups;
+mod merge;
 mod prune;
 mod rows;
 mod spec;
@@ -30,15 +32,12 @@ use crate::commit::change::keyed_merge;
 use crate::commit::{Change, ChangePlanner, NewTable, Proposal, ReadScope, TableState, run};
 use crate::error::{Error, Result};
 use crate::read::with_partitions;
-use crate::refine::upsert::target;
+use crate::refine::keyed::target;
 use crate::table::TableHandle;
 use changes::{next_changes, read_signed};
-use deltalake::arrow::array::{BooleanArray, RecordBatch};
-use deltalake::arrow::compute::filter_record_batch;
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::{Remove, Transaction};
-use deltalake::writer::DeltaWriter;
-use groups::{Evaluator, Groups, Outcome};
+use groups::{Evaluator, Groups};
 use lakestream_formats::refine::RefineJob;
 use lakestream_formats::refine::aggregate::AggregateConfig;
 use prune::Wanted;
@@ -100,58 +99,23 @@ impl ChangePlanner for AggregatePlanner<'_, '_> {
         } else {
             cfg.partition_by.clone()
         };
-        let refuse = |reason: String| Error::Source {
-            job: cfg.job.clone(),
-            table: a.source.clone(),
-            reason,
-        };
-        if state.version.is_some() && consumed.is_none() {
-            // Folding the snapshot into existing groups would count every row twice.
-            return Err(refuse(format!(
-                "the output `{}` exists but records no consumption of this source (its `txn` \
-                 expired, or the job's source was renamed): rebuild it (delete the output table \
-                 and run the job again)",
-                cfg.output
-            )));
-        }
-        let columns = source_columns(&source, a)?;
-        let ev = Evaluator::new(&cfg.job, a, &columns, &partition_by)?;
-        if state.version.is_some() {
-            same_spec(output, a, &ev).map_err(refuse)?;
-        }
+        let (columns, ev) = evaluator(cfg, a, output, state, consumed, &source, &partition_by)?;
         let latest = source.version().unwrap_or(0);
         let source_id = source.table_id()?;
-        let mut delta = Groups::default();
         let mut counts = AggregateCounts::default();
-        let (files, rows_read, end) = match consumed {
-            None => {
-                let (files, rows) = fold_snapshot(&source, &columns, &ev, &mut delta, None).await?;
-                (files, rows, latest)
-            }
-            Some(after) => {
-                let ch = next_changes(&cfg.job, &source, after, ChunkLimits::of(cfg)).await?;
-                if ch.end == after {
-                    return Ok(None);
-                }
-                let mut rows = 0;
-                for f in &ch.files {
-                    for (batch, signs) in read_signed(&cfg.job, &source, f, &columns, after).await?
-                    {
-                        rows += batch.num_rows();
-                        counts.retracted += signs.iter().filter(|s| **s < 0).count();
-                        ev.fold(&batch, &signs, &mut delta, None)?;
-                    }
-                }
-                (ch.files.len(), rows, ch.end)
-            }
+        let Some(read) =
+            read_delta(cfg, &source, &columns, &ev, consumed, latest, &mut counts).await?
+        else {
+            return Ok(None);
         };
+        let end = read.end;
         self.report.sides = vec![SideReport {
             table: a.source.clone(),
             from: consumed,
             to: Some(end),
             latest,
-            files,
-            rows: rows_read,
+            files: read.files,
+            rows: read.rows,
             late: 0,
         }];
 
@@ -160,134 +124,43 @@ impl ChangePlanner for AggregatePlanner<'_, '_> {
             Some(_) => output.arrow_schema()?,
             None => target::nullable_partitions(&ev.output_schema(), &partition_by),
         };
-        let mut stored = Groups::default();
-        let mut kept: Vec<RecordBatch> = Vec::new();
-        let mut removes: Vec<Remove> = Vec::new();
-        if state.version.is_some() && delta.len() > 0 {
-            let names: Vec<String> = a.group_by.iter().map(|g| g.name.clone()).collect();
-            let wanted = Wanted::new(
-                &ev,
-                &names,
-                &delta.keys,
-                |c| partition_by.iter().any(|p| p == c),
-                true,
-            )?;
-            let store = output.table().object_store();
-            let first = names[0].clone();
-            for f in target::live_files(output, &first)? {
-                if !wanted.may_hold(&f.partitions, &None) {
-                    continue;
-                }
-                let batch = target::read_all(&store, &f, &out_schema, &cfg.output).await?;
-                let (keys, accs) = ev.stored(&batch)?;
-                let mut keep = Vec::with_capacity(batch.num_rows());
-                for (i, acc) in accs.into_iter().enumerate() {
-                    let key = keys.row(i);
-                    let touched = delta.get(key.data()).is_some();
-                    keep.push(!touched);
-                    if touched {
-                        stored.put(key.data().to_vec(), acc);
-                    }
-                }
-                if keep.iter().all(|k| *k) {
-                    continue;
-                }
-                kept.push(filter_record_batch(&batch, &BooleanArray::from(keep))?);
-                removes.push(f.remove.clone());
-            }
-        }
+        let stored = if state.version.is_some() && read.delta.len() > 0 {
+            let wanted = merge::Touched {
+                ev: &ev,
+                delta: &read.delta,
+                partition_by: &partition_by,
+            };
+            merge::read_stored(output, cfg, a, wanted, &out_schema).await?
+        } else {
+            merge::Stored::default()
+        };
 
         // Merge; groups whose extreme was retracted are recomputed from the source at `end`.
-        let mut results: Vec<(Vec<u8>, groups::Acc)> = Vec::new();
-        let mut recompute = Groups::default();
-        for (key, d) in delta.keys.iter().zip(&delta.accs) {
-            let old = stored.get(key);
-            match ev.merge(old, d)? {
-                Outcome::Keep(acc) => {
-                    if old.is_some() {
-                        counts.updated += 1;
-                    } else {
-                        counts.inserted += 1;
-                    }
-                    results.push((key.clone(), acc));
-                }
-                Outcome::Gone => {
-                    if old.is_some() {
-                        counts.deleted += 1;
-                    }
-                }
-                Outcome::Recompute => recompute.put(key.clone(), ev.fresh()),
-            }
-        }
+        let mut merged = merge::Merged::new(counts);
+        let recompute = merged.merge(&ev, &read.delta, &stored.groups)?;
         if recompute.len() > 0 {
-            counts.recomputed = recompute.len();
-            let at_end = if end == latest {
-                source
-            } else {
-                // From the kept handle when there is one: its log-read cache answers the
-                // commit files of the time travel.
-                let mut h = match ctx.warm {
-                    Some(_) => ctx.load_source(&a.source).await?,
-                    None => TableHandle::open(ctx.lake, &a.source)?,
-                };
-                h.table_mut()
-                    .load_version(end)
-                    .await
-                    .map_err(|e| Error::storage(&a.source, e))?;
-                h
-            };
+            merged.counts.recomputed = recompute.len();
+            let at_end = source_at(ctx, a, source, end, latest).await?;
             at_end.refuse_deletion_vectors()?;
             let mut fresh = Groups::default();
             let (read, _) =
                 fold_snapshot(&at_end, &columns, &ev, &mut fresh, Some(&recompute)).await?;
-            counts.recompute_files = read;
-            for key in &recompute.keys {
-                let had = stored.get(key).is_some();
-                match fresh.get(key).filter(|acc| acc.rows > 0) {
-                    Some(acc) => {
-                        if had {
-                            counts.updated += 1;
-                        } else {
-                            counts.inserted += 1;
-                        }
-                        results.push((key.clone(), acc.clone()));
-                    }
-                    None if had => counts.deleted += 1,
-                    None => {}
-                }
-            }
+            merged.counts.recompute_files = read;
+            merged.recomputed(&recompute, &fresh, &stored.groups);
         }
 
         // Write the kept rows of rewritten files and the touched groups' new rows.
-        let mut adds = Vec::new();
-        let new_rows = {
-            let keys: Vec<&[u8]> = results.iter().map(|(k, _)| k.as_slice()).collect();
-            let accs: Vec<&groups::Acc> = results.iter().map(|(_, a)| a).collect();
-            ev.to_batch(&keys, &accs)?
-        };
-        if new_rows.num_rows() > 0 || !kept.is_empty() {
-            let mut writer = crate::commit::batch_writer(
-                ctx.lake,
-                &cfg.output,
-                out_schema.clone(),
-                partition_by.clone(),
-            )?;
-            for b in kept.iter().chain(std::iter::once(&new_rows)) {
-                if b.num_rows() == 0 {
-                    continue;
-                }
-                let b = with_partitions(&out_schema, b, &Default::default())?;
-                writer
-                    .write(b)
-                    .await
-                    .map_err(|e| Error::storage(&cfg.output, e))?;
-            }
-            adds = writer
-                .flush()
-                .await
-                .map_err(|e| Error::storage(&cfg.output, e))?;
-        }
-        self.report.counts = RunCounts::Aggregate(counts);
+        let adds = merge::write_groups(
+            ctx,
+            cfg,
+            &ev,
+            &out_schema,
+            &partition_by,
+            &stored.kept,
+            &merged.results,
+        )
+        .await?;
+        self.report.counts = RunCounts::Aggregate(merged.counts);
         Ok(Some(proposal(
             ctx,
             cfg,
@@ -296,11 +169,123 @@ impl ChangePlanner for AggregatePlanner<'_, '_> {
             out_schema,
             partition_by,
             adds,
-            removes,
+            stored.removes,
             end,
             source_id,
         )))
     }
+}
+
+/// The source columns the job reads and its evaluator, once the output at `state` may fold
+/// the source's changes: an existing output records what it consumed and was written by this
+/// job's spec.
+fn evaluator(
+    cfg: &RefineJob,
+    a: &AggregateConfig,
+    output: &TableHandle,
+    state: &TableState,
+    consumed: Option<u64>,
+    source: &TableHandle,
+    partition_by: &[String],
+) -> Result<(SchemaRef, Evaluator)> {
+    let refuse = |reason: String| Error::Source {
+        job: cfg.job.clone(),
+        table: a.source.clone(),
+        reason,
+    };
+    if state.version.is_some() && consumed.is_none() {
+        // Folding the snapshot into existing groups would count every row twice.
+        return Err(refuse(format!(
+            "the output `{}` exists but records no consumption of this source (its `txn` \
+             expired, or the job's source was renamed): rebuild it (delete the output table \
+             and run the job again)",
+            cfg.output
+        )));
+    }
+    let columns = source_columns(source, a)?;
+    let ev = Evaluator::new(&cfg.job, a, &columns, partition_by)?;
+    if state.version.is_some() {
+        same_spec(output, a, &ev).map_err(refuse)?;
+    }
+    Ok((columns, ev))
+}
+
+/// What the source gained in a run, folded signed into one delta per touched group.
+struct Delta {
+    /// The delta per touched group.
+    delta: Groups,
+    /// Source files read.
+    files: usize,
+    /// Source rows read.
+    rows: usize,
+    /// The source version consumed up to.
+    end: u64,
+}
+
+/// Fold what the source did after `consumed` (none: its snapshot at `latest`) into one delta
+/// per touched group, counting retracted rows in `counts`; `None` when it has nothing new.
+async fn read_delta(
+    cfg: &RefineJob,
+    source: &TableHandle,
+    columns: &SchemaRef,
+    ev: &Evaluator,
+    consumed: Option<u64>,
+    latest: u64,
+    counts: &mut AggregateCounts,
+) -> Result<Option<Delta>> {
+    let mut delta = Groups::default();
+    let (files, rows_read, end) = match consumed {
+        None => {
+            let (files, rows) = fold_snapshot(source, columns, ev, &mut delta, None).await?;
+            (files, rows, latest)
+        }
+        Some(after) => {
+            let ch = next_changes(&cfg.job, source, after, ChunkLimits::of(cfg)).await?;
+            if ch.end == after {
+                return Ok(None);
+            }
+            let mut rows = 0;
+            for f in &ch.files {
+                for (batch, signs) in read_signed(&cfg.job, source, f, columns, after).await? {
+                    rows += batch.num_rows();
+                    counts.retracted += signs.iter().filter(|s| **s < 0).count();
+                    ev.fold(&batch, &signs, &mut delta, None)?;
+                }
+            }
+            (ch.files.len(), rows, ch.end)
+        }
+    };
+    Ok(Some(Delta {
+        delta,
+        files,
+        rows: rows_read,
+        end,
+    }))
+}
+
+/// The source at version `end` (`source` itself when that is its `latest`), for recomputing
+/// groups.
+async fn source_at(
+    ctx: &RunContext<'_>,
+    a: &AggregateConfig,
+    source: TableHandle,
+    end: u64,
+    latest: u64,
+) -> Result<TableHandle> {
+    if end == latest {
+        return Ok(source);
+    }
+    // From the kept handle when there is one: its log-read cache answers the commit files of
+    // the time travel.
+    let mut h = match ctx.warm {
+        Some(_) => ctx.load_source(&a.source).await?,
+        None => TableHandle::open(ctx.lake, &a.source)?,
+    };
+    h.table_mut()
+        .load_version(end)
+        .await
+        .map_err(|e| Error::storage(&a.source, e))?;
+    Ok(h)
 }
 
 /// Fold every live row of `source` (at its loaded version) into `groups` (only those of

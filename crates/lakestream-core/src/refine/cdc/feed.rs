@@ -10,8 +10,8 @@
 
 use crate::commit::{ChangeType, change_schema};
 use crate::error::Result;
-use crate::refine::upsert::Images;
-use crate::refine::upsert::order::Encoder;
+use crate::refine::keyed::Images;
+use crate::refine::keyed::order::Encoder;
 use deltalake::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use deltalake::arrow::compute::concat_batches;
 use std::collections::HashSet;

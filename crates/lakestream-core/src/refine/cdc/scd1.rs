@@ -13,10 +13,10 @@ use super::feed;
 use crate::commit::{TableState, write_change_data};
 use crate::error::{Error, Result};
 use crate::refine::context::RunContext;
+use crate::refine::keyed::incoming::IncomingRows;
+use crate::refine::keyed::rewrite::Sweep;
+use crate::refine::keyed::{self, KeyedPlan, Planned, empty_report};
 use crate::refine::report::RunReport;
-use crate::refine::upsert::incoming::IncomingRows;
-use crate::refine::upsert::rewrite::Sweep;
-use crate::refine::upsert::{self, KeyedPlan, Planned, empty_report};
 use crate::table::TableHandle;
 use deltalake::arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray};
 use deltalake::arrow::compute::filter_record_batch;
@@ -36,7 +36,7 @@ pub(crate) async fn run_once(
     let app = ctx.app_id(&cfg.job, &apply.source);
     let plan = Scd1Plan { ctx, cfg, apply };
     let expire = Some(apply.tombstone_retention);
-    upsert::run_keyed(ctx, &cfg.job, app, plan, output, expire).await
+    keyed::run_keyed(ctx, &cfg.job, app, plan, output, expire).await
 }
 
 /// The upsert an SCD1 apply is: keyed on `keys`, ordered by `__seq`, `d` deletes.
@@ -96,7 +96,7 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
             },
             keep_dropped: true,
         };
-        let (mut plan, images) = upsert::plan(ctx, &src, output, state, consumed, &sweep).await?;
+        let (mut plan, images) = keyed::plan(ctx, &src, output, state, consumed, &sweep).await?;
         if let Some(t) = truncate {
             plan.proposal
                 .change

@@ -16,6 +16,7 @@
 //! as [`Stored`], so the history stays a function of the key's set of changes, whatever the
 //! order they arrive in.
 
+use super::compare;
 use crate::commit::ChangeType;
 use crate::error::{Error, Result};
 use deltalake::arrow::array::{
@@ -126,7 +127,7 @@ impl KeyCodec {
 }
 
 /// A rebuilt row: its index in the combined rows, and its end (`__END_SEQ`, `__END_AT`).
-type Built = (usize, Option<(String, Option<i64>)>);
+pub(super) type Built = (usize, Option<(String, Option<i64>)>);
 
 #[derive(Debug, Clone)]
 enum Kind {
@@ -208,102 +209,191 @@ pub fn rebuild(
     truncates: &[Truncate],
     stored: &[Stored],
 ) -> Result<Rebuilt> {
-    let starts: Vec<Option<i64>> = micros(changes, bronze::SOURCE_TS)?
-        .into_iter()
-        .zip(micros(changes, bronze::INGESTED_AT)?)
-        .map(|(s, i)| s.or(i))
-        .collect();
-    let combined = concat_batches(schema, [old, &as_rows(schema, changes, &starts)?])?;
-    let keys = codec.encode(&combined)?;
-    let (seqs, ends) = (
-        texts(&combined, silver::SEQ)?,
-        texts(&combined, silver::END_SEQ)?,
-    );
-    let (start_at, end_at) = (
-        micros(&combined, silver::START_AT)?,
-        micros(&combined, silver::END_AT)?,
-    );
+    let c = Combined::new(schema, codec, old, changes)?;
     let ops = texts(changes, bronze::OP)?;
-    let mut events: BTreeMap<&[u8], Vec<Event>> = BTreeMap::new();
-    // Old rows: upserts, and deletes where an end starts no row of the key.
-    let mut starts_of: HashSet<(&[u8], &str)> = HashSet::new();
-    for i in 0..old.num_rows() {
-        if let Some(s) = &seqs[i] {
-            starts_of.insert((&keys[i], s));
-        }
+    let mut events = c.events(old.num_rows(), &ops);
+    let kept = Kept::new(stored);
+    kept.add_to(&mut events, truncates);
+    let (out, orphans) = intervals(&events, &kept);
+    let rows = with_ends(&c.combined, &out)?;
+    let mut rebuilt = compare::feed(
+        schema,
+        old,
+        &c.combined,
+        &c.keys,
+        &c.seqs,
+        &c.ends,
+        &end_at_vec(&c.combined)?,
+        rows,
+        &out,
+    )?;
+    rebuilt.orphans = orphans;
+    Ok(rebuilt)
+}
+
+/// The touched keys' old silver rows followed by the new changes' upserts as silver rows, with
+/// the columns the rebuild reads.
+struct Combined {
+    /// The rows.
+    combined: RecordBatch,
+    /// Their encoded keys.
+    keys: Vec<Vec<u8>>,
+    /// Their `__seq`.
+    seqs: Vec<Option<String>>,
+    /// Their `__END_SEQ`.
+    ends: Vec<Option<String>>,
+    /// Their `__START_AT`.
+    start_at: Vec<Option<i64>>,
+    /// Their `__END_AT`.
+    end_at: Vec<Option<i64>>,
+}
+
+impl Combined {
+    /// `old`'s rows and `changes` as silver rows (opened at `__source_ts`, else
+    /// `__ingested_at`).
+    fn new(
+        schema: &SchemaRef,
+        codec: &KeyCodec,
+        old: &RecordBatch,
+        changes: &RecordBatch,
+    ) -> Result<Self> {
+        let starts: Vec<Option<i64>> = micros(changes, bronze::SOURCE_TS)?
+            .into_iter()
+            .zip(micros(changes, bronze::INGESTED_AT)?)
+            .map(|(s, i)| s.or(i))
+            .collect();
+        let combined = concat_batches(schema, [old, &as_rows(schema, changes, &starts)?])?;
+        let keys = codec.encode(&combined)?;
+        let (seqs, ends) = (
+            texts(&combined, silver::SEQ)?,
+            texts(&combined, silver::END_SEQ)?,
+        );
+        let (start_at, end_at) = (
+            micros(&combined, silver::START_AT)?,
+            micros(&combined, silver::END_AT)?,
+        );
+        Ok(Self {
+            combined,
+            keys,
+            seqs,
+            ends,
+            start_at,
+            end_at,
+        })
     }
-    for i in 0..combined.num_rows() {
-        let seq = seqs[i].clone().unwrap_or_default();
-        let is_old = i < old.num_rows();
-        let list = events.entry(&keys[i]).or_default();
-        let kind = if is_old || ops[i - old.num_rows()].as_deref() != Some(bronze::OP_DELETE) {
-            Kind::Upsert(i)
-        } else {
-            Kind::Delete(true)
-        };
-        list.push(Event {
-            seq,
-            old: is_old,
-            kind,
-            at: start_at[i],
-        });
-        if is_old
-            && let Some(e) = &ends[i]
-            && !starts_of.contains(&(keys[i].as_slice(), e.as_str()))
-        {
+
+    /// The events per key: the first `old_rows` rows (old) are upserts, and deletes where an
+    /// end starts no row of the key; the changes (`ops` their `__op`) upserts or deletes.
+    fn events(&self, old_rows: usize, ops: &[Option<String>]) -> BTreeMap<&[u8], Vec<Event>> {
+        let keys = &self.keys;
+        let mut events: BTreeMap<&[u8], Vec<Event>> = BTreeMap::new();
+        // Old rows: upserts, and deletes where an end starts no row of the key.
+        let mut starts_of: HashSet<(&[u8], &str)> = HashSet::new();
+        for (k, s) in keys.iter().zip(&self.seqs).take(old_rows) {
+            if let Some(s) = s {
+                starts_of.insert((k, s));
+            }
+        }
+        for i in 0..self.combined.num_rows() {
+            let seq = self.seqs[i].clone().unwrap_or_default();
+            let is_old = i < old_rows;
+            let list = events.entry(&keys[i]).or_default();
+            let kind = if is_old || ops[i - old_rows].as_deref() != Some(bronze::OP_DELETE) {
+                Kind::Upsert(i)
+            } else {
+                Kind::Delete(true)
+            };
             list.push(Event {
-                seq: e.clone(),
-                old: true,
-                kind: Kind::Delete(true),
-                at: end_at[i],
+                seq,
+                old: is_old,
+                kind,
+                at: self.start_at[i],
             });
+            if is_old
+                && let Some(e) = &self.ends[i]
+                && !starts_of.contains(&(keys[i].as_slice(), e.as_str()))
+            {
+                list.push(Event {
+                    seq: e.clone(),
+                    old: true,
+                    kind: Kind::Delete(true),
+                    at: self.end_at[i],
+                });
+            }
+        }
+        events
+    }
+}
+
+/// The stored deletes by key, and the stored truncates (they close every key).
+struct Kept<'s> {
+    by_key: HashMap<&'s [u8], Vec<&'s Stored>>,
+    every: Vec<&'s Stored>,
+}
+
+impl<'s> Kept<'s> {
+    /// The `stored` deletes and truncates of earlier runs.
+    fn new(stored: &'s [Stored]) -> Self {
+        let mut by_key: HashMap<&[u8], Vec<&Stored>> = HashMap::new();
+        let (keyed, every): (Vec<&Stored>, Vec<&Stored>) =
+            stored.iter().partition(|s| s.key.is_some());
+        for s in keyed {
+            if let Some(k) = &s.key {
+                by_key.entry(k.as_slice()).or_default().push(s);
+            }
+        }
+        Self { by_key, every }
+    }
+
+    /// Add the stored deletes and truncates and the run's `truncates` to each key's events,
+    /// and order them by `__seq` (one event per `__seq`).
+    fn add_to(&self, events: &mut BTreeMap<&[u8], Vec<Event>>, truncates: &[Truncate]) {
+        for (key, list) in events.iter_mut() {
+            let own = self.by_key.get(key).map(Vec::as_slice).unwrap_or_default();
+            for s in own.iter().chain(&self.every) {
+                list.push(Event {
+                    seq: s.seq.clone(),
+                    old: true,
+                    kind: Kind::Delete(false),
+                    at: s.at,
+                });
+            }
+            for t in truncates {
+                list.push(Event {
+                    seq: t.seq.clone(),
+                    old: false,
+                    kind: Kind::Delete(false),
+                    at: t.at,
+                });
+            }
+            // By `__seq`; of equal ones the applied change first (a stored delete after
+            // silver's trace of it: the sort is stable), then delivery order.
+            list.sort_by(|a, b| a.seq.cmp(&b.seq).then(b.old.cmp(&a.old)));
+            list.dedup_by(|b, a| a.seq == b.seq);
         }
     }
-    // Stored deletes by key; stored truncates close every key.
-    let mut by_key: HashMap<&[u8], Vec<&Stored>> = HashMap::new();
-    let (keyed, every): (Vec<&Stored>, Vec<&Stored>) = stored.iter().partition(|s| s.key.is_some());
-    for s in keyed {
-        if let Some(k) = &s.key {
-            by_key.entry(k.as_slice()).or_default().push(s);
-        }
+
+    /// Whether the delete or truncate at `seq` of `key` is already stored.
+    fn has(&self, key: &[u8], seq: &str) -> bool {
+        self.every.iter().any(|s| s.seq == seq)
+            || self
+                .by_key
+                .get(key)
+                .is_some_and(|own| own.iter().any(|s| s.seq == seq))
     }
-    for (key, list) in events.iter_mut() {
-        let own = by_key.get(key).map(Vec::as_slice).unwrap_or_default();
-        for s in own.iter().chain(&every) {
-            list.push(Event {
-                seq: s.seq.clone(),
-                old: true,
-                kind: Kind::Delete(false),
-                at: s.at,
-            });
-        }
-        for t in truncates {
-            list.push(Event {
-                seq: t.seq.clone(),
-                old: false,
-                kind: Kind::Delete(false),
-                at: t.at,
-            });
-        }
-        // By `__seq`; of equal ones the applied change first (a stored delete after silver's
-        // trace of it: the sort is stable), then delivery order.
-        list.sort_by(|a, b| a.seq.cmp(&b.seq).then(b.old.cmp(&a.old)));
-        list.dedup_by(|b, a| a.seq == b.seq);
-    }
-    // Rebuild: (combined row, end) per row, key by key.
+}
+
+/// Rebuild the intervals key by key, in `__seq` order (an upsert closes the open row and opens
+/// its own, a delete closes the open row): (combined row, end) per row, and the deletes that
+/// close no row and are not `kept` yet (the orphans).
+fn intervals(events: &BTreeMap<&[u8], Vec<Event>>, kept: &Kept<'_>) -> (Vec<Built>, Vec<Stored>) {
     let mut out: Vec<Built> = Vec::new();
     let mut orphans = Vec::new();
-    for (key, list) in &events {
+    for (key, list) in events {
         let mut open: Option<usize> = None;
         for e in list {
             let closed = open.take().map(|o| out[o].1 = Some((e.seq.clone(), e.at)));
-            let kept = || {
-                every.iter().any(|s| s.seq == e.seq)
-                    || by_key
-                        .get(key)
-                        .is_some_and(|own| own.iter().any(|s| s.seq == e.seq))
-            };
-            if closed.is_none() && matches!(e.kind, Kind::Delete(true)) && !kept() {
+            if closed.is_none() && matches!(e.kind, Kind::Delete(true)) && !kept.has(key, &e.seq) {
                 orphans.push(Stored {
                     key: Some(key.to_vec()),
                     seq: e.seq.clone(),
@@ -316,8 +406,13 @@ pub fn rebuild(
             }
         }
     }
+    (out, orphans)
+}
+
+/// The rebuilt rows `out` of `combined`, with their ends (`__END_SEQ`, `__END_AT`).
+fn with_ends(combined: &RecordBatch, out: &[Built]) -> Result<RecordBatch> {
     let idx = UInt32Array::from(out.iter().map(|(i, _)| *i as u32).collect::<Vec<_>>());
-    let mut rows = take_record_batch(&combined, &idx)?;
+    let mut rows = take_record_batch(combined, &idx)?;
     let end_seq: StringArray = out
         .iter()
         .map(|(_, e)| e.as_ref().map(|e| e.0.clone()))
@@ -330,19 +425,7 @@ pub fn rebuild(
     .with_timezone("UTC");
     rows = replace(&rows, silver::END_SEQ, Arc::new(end_seq))?;
     rows = replace(&rows, silver::END_AT, Arc::new(end_at))?;
-    let mut rebuilt = feed(
-        schema,
-        old,
-        &combined,
-        &keys,
-        &seqs,
-        &ends,
-        &end_at_vec(&combined)?,
-        rows,
-        &out,
-    )?;
-    rebuilt.orphans = orphans;
-    Ok(rebuilt)
+    Ok(rows)
 }
 
 fn end_at_vec(b: &RecordBatch) -> Result<Vec<Option<i64>>> {
@@ -357,76 +440,4 @@ fn replace(b: &RecordBatch, name: &str, col: ArrayRef) -> Result<RecordBatch> {
     let mut cols = b.columns().to_vec();
     cols[i] = cast(&col, f.data_type())?;
     Ok(RecordBatch::try_new(schema.clone(), cols)?)
-}
-
-/// Compare the rebuilt rows with the old ones: the change feed and the changed keys.
-#[allow(clippy::too_many_arguments)]
-fn feed(
-    schema: &SchemaRef,
-    old: &RecordBatch,
-    combined: &RecordBatch,
-    keys: &[Vec<u8>],
-    seqs: &[Option<String>],
-    ends: &[Option<String>],
-    old_end_at: &[Option<i64>],
-    rows: RecordBatch,
-    out: &[Built],
-) -> Result<Rebuilt> {
-    let mut old_at: HashMap<(&[u8], &str), usize> = HashMap::new();
-    for i in 0..old.num_rows() {
-        old_at.insert((&keys[i], seqs[i].as_deref().unwrap_or_default()), i);
-    }
-    let (mut inserts, mut pre, mut post) = (Vec::new(), Vec::new(), Vec::new());
-    let mut changed = HashSet::new();
-    let mut kept_old = HashSet::new();
-    for (n, (i, end)) in out.iter().enumerate() {
-        let key = (keys[*i].as_slice(), seqs[*i].as_deref().unwrap_or_default());
-        match old_at.get(&key) {
-            None => {
-                inserts.push(n as u32);
-                changed.insert(keys[*i].clone());
-            }
-            Some(&o) => {
-                kept_old.insert(o);
-                let new_end = end.as_ref().map(|e| (e.0.as_str(), e.1));
-                let old_end = ends[o].as_deref().map(|s| (s, old_end_at[o]));
-                if new_end != old_end {
-                    pre.push(o as u32);
-                    post.push(n as u32);
-                    changed.insert(keys[*i].clone());
-                }
-            }
-        }
-    }
-    let deletes: Vec<u32> = (0..old.num_rows())
-        .filter(|o| !kept_old.contains(o))
-        .map(|o| o as u32)
-        .collect();
-    for &o in &deletes {
-        changed.insert(keys[o as usize].clone());
-    }
-    let pick = |b: &RecordBatch, idx: Vec<u32>| take_record_batch(b, &UInt32Array::from(idx));
-    let (inserted, closed) = (inserts.len(), pre.len());
-    let mut feed = Vec::new();
-    for (kind, batch) in [
-        (ChangeType::Insert, pick(&rows, inserts)?),
-        (ChangeType::UpdatePreimage, pick(combined, pre)?),
-        (ChangeType::UpdatePostimage, pick(&rows, post)?),
-        (ChangeType::Delete, pick(combined, deletes)?),
-    ] {
-        if batch.num_rows() > 0 {
-            feed.push((
-                kind,
-                RecordBatch::try_new(schema.clone(), batch.columns().to_vec())?,
-            ));
-        }
-    }
-    Ok(Rebuilt {
-        orphans: Vec::new(),
-        rows,
-        feed,
-        changed,
-        inserted,
-        closed,
-    })
 }

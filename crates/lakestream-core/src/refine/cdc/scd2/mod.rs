@@ -10,25 +10,26 @@
 //!    files + the source `txn` in one commit on the one commit loop (read scope: the table);
 //!    a truncate records `lakestream.cdc.truncated_at`. Silver is created with the feed on.
 
+mod compare;
 pub mod history;
+mod silver_files;
 mod stored;
 
 use super::changes::{ChangeRead, read_changes};
 use crate::commit::{
-    CHANGE_TYPE, Change, ChangePlanner, NewTable, Proposal, ReadScope, TableState, batch_writer,
-    change_schema, run, write_change_data,
+    CHANGE_TYPE, Change, ChangePlanner, NewTable, Proposal, ReadScope, TableState, change_schema,
+    run, write_change_data,
 };
 use crate::error::{Error, Result};
 use crate::refine::context::{JOB_PROPERTY, RunContext, source_id_property};
+use crate::refine::keyed::tombstones;
 use crate::refine::report::{RunCounts, RunReport, SideReport, UpsertCounts};
-use crate::refine::upsert::{target, tombstones};
 use crate::table::TableHandle;
 use deltalake::arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray};
 use deltalake::arrow::compute::{cast, concat_batches, filter_record_batch};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use deltalake::kernel::{Add, Remove, Transaction};
+use deltalake::kernel::Transaction;
 use deltalake::protocol::DeltaOperation;
-use deltalake::writer::DeltaWriter;
 use history::{KeyCodec, Truncate};
 use lakestream_formats::config::{bronze, silver};
 use lakestream_formats::refine::RefineJob;
@@ -198,40 +199,25 @@ async fn plan(
     read: ChangeRead,
 ) -> Result<Proposal> {
     let table = p.cfg.output.as_str();
-    let exists = state.version.is_some();
     let (changes, truncates) = split_truncates(&read.changes)?;
     let schema = silver_schema(state.schema.clone(), &read.changes.schema());
     let codec = KeyCodec::new(&schema, &read.keys)?;
     let incoming: HashSet<Vec<u8>> = codec.encode(&changes)?.into_iter().collect();
 
     // The silver rows of the touched keys, per file read.
-    let mut files: Vec<(Remove, RecordBatch, Vec<Vec<u8>>)> = Vec::new();
-    if exists {
-        let first = &read.keys[0];
-        let live = target::live_files(output, first)?;
-        let first_col = changes
-            .column_by_name(first)
-            .ok_or_else(|| Error::Internal(format!("no key column `{first}`")))?
-            .clone();
-        let candidates: Vec<&target::TargetFile> = if truncates.is_empty() {
-            target::candidates(&live, first, &first_col)?
-        } else {
-            live.iter().collect()
-        };
-        let store = output.table().object_store();
-        for f in candidates {
-            let rows = target::read_all(&store, f, &schema, table).await?;
-            let keys = codec.encode(&rows)?;
-            files.push((f.remove.clone(), rows, keys));
+    let files = match state.version {
+        Some(_) => {
+            let touched = silver_files::Touched {
+                keys: &read.keys,
+                changes: &changes,
+                truncates: &truncates,
+                codec: &codec,
+            };
+            silver_files::read_silver(output, touched, &schema, table).await?
         }
-    }
-    let touched = |k: &Vec<u8>| !truncates.is_empty() || incoming.contains(k);
-    let mut old_parts = Vec::new();
-    for (_, rows, keys) in &files {
-        let mask = BooleanArray::from(keys.iter().map(touched).collect::<Vec<_>>());
-        old_parts.push(filter_record_batch(rows, &mask)?);
-    }
-    let old = concat_batches(&schema, &old_parts)?;
+        None => Vec::new(),
+    };
+    let old = silver_files::old_rows(&files, &incoming, &truncates, &schema)?;
     let tombs = tombstones::table_name(&p.cfg.job);
     let kept = stored::load(p.ctx.lake, &tombs, &codec).await?;
     let rebuilt = history::rebuild(&schema, &codec, &old, &changes, &truncates, &kept)?;
@@ -242,38 +228,7 @@ async fn plan(
     });
 
     // Rewrite the files holding changed keys; write the changed keys' rows.
-    let mut writer = batch_writer(p.ctx.lake, table, schema.clone(), vec![])?;
-    let mut removes = Vec::new();
-    let mut out = Vec::new();
-    for (remove, rows, keys) in &files {
-        if !keys.iter().any(|k| rebuilt.changed.contains(k)) {
-            continue;
-        }
-        removes.push(remove.clone());
-        let keep = BooleanArray::from(
-            keys.iter()
-                .map(|k| !rebuilt.changed.contains(k))
-                .collect::<Vec<_>>(),
-        );
-        out.push(filter_record_batch(rows, &keep)?);
-    }
-    let new_keys = codec.encode(&rebuilt.rows)?;
-    let mask = BooleanArray::from(
-        new_keys
-            .iter()
-            .map(|k| rebuilt.changed.contains(k))
-            .collect::<Vec<_>>(),
-    );
-    out.push(filter_record_batch(&rebuilt.rows, &mask)?);
-    let out = concat_batches(&schema, &out)?;
-    let mut adds: Vec<Add> = Vec::new();
-    if out.num_rows() > 0 {
-        writer
-            .write(out)
-            .await
-            .map_err(|e| Error::storage(table, e))?;
-        adds = writer.flush().await.map_err(|e| Error::storage(table, e))?;
-    }
+    let (adds, removes) = silver_files::write_changed(p, &schema, &files, &codec, &rebuilt).await?;
     let cdc_files = write_feed(p, &schema, &rebuilt.feed).await?;
 
     let chunk = &read.read.chunk;
@@ -291,18 +246,6 @@ async fn plan(
         updated: rebuilt.closed,
         ..Default::default()
     });
-    let mut properties = Vec::new();
-    if let Some(t) = truncates.iter().map(|t| &t.seq).max() {
-        let recorded = output.snapshot().ok().and_then(|s| {
-            s.metadata()
-                .configuration()
-                .get(silver::TRUNCATED_AT_PROPERTY)
-                .cloned()
-        });
-        if recorded.as_ref().is_none_or(|r| r < t) {
-            properties.push((silver::TRUNCATED_AT_PROPERTY.to_string(), t.clone()));
-        }
-    }
     let change = Change {
         read_version: state.version,
         operation: DeltaOperation::Merge {
@@ -316,9 +259,38 @@ async fn plan(
         removes,
         txns: vec![Transaction::new(&p.app, chunk.end.unwrap_or(0) as i64)],
         scope: ReadScope::Table,
-        properties,
+        properties: truncated_at(output, &truncates),
         cdc_files,
     };
+    proposal(p, &read, change, schema)
+}
+
+/// The commit's `lakestream.cdc.truncated_at` property: the newest of `truncates`, when newer
+/// than the one the silver records.
+fn truncated_at(output: &TableHandle, truncates: &[Truncate]) -> Vec<(String, String)> {
+    let mut properties = Vec::new();
+    if let Some(t) = truncates.iter().map(|t| &t.seq).max() {
+        let recorded = output.snapshot().ok().and_then(|s| {
+            s.metadata()
+                .configuration()
+                .get(silver::TRUNCATED_AT_PROPERTY)
+                .cloned()
+        });
+        if recorded.as_ref().is_none_or(|r| r < t) {
+            properties.push((silver::TRUNCATED_AT_PROPERTY.to_string(), t.clone()));
+        }
+    }
+    properties
+}
+
+/// The commit of `change` in `schema`, and how a new silver is created (job and source table
+/// id properties, the change data feed on).
+fn proposal(
+    p: &Scd2Planner<'_, '_>,
+    read: &ChangeRead,
+    change: Change,
+    schema: SchemaRef,
+) -> Result<Proposal> {
     let src_id = read
         .read
         .handle

@@ -12,6 +12,7 @@
 
 mod compare;
 pub mod history;
+pub mod keys;
 mod silver_files;
 mod stored;
 
@@ -30,7 +31,8 @@ use deltalake::arrow::compute::{cast, concat_batches, filter_record_batch};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::kernel::Transaction;
 use deltalake::protocol::DeltaOperation;
-use history::{KeyCodec, Truncate};
+use history::Truncate;
+use keys::KeyCodec;
 use lakestream_formats::config::{bronze, silver};
 use lakestream_formats::refine::RefineJob;
 use lakestream_formats::refine::cdc::CdcApply;

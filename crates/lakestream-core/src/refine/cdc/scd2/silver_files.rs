@@ -4,7 +4,8 @@
 //! kept) with the changed keys' rebuilt rows.
 
 use super::Scd2Planner;
-use super::history::{KeyCodec, Rebuilt, Truncate};
+use super::history::{Rebuilt, Truncate};
+use super::keys::KeyCodec;
 use crate::commit::batch_writer;
 use crate::error::{Error, Result};
 use crate::refine::keyed::target;

@@ -7,7 +7,8 @@
 //! Only such deletes are kept, not every delete: the table stays small (out-of-order deliveries
 //! and truncates), and is read whole on every run.
 
-use super::history::{KeyCodec, Rebuilt, Stored, Truncate};
+use super::history::{Rebuilt, Stored, Truncate};
+use super::keys::KeyCodec;
 use crate::error::{Error, Result};
 use crate::read::read_table;
 use crate::storage::Lake;

@@ -226,8 +226,8 @@ pub fn desired_partitions(handle: &TableHandle, location: &str) -> Result<Vec<Ca
     }
     let base = format!("{}/{MANIFEST_DIR}/", trimmed(location));
     let mut out = BTreeSet::new();
-    for f in handle.snapshot()?.log_data().iter() {
-        let values = f.partition_values_map();
+    for f in handle.live_files()? {
+        let values = f.partition_values();
         let dir = hive_partition_path(&columns, &values);
         out.insert(CatalogPartition {
             values: columns
@@ -252,7 +252,7 @@ pub fn desired_partitions(handle: &TableHandle, location: &str) -> Result<Vec<Ca
 /// A table location as the catalog stores it: the lake's URL with its path unescaped (the
 /// object key itself, as Athena takes it).
 pub fn catalog_location(url: &url::Url) -> String {
-    let path = percent_encoding::percent_decode_str(url.path()).decode_utf8_lossy();
+    let path = lakestream_core::partition_path::decode(url.path());
     match url.host_str() {
         Some(host) => format!("{}://{host}{path}", url.scheme()),
         None => format!("{}://{path}", url.scheme()),

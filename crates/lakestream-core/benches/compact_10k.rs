@@ -115,7 +115,7 @@ fn main() -> anyhow::Result<()> {
         let st: StructType = schema.as_ref().try_into_kernel()?;
         let h = TableHandle::open(&lake, "bench/small")?;
         CreateBuilder::new()
-            .with_log_store(h.table().log_store())
+            .with_log_store(h.log_store())
             .with_columns(st.fields().cloned())
             .with_actions(adds.into_iter().map(Action::Add))
             .await?;

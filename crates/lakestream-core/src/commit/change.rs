@@ -272,11 +272,7 @@ pub(crate) fn check_all(change: &Change, winners: &[CommitSummary]) -> Result<()
     }
 }
 
-fn decode(path: &str) -> String {
-    percent_encoding::percent_decode_str(path)
-        .decode_utf8_lossy()
-        .into_owned()
-}
+use crate::partition_path::decode;
 
 #[cfg(test)]
 mod tests {

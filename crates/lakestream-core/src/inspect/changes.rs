@@ -12,16 +12,16 @@
 //! reported is the net change (an update shows as the old row deleted and the new one inserted).
 //! Commits with only `dataChange=false` actions (compaction) change nothing.
 
-use super::LogListing;
 use crate::error::{Error, Result};
-use crate::read::read_data_file;
+use crate::partition_path::decode;
 use crate::storage::Lake;
-use crate::table::TableHandle;
+use crate::table::{DataFile, TableHandle, is_missing_file};
 use deltalake::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt32Array};
 use deltalake::arrow::compute::{concat_batches, take};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::arrow::row::{RowConverter, SortField};
 use deltalake::kernel::Action;
+use futures::TryStreamExt;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -63,26 +63,20 @@ pub async fn changes(lake: &Lake, table: &str, from: u64, to: Option<u64>) -> Re
     fields.push(Field::new(COMMIT_VERSION, DataType::Int64, false));
     let out_schema: SchemaRef = Arc::new(Schema::new(fields));
     let cdc_schema = crate::commit::change_schema(&schema);
-    let log_store = handle.table().log_store();
-    let store = handle.table().object_store();
+    let mut commits = handle.commits(from..=to).stream();
     let mut batches = Vec::new();
-    for v in from..=to {
-        let Some(commit) = log_store
-            .read_commit_entry(v)
-            .await
-            .map_err(|e| Error::storage(table, e))?
-        else {
-            let oldest = LogListing::list(&handle)
-                .await?
-                .oldest_commit()
-                .unwrap_or(latest);
-            return Err(unavailable(format!(
-                "the commit file of version {v} is gone (log cleanup); changes can be read from \
-                 version {oldest} on"
-            )));
-        };
-        let actions =
-            deltalake::logstore::get_actions(v, &commit).map_err(|e| Error::storage(table, e))?;
+    while let Some(commit) = commits.try_next().await.map_err(|e| match e {
+        Error::CommitGone {
+            version: v, oldest, ..
+        } => unavailable(format!(
+            "the commit file of version {v} is gone (log cleanup); changes can be read from \
+             version {} on",
+            oldest.unwrap_or(latest)
+        )),
+        e => e,
+    })? {
+        let v = commit.version();
+        let actions = commit.actions()?;
         let (mut added, mut removed, mut changed) = (Vec::new(), Vec::new(), Vec::new());
         let has_cdc = actions.iter().any(|a| matches!(a, Action::Cdc(_)));
         for action in actions {
@@ -97,16 +91,14 @@ pub async fn changes(lake: &Lake, table: &str, from: u64, to: Option<u64>) -> Re
                 _ => continue,
             };
             let file_schema = if has_cdc { &cdc_schema } else { &schema };
-            let path = percent_encoding::percent_decode_str(&path).decode_utf8_lossy();
-            let object = deltalake::Path::parse(path.as_ref())
-                .unwrap_or_else(|_| deltalake::Path::from(path.as_ref()));
-            let read = read_data_file(&store, &object, &partitions, file_schema, table).await;
-            match read {
+            let file = DataFile::new(&decode(&path), None, partitions);
+            match handle.read_file(&file, file_schema).await {
                 Ok(b) => into.extend(b),
-                Err(e) if super::time_travel::is_not_found(&e) => {
+                Err(e) if is_missing_file(&e) => {
                     return Err(unavailable(format!(
-                        "version {v} references {object}, which vacuum deleted; changes of \
-                         versions inside the vacuum retention window can be read"
+                        "version {v} references {}, which vacuum deleted; changes of \
+                         versions inside the vacuum retention window can be read",
+                        file.path
                     )));
                 }
                 Err(e) => return Err(e),

@@ -9,7 +9,7 @@ use crate::storage::Lake;
 use crate::table::TableHandle;
 use chrono::{DateTime, Utc};
 use deltalake::DeltaTableError;
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use serde_json::{Map, Value};
 
 /// One commit.
@@ -87,27 +87,21 @@ pub async fn history(lake: &Lake, table: &str, limit: Option<usize>) -> Result<H
         None => oldest,
     };
     let times = super::commit_times(&handle, &listing).await?;
-    let log_store = handle.table().log_store();
-    let mut entries: Vec<HistoryEntry> = futures::stream::iter((first..=latest).rev())
-        .map(|v| {
-            let log_store = log_store.clone();
-            async move {
-                let bytes = log_store
-                    .read_commit_entry(v)
-                    .await
-                    .map_err(|e| Error::storage(table, e))?
-                    .ok_or_else(|| {
-                        Error::storage(
-                            table,
-                            DeltaTableError::Generic(format!(
-                                "commit {v} disappeared while reading the history (log cleanup ran); read it again"
-                            )),
-                        )
-                    })?;
-                Ok::<_, Error>(parse_commit(v, &bytes))
-            }
+    let mut entries: Vec<HistoryEntry> = handle
+        .commits(first..=latest)
+        .newest_first()
+        .read_ahead(CONCURRENCY)
+        .stream()
+        .map_ok(|c| parse_commit(c.version(), c.bytes()))
+        .map_err(|e| match e {
+            Error::CommitGone { version, .. } => Error::storage(
+                table,
+                DeltaTableError::Generic(format!(
+                    "commit {version} disappeared while reading the history (log cleanup ran); read it again"
+                )),
+            ),
+            e => e,
         })
-        .buffered(CONCURRENCY)
         .try_collect()
         .await?;
     for e in &mut entries {

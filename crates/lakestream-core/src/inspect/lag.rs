@@ -10,7 +10,6 @@
 //! - **access logs**: per table, the log objects committed in the last 24 hours (one `txn` per
 //!   object), and the newest request time in the table (file statistics of `time`).
 
-use super::history::parse_commit;
 use crate::error::{Error, Result};
 use crate::maintenance::readers;
 use crate::read::child_tables;
@@ -135,11 +134,19 @@ async fn debezium_bronze(
 
 /// The lag of every job `config` describes, as of `now`.
 pub async fn lag(lake: &Lake, config: &PipelineConfig, now: DateTime<Utc>) -> Result<Lag> {
-    let mut out = Lag {
-        kafka: vec![],
-        refine: vec![],
-        access_logs: vec![],
-    };
+    let mut kafka = kafka_topics(lake, config).await?;
+    let jobs = crate::refine::cdc::family::all_jobs(lake, config).await?;
+    kafka.extend(debezium_bronze(lake, config, &jobs).await?);
+    Ok(Lag {
+        kafka,
+        refine: refine_jobs(lake, config, &jobs, now).await?,
+        access_logs: access_log_tables(lake, config, now).await?,
+    })
+}
+
+/// The configured topics' tables: each partition's committed offset and the latest commit.
+async fn kafka_topics(lake: &Lake, config: &PipelineConfig) -> Result<Vec<KafkaLag>> {
+    let mut out = Vec::new();
     for t in &config.topics {
         let mut h = TableHandle::open(lake, &t.table)?;
         let mut row = KafkaLag {
@@ -165,13 +172,21 @@ pub async fn lag(lake: &Lake, config: &PipelineConfig, now: DateTime<Utc>) -> Re
             let latest = h.version().unwrap_or(0);
             row.latest = Some((latest, commit_time(&h, latest).await?));
         }
-        out.kafka.push(row);
+        out.push(row);
     }
-    let jobs = crate::refine::cdc::family::all_jobs(lake, config).await?;
-    out.kafka
-        .extend(debezium_bronze(lake, config, &jobs).await?);
-    // Configured jobs and every `[[cdc]]` family table's apply job (one listing per family).
-    for job in &jobs {
+    Ok(out)
+}
+
+/// Configured jobs and every `[[cdc]]` family table's apply job (`jobs`): per source, what the
+/// output consumed against the source's latest version, and until when it is kept for.
+async fn refine_jobs(
+    lake: &Lake,
+    config: &PipelineConfig,
+    jobs: &[lakestream_formats::refine::RefineJob],
+    now: DateTime<Utc>,
+) -> Result<Vec<RefineLag>> {
+    let mut out = Vec::new();
+    for job in jobs {
         let mut output = TableHandle::open(lake, &job.output)?;
         let exists = output.refresh().await?;
         for source in job.sources() {
@@ -198,7 +213,7 @@ pub async fn lag(lake: &Lake, config: &PipelineConfig, now: DateTime<Utc>) -> Re
                 (Some(l), None) => l + 1,
                 (None, _) => 0,
             };
-            out.refine.push(RefineLag {
+            out.push(RefineLag {
                 job: job.job.clone(),
                 output: job.output.clone(),
                 source: source.to_string(),
@@ -212,12 +227,23 @@ pub async fn lag(lake: &Lake, config: &PipelineConfig, now: DateTime<Utc>) -> Re
             });
         }
     }
+    Ok(out)
+}
+
+/// The access-log tables: log objects committed in the 24 hours before `now` (newest commits
+/// first, back to the first older one), the last commit and the newest request time.
+async fn access_log_tables(
+    lake: &Lake,
+    config: &PipelineConfig,
+    now: DateTime<Utc>,
+) -> Result<Vec<AccessLogLag>> {
     let prefix = &config.access_logs.table_prefix;
     let tables = match config.access_logs.layout {
         AccessLogLayout::PerBucket => child_tables(lake, prefix).await?,
         AccessLogLayout::Single => vec![prefix.clone()],
     };
     let log_prefix = format!("{}/s3/", config.pipeline);
+    let mut out = Vec::new();
     for table in tables {
         let mut h = TableHandle::open(lake, &table)?;
         if !h.refresh().await? {
@@ -225,30 +251,24 @@ pub async fn lag(lake: &Lake, config: &PipelineConfig, now: DateTime<Utc>) -> Re
         }
         let latest = h.version().unwrap_or(0);
         let cutoff = now - Duration::hours(24);
-        let log_store = h.table().log_store();
         let mut objects = 0;
         let mut last_commit = None;
         for v in (0..=latest).rev() {
-            let Some(bytes) = log_store
-                .read_commit_entry(v)
-                .await
-                .map_err(|e| Error::storage(&table, e))?
-            else {
+            let Some(commit) = h.commit(v).await? else {
                 break; // cleaned up: older than the log retention, so older than 24 h too
             };
-            let e = parse_commit(v, &bytes);
-            let at = e.written_at();
+            let at = commit.written_at();
             last_commit = last_commit.or(at);
             if at.is_some_and(|t| t < cutoff) {
                 break;
             }
-            objects += e
-                .txns
+            objects += commit
+                .txns()
                 .iter()
                 .filter(|(app, _)| app.starts_with(&log_prefix) && !app.contains("#refused-by:"))
                 .count();
         }
-        out.access_logs.push(AccessLogLag {
+        out.push(AccessLogLag {
             newest_log_time: newest_time(&h)?,
             table,
             objects_last_24h: objects,
@@ -261,22 +281,15 @@ pub async fn lag(lake: &Lake, config: &PipelineConfig, now: DateTime<Utc>) -> Re
 /// The commit time of `version` as its writer recorded it (from its commit file; one GET, no
 /// listing of the log: `history` and `show --as-of` use the file time instead).
 async fn commit_time(h: &TableHandle, version: u64) -> Result<Option<DateTime<Utc>>> {
-    let bytes = h
-        .table()
-        .log_store()
-        .read_commit_entry(version)
-        .await
-        .map_err(|e| Error::storage(h.name(), e))?;
-    Ok(bytes.and_then(|b| parse_commit(version, &b).written_at()))
+    Ok(h.commit(version).await?.and_then(|c| c.written_at()))
 }
 
 /// The largest `time` in the table's file statistics.
 fn newest_time(h: &TableHandle) -> Result<Option<DateTime<Utc>>> {
-    Ok(h.snapshot()?
-        .log_data()
+    Ok(h.live_files()?
         .iter()
         .filter_map(|f| {
-            let stats: serde_json::Value = serde_json::from_str(&f.stats()?).ok()?;
+            let stats = f.stats()?;
             let max = stats.get("maxValues")?.get("time")?.as_str()?.to_string();
             DateTime::parse_from_rfc3339(&max)
                 .ok()

@@ -13,7 +13,7 @@
 use crate::error::{Error, Result};
 use crate::read::read_table;
 use crate::storage::Lake;
-use crate::table::TableHandle;
+use crate::table::{TableHandle, is_missing_file};
 use deltalake::arrow::array::RecordBatch;
 
 pub use crate::table::AsOf;
@@ -34,7 +34,7 @@ pub async fn read_as_of(lake: &Lake, table: &str, as_of: AsOf) -> Result<(u64, R
     let at = (as_of != AsOf::Latest).then_some(version);
     match read_table(lake, table, at).await {
         Ok(batch) => Ok((version, batch)),
-        Err(e) if is_not_found(&e) => Err(Error::VersionUnavailable {
+        Err(e) if is_missing_file(&e) => Err(Error::VersionUnavailable {
             table: table.to_string(),
             reason: format!(
                 "version {version} references a data file which vacuum deleted ({e}); versions \
@@ -43,14 +43,4 @@ pub async fn read_as_of(lake: &Lake, table: &str, as_of: AsOf) -> Result<(u64, R
         }),
         Err(e) => Err(e),
     }
-}
-
-/// A storage error that says the object is not there (a vacuumed data file).
-pub(crate) fn is_not_found(e: &Error) -> bool {
-    matches!(e, Error::Storage { source, .. } if matches!(
-        source.as_ref(),
-        deltalake::DeltaTableError::ObjectStore {
-            source: deltalake::ObjectStoreError::NotFound { .. }
-        }
-    ))
 }

@@ -26,7 +26,6 @@
 use super::ingestor::KafkaIngestor;
 use super::report::IngestReport;
 use crate::error::{Error, Result};
-use crate::read::read_data_file;
 use crate::schema::TableLayout;
 use crate::table::TableHandle;
 use deltalake::arrow::array::{Array, ArrayRef, AsArray};
@@ -246,17 +245,12 @@ async fn landed_records(
     let lo = records.iter().map(|r| r.offset).min().unwrap_or(0);
     let hi = records.iter().map(|r| r.offset).max().unwrap_or(-1);
     let schema = handle.arrow_schema()?;
-    let t = handle.table();
-    let snapshot = t.snapshot().map_err(|e| Error::storage(table, e))?;
-    let store = t.object_store();
     let mut landed = HashSet::new();
-    for file in snapshot.log_data().iter() {
-        if !may_hold(file.stats().as_deref(), offset_col, lo, hi) {
+    for file in handle.live_files()? {
+        if !may_hold(file.stats_json().as_deref(), offset_col, lo, hi) {
             continue;
         }
-        let partitions = file.partition_values_map();
-        let path = file.object_store_path();
-        for batch in read_data_file(&store, &path, &partitions, &schema, table).await? {
+        for batch in handle.read_file(&file.data_file(), &schema).await? {
             let (Some(p), Some(o)) = (
                 batch.column_by_name(partition_col),
                 batch.column_by_name(offset_col),

@@ -7,12 +7,10 @@
 //! the table is listed and cleaned, so a table stored below another's root is not touched.
 
 use crate::clock::Clock;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::maintenance::readers::{self, Reader};
 use crate::storage::Lake;
 use crate::table::TableHandle;
-use deltalake::checkpoints::{cleanup_expired_logs_for, create_checkpoint};
-use deltalake::logstore::object_store::{ObjectStoreExt, path::Path};
 use deltalake::table::config::TablePropertiesExt;
 
 /// What a checkpoint run did.
@@ -33,25 +31,7 @@ pub struct CheckpointReport {
 
 /// Version of the last checkpoint (from `_last_checkpoint`), if any.
 pub async fn last_checkpoint(h: &TableHandle) -> Result<Option<u64>> {
-    #[derive(serde::Deserialize)]
-    struct Last {
-        version: u64,
-    }
-    match h
-        .table()
-        .object_store()
-        .get(&Path::from("_delta_log/_last_checkpoint"))
-        .await
-    {
-        Ok(r) => {
-            let bytes = r.bytes().await.map_err(|e| Error::storage(h.name(), e))?;
-            Ok(serde_json::from_slice::<Last>(&bytes)
-                .ok()
-                .map(|l| l.version))
-        }
-        Err(deltalake::ObjectStoreError::NotFound { .. }) => Ok(None),
-        Err(e) => Err(Error::storage(h.name(), e)),
-    }
+    h.last_checkpoint().await
 }
 
 /// Checkpoint `table` (always when `force`, else only when due) and clean expired logs, keeping
@@ -75,9 +55,7 @@ pub async fn checkpoint(
         ..Default::default()
     };
     if (force || due) && last != Some(version) {
-        create_checkpoint(h.table(), None)
-            .await
-            .map_err(|e| Error::storage(table, e))?;
+        h.create_checkpoint().await?;
         report.checkpoint_version = Some(version);
     }
     let kept = readers::resolve(&h, readers, clock.now(), false).await?;
@@ -89,10 +67,7 @@ pub async fn checkpoint(
     }
     if let Some(keep) = keep {
         let cutoff = clock.now().timestamp_millis() - log_retention.as_millis() as i64;
-        report.logs_removed =
-            cleanup_expired_logs_for(keep, h.table().log_store().as_ref(), cutoff, None)
-                .await
-                .map_err(|e| Error::storage(table, e))?;
+        report.logs_removed = h.cleanup_expired_logs(keep, cutoff).await?;
     }
     Ok(report)
 }

@@ -9,16 +9,15 @@ use crate::commit::{
     Change, ChangePlanner, CommitSettings, Conflict, Decision, Proposal, ReadScope, TableState, run,
 };
 use crate::error::{Error, Result};
-use crate::read::read_data_file;
 use crate::storage::Lake;
-use crate::table::TableHandle;
+use crate::table::{DataFile, TableHandle};
 use chrono::{DateTime, Utc};
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::compute::concat_batches;
 use deltalake::kernel::{Add, Remove};
 use deltalake::protocol::DeltaOperation;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Files of one bin fetched at once.
 const FETCH_CONCURRENCY: usize = 32;
@@ -99,6 +98,9 @@ struct FileInfo {
     remove: Remove,
 }
 
+/// A compaction plan: per partition (its label), the bins of files to rewrite into one file.
+type Plan<'a> = Vec<(String, Vec<Vec<&'a FileInfo>>)>;
+
 /// Compact `table`. `progress` is called with (bytes done, bytes planned).
 pub async fn compact(
     lake: &Lake,
@@ -126,18 +128,44 @@ pub async fn compact(
         dry_run: opts.dry_run,
         ..Default::default()
     };
+    let (plan, planned_bytes) = plan_bins(&files, opts, now, &mut report);
+    if opts.dry_run {
+        dry_run_counts(&plan, &mut report);
+        return Ok(report);
+    }
     let partition_columns = h.partition_columns()?;
+    let run = Execution {
+        lake,
+        table,
+        schema: &schema,
+        partition_columns: &partition_columns,
+        opts,
+        read_version,
+    };
+    run.execute(&mut h, plan, planned_bytes, progress, &mut report)
+        .await?;
+    h.refresh().await?;
+    report.files_after = h.num_live_files()?;
+    Ok(report)
+}
 
-    // Plan: per partition, first-fit-decreasing bins of small files.
+/// Plan: per partition, first-fit-decreasing bins of small files (partitions not changed
+/// within `changed_within` skipped, bins past `max_bytes` deferred); with the bytes planned.
+fn plan_bins<'a>(
+    files: &'a [FileInfo],
+    opts: &CompactOptions,
+    now: DateTime<Utc>,
+    report: &mut CompactReport,
+) -> (Plan<'a>, u64) {
     let mut by_partition: BTreeMap<String, Vec<&FileInfo>> = BTreeMap::new();
-    for f in &files {
+    for f in files {
         by_partition
             .entry(partition_label(&f.partition))
             .or_default()
             .push(f);
     }
     let cutoff = opts.changed_within.map(|d| (now - d).timestamp_millis());
-    let mut plan: Vec<(String, Vec<Vec<&FileInfo>>)> = Vec::new();
+    let mut plan: Plan<'a> = Vec::new();
     let mut planned_bytes = 0u64;
     for (label, files) in by_partition {
         if let Some(c) = cutoff
@@ -176,52 +204,73 @@ pub async fn compact(
             plan.push((label, keep));
         }
     }
+    (plan, planned_bytes)
+}
 
-    if opts.dry_run {
-        for (_, bins) in &plan {
-            report.partitions_compacted += 1;
-            for bin in bins {
-                report.files_removed += bin.len();
-                report.files_added += 1;
-                report.bytes_rewritten += bin.iter().map(|f| f.size).sum::<u64>();
+/// What a real run of `plan` would do, counted into `report` (a dry run writes nothing).
+fn dry_run_counts(plan: &Plan<'_>, report: &mut CompactReport) {
+    for (_, bins) in plan {
+        report.partitions_compacted += 1;
+        for bin in bins {
+            report.files_removed += bin.len();
+            report.files_added += 1;
+            report.bytes_rewritten += bin.iter().map(|f| f.size).sum::<u64>();
+        }
+    }
+    report.files_after = report.files_before - report.files_removed + report.files_added;
+}
+
+/// What executing a plan needs besides the handle.
+struct Execution<'a> {
+    lake: &'a Lake,
+    table: &'a str,
+    schema: &'a deltalake::arrow::datatypes::SchemaRef,
+    partition_columns: &'a [String],
+    opts: &'a CompactOptions,
+    /// The version the plan was made from: every partition's change is checked against it.
+    read_version: Option<u64>,
+}
+
+impl Execution<'_> {
+    /// Execute: rewrite each partition's bins, then one commit for the partition.
+    async fn execute(
+        &self,
+        h: &mut TableHandle,
+        plan: Plan<'_>,
+        planned_bytes: u64,
+        progress: &dyn Fn(u64, u64),
+        report: &mut CompactReport,
+    ) -> Result<()> {
+        let mut done_bytes = 0u64;
+        progress(0, planned_bytes);
+        let planned = plan.len();
+        for (i, (label, bins)) in plan.into_iter().enumerate() {
+            // Logs and errors name the partition by position, never by its values.
+            let tag = format!("partition {} of {planned}", i + 1);
+            let mut rewritten: Vec<(Vec<Remove>, Vec<Add>, u64)> = Vec::new();
+            for bin in &bins {
+                let adds = rewrite_bin(
+                    self.lake,
+                    h,
+                    self.table,
+                    self.schema,
+                    self.partition_columns,
+                    bin,
+                    self.opts,
+                    &tag,
+                )
+                .await?;
+                let removes = bin.iter().map(|f| f.remove.clone()).collect();
+                rewritten.push((removes, adds, bin.iter().map(|f| f.size).sum()));
             }
+            let bytes: u64 = rewritten.iter().map(|r| r.2).sum();
+            let part = (label.as_str(), tag.as_str());
+            commit_partition(h, self.read_version, part, rewritten, self.opts, report).await?;
+            done_bytes += bytes;
+            progress(done_bytes, planned_bytes);
         }
-        report.files_after = report.files_before - report.files_removed + report.files_added;
-        return Ok(report);
+        Ok(())
     }
-
-    // Execute: rewrite each partition's bins, then one commit for the partition.
-    let mut done_bytes = 0u64;
-    progress(0, planned_bytes);
-    let planned = plan.len();
-    for (i, (label, bins)) in plan.into_iter().enumerate() {
-        // Logs and errors name the partition by position, never by its values.
-        let tag = format!("partition {} of {planned}", i + 1);
-        let mut rewritten: Vec<(Vec<Remove>, Vec<Add>, u64)> = Vec::new();
-        for bin in &bins {
-            let adds = rewrite_bin(
-                lake,
-                &h,
-                table,
-                &schema,
-                &partition_columns,
-                bin,
-                opts,
-                &tag,
-            )
-            .await?;
-            let removes = bin.iter().map(|f| f.remove.clone()).collect();
-            rewritten.push((removes, adds, bin.iter().map(|f| f.size).sum()));
-        }
-        let bytes: u64 = rewritten.iter().map(|r| r.2).sum();
-        let part = (label.as_str(), tag.as_str());
-        commit_partition(&mut h, read_version, part, rewritten, opts, &mut report).await?;
-        done_bytes += bytes;
-        progress(done_bytes, planned_bytes);
-    }
-    h.refresh().await?;
-    report.files_after = h.snapshot()?.log_data().num_files();
-    Ok(report)
 }
 
 /// One partition's rewritten bins as a change planned from `read_version` (the snapshot the
@@ -340,17 +389,19 @@ async fn rewrite_bin(
     opts: &CompactOptions,
     tag: &str,
 ) -> Result<Vec<Add>> {
-    let store = h.table().object_store();
     let url = lake.table_url(table)?;
     // Fetch the bin's files concurrently (S3 latency, not bandwidth, bounds small files),
     // decode them in order.
     let batches: Vec<RecordBatch> = {
         use futures::{StreamExt, TryStreamExt};
-        let store = &store;
         futures::stream::iter(bin.iter())
             .map(|f| async move {
-                let values: HashMap<String, Option<String>> = f.partition.iter().cloned().collect();
-                read_data_file(store, &f.path, &values, schema, table).await
+                let file = DataFile {
+                    path: f.path.clone(),
+                    size: Some(f.size),
+                    partitions: f.partition.iter().cloned().collect(),
+                };
+                h.read_file(&file, schema).await
             })
             .buffered(FETCH_CONCURRENCY)
             .try_collect::<Vec<_>>()
@@ -392,16 +443,14 @@ async fn rewrite_bin(
 }
 
 fn live_files(h: &TableHandle) -> Result<Vec<FileInfo>> {
-    let snapshot = h.snapshot()?;
     let columns = h.partition_columns()?;
-    Ok(snapshot
-        .log_data()
+    Ok(h.live_files()?
         .iter()
         .map(|f| {
-            let values = f.partition_values_map();
+            let values = f.partition_values();
             FileInfo {
-                path: f.object_store_path(),
-                size: f.size().max(0) as u64,
+                path: f.object_path(),
+                size: f.size(),
                 modified_ms: f.modification_time(),
                 partition: columns
                     .iter()

@@ -115,7 +115,7 @@ pub fn hive_partition_path(columns: &[String], values: &HashMap<String, Option<S
 /// The absolute path of a data file (`rel`: its decoded path in the table) as a manifest line:
 /// scheme, bucket and the table's path unescaped, so the line is the object key itself.
 fn absolute(root: &Url, rel: &str) -> String {
-    let path = percent_encoding::percent_decode_str(root.path()).decode_utf8_lossy();
+    let path = crate::partition_path::decode(root.path());
     let sep = if path.ends_with('/') { "" } else { "/" };
     format!(
         "{}://{}{path}{sep}{rel}",
@@ -141,17 +141,16 @@ pub async fn manifest(lake: &Lake, table: &str) -> Result<ManifestReport> {
     let h = TableHandle::open_existing(lake, table).await?;
     // A manifest lists whole Parquet files: a reader of it would see deleted rows again.
     h.refuse_deletion_vectors()?;
-    let store = h.table().object_store();
+    let store = h.object_store();
     let root = lake.table_url(table)?;
-    let snapshot = h.snapshot()?;
     let columns = h.partition_columns()?;
     let mut current: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for f in snapshot.log_data().iter() {
-        let dir = hive_partition_path(&columns, &f.partition_values_map());
+    for f in h.live_files()? {
+        let dir = hive_partition_path(&columns, &f.partition_values());
         current
             .entry(dir)
             .or_default()
-            .push(absolute(&root, f.path().as_ref()));
+            .push(absolute(&root, &f.path()));
     }
     let old: State = match store.get(&Path::from(STATE)).await {
         Ok(r) => serde_json::from_slice(&r.bytes().await.map_err(|e| Error::storage(table, e))?)

@@ -21,10 +21,9 @@
 //! [`refine_readers`] (the maintenance function, the CLI's maintenance commands).
 
 use crate::error::{Error, Result};
-use crate::inspect::history::parse_commit;
 use crate::refine::source_app_id;
 use crate::storage::Lake;
-use crate::table::TableHandle;
+use crate::table::{Commit, TableHandle};
 use chrono::{DateTime, Utc};
 use deltalake::kernel::Action;
 use deltalake::table::config::TablePropertiesExt;
@@ -106,18 +105,11 @@ pub async fn first_unread(h: &TableHandle, consumed: Option<u64>) -> Result<Opti
     if version > latest {
         return Ok(None);
     }
-    let bytes = h
-        .table()
-        .log_store()
-        .read_commit_entry(version)
-        .await
-        .map_err(|e| Error::storage(h.name(), e))?;
+    let commit = h.commit(version).await?;
     Ok(Some(Unread {
         version,
-        committed_at: bytes
-            .as_ref()
-            .and_then(|b| parse_commit(version, b).written_at()),
-        gone: bytes.is_none(),
+        committed_at: commit.as_ref().and_then(|c| c.written_at()),
+        gone: commit.is_none(),
     }))
 }
 
@@ -159,9 +151,7 @@ impl Kept {
 
 /// A path as delta-rs compares it, percent-decoded (the log stores paths encoded).
 pub(crate) fn decoded(path: &str) -> String {
-    percent_encoding::percent_decode_str(path.trim_start_matches('/'))
-        .decode_utf8_lossy()
-        .into_owned()
+    crate::partition_path::decode(path.trim_start_matches('/'))
 }
 
 /// What `readers` of `h`'s table (loaded) still need as of `now`; with `files`, also the paths
@@ -219,23 +209,18 @@ pub async fn resolve(
 /// the handle: vacuum plans from its own snapshot).
 async fn removed_from(h: &TableHandle, from: u64) -> Result<HashSet<String>> {
     let table = h.name();
-    let log_store = h.table().log_store();
     let latest = h.version().unwrap_or(0);
     let mut removed = HashSet::new();
     let mut next = from;
     loop {
         let batch: Vec<u64> = (next..next + READ_CONCURRENCY as u64).collect();
-        let commits: Vec<(u64, Option<bytes::Bytes>)> = futures::stream::iter(batch)
-            .map(|v| {
-                let log_store = log_store.clone();
-                async move { log_store.read_commit_entry(v).await.map(|b| (v, b)) }
-            })
+        let commits: Vec<(u64, Option<Commit>)> = futures::stream::iter(batch)
+            .map(|v| async move { h.commit(v).await.map(|c| (v, c)) })
             .buffered(READ_CONCURRENCY)
             .try_collect()
-            .await
-            .map_err(|e| Error::storage(table, e))?;
-        for (v, bytes) in commits {
-            let Some(bytes) = bytes else {
+            .await?;
+        for (v, commit) in commits {
+            let Some(commit) = commit else {
                 if v <= latest {
                     return Err(Error::VersionUnavailable {
                         table: table.to_string(),
@@ -247,9 +232,7 @@ async fn removed_from(h: &TableHandle, from: u64) -> Result<HashSet<String>> {
                 }
                 return Ok(removed);
             };
-            let actions = deltalake::logstore::get_actions(v, &bytes)
-                .map_err(|e| Error::storage(table, e))?;
-            for a in actions {
+            for a in commit.actions()? {
                 match a {
                     Action::Remove(r) => {
                         removed.insert(decoded(&r.path));

@@ -94,7 +94,7 @@ pub async fn vacuum(
     let now = clock.now();
     // One listing for sizes and ages (the vacuum lists the table too; S3 LIST returns them for
     // free), and to find other tables below the root before anything is planned.
-    let store = h.table().object_store();
+    let store = h.object_store();
     let listed: HashMap<Path, (u64, chrono::DateTime<chrono::Utc>)> = store
         .list(None)
         .map_ok(|m| (m.location, (m.size, m.last_modified)))
@@ -109,11 +109,9 @@ pub async fn vacuum(
         });
     }
     let kept = readers::resolve(&h, &opts.readers, now, true).await?;
-    let tombstones = tombstones(&h).await?;
+    let tombstones = h.tombstones().await?;
     let mut builder = h
-        .table()
-        .clone()
-        .vacuum()
+        .vacuum_plan()
         .with_mode(VacuumMode::Full)
         // delta-rs only plans (lists what to delete): its own VACUUM START/END commits would
         // bypass the one commit loop, so they are written by us below.
@@ -228,19 +226,12 @@ async fn committed_change_files(
                 .ok()
         })
         .collect();
-    let log_store = h.table().log_store();
     let mut out = HashSet::new();
     for v in versions {
-        let Some(bytes) = log_store
-            .read_commit_entry(v)
-            .await
-            .map_err(|e| Error::storage(h.name(), e))?
-        else {
+        let Some(commit) = h.commit(v).await? else {
             continue;
         };
-        let actions =
-            deltalake::logstore::get_actions(v, &bytes).map_err(|e| Error::storage(h.name(), e))?;
-        for a in actions {
+        for a in commit.actions()? {
             if let deltalake::kernel::Action::Cdc(c) = a {
                 // Listed paths are as stored: the decoded path re-encoded per segment.
                 out.insert(Path::from(c.path.as_str()).to_string());
@@ -248,16 +239,6 @@ async fn committed_change_files(
         }
     }
     Ok(out)
-}
-
-/// The table's tombstones (removed files the log still references), percent-decoded.
-async fn tombstones(h: &TableHandle) -> Result<HashSet<String>> {
-    h.snapshot()?
-        .all_tombstones(h.table().log_store().as_ref())
-        .map_ok(|t| decoded(t.path().as_ref()))
-        .try_collect()
-        .await
-        .map_err(|e| Error::storage(h.name(), e))
 }
 
 /// Delete `files` between a `VACUUM START` and a `VACUUM END` commit (as Spark and delta-rs
@@ -283,7 +264,7 @@ async fn delete_logged(
         default_retention_millis,
     };
     log_only(&mut h, &settings, start).await?;
-    let store = h.table().object_store();
+    let store = h.object_store();
     let paths: Vec<_> = files.iter().map(|f| Ok(Path::from(f.as_str()))).collect();
     let locations = futures::stream::iter(paths).boxed();
     let deleted: Vec<Path> = store

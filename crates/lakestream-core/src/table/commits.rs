@@ -68,6 +68,11 @@ impl Commit {
         &self.bytes
     }
 
+    /// The commit file's bytes, owned.
+    pub fn into_bytes(self) -> Bytes {
+        self.bytes
+    }
+
     /// The commit's actions, decoded by delta-rs; a line that is not a valid action is an
     /// [`Error::Storage`] naming the version and line.
     pub fn actions(&self) -> Result<Vec<Action>> {

@@ -27,6 +27,13 @@ impl TableHandle {
         self.table.log_store()
     }
 
+    /// A writer of data files in the table's layout (its schema, partitioning and store) that
+    /// stages files without committing them: the caller commits the `add`s it returns.
+    pub fn file_writer(&self) -> Result<deltalake::writer::RecordBatchWriter> {
+        deltalake::writer::RecordBatchWriter::for_table(&self.table)
+            .map_err(|e| Error::storage(&self.name, e))
+    }
+
     /// The version of the last checkpoint (from `_delta_log/_last_checkpoint`), if any.
     pub async fn last_checkpoint(&self) -> Result<Option<u64>> {
         #[derive(serde::Deserialize)]

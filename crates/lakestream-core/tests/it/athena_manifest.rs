@@ -83,7 +83,7 @@ async fn manifests(lake: &TestLake, l: &Lake) -> Result<BTreeMap<String, Vec<Str
     let mut out = BTreeMap::new();
     if lake.config.lake.root.starts_with("s3://") {
         let h = TableHandle::open_existing(l, "raw/event").await?;
-        let store = h.table().object_store();
+        let store = h.object_store();
         let prefix = deltalake::Path::from("_symlink_format_manifest");
         let metas: Vec<_> = store.list(Some(&prefix)).try_collect().await?;
         for m in metas {
@@ -132,7 +132,7 @@ async fn ids_of(lake: &TestLake, l: &Lake, line: &str) -> Result<Vec<i64>> {
         };
         let h = TableHandle::open_existing(l, "raw/event").await?;
         let key = deltalake::Path::parse(key)?;
-        h.table().object_store().get(&key).await?.bytes().await?
+        h.object_store().get(&key).await?.bytes().await?
     } else {
         let Some(path) = line.strip_prefix("file://") else {
             bail!("{line}: not an absolute URI");
@@ -164,7 +164,7 @@ async fn manifest_partitions_are_hive_escaped_and_list_their_files() -> Result<(
         let l = Lake::new(&lake.config.lake)?;
         // A manifest the previous (unescaped) layout wrote, and its state: replaced, not kept.
         let h = TableHandle::open_existing(&l, "raw/event").await?;
-        let store = h.table().object_store();
+        let store = h.object_store();
         let legacy = "ts=2026-01-02 03:04:05.000000/Tag=a/b=c";
         store
             .put(

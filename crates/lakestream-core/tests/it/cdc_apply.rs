@@ -188,7 +188,7 @@ async fn scd1_latest_wins_deletes_stick_truncates_void_and_columns_evolve() -> R
             );
             let mut h2 = TableHandle::open(&l, SILVER)?;
             h2.refresh().await?;
-            let conf = h2.table().snapshot()?.metadata().configuration().clone();
+            let conf = h2.snapshot()?.metadata().configuration().clone();
             assert_eq!(
                 conf.get("lakestream.cdc.truncated_at").map(String::as_str),
                 Some("s20")

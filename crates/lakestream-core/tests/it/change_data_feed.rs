@@ -65,7 +65,7 @@ fn write_op() -> DeltaOperation {
 }
 
 async fn data_files(h: &TableHandle, batch: RecordBatch) -> Result<Vec<Add>> {
-    let mut w = deltalake::writer::RecordBatchWriter::for_table(h.table())?;
+    let mut w = h.file_writer()?;
     w.write(batch).await?;
     Ok(w.flush().await?)
 }
@@ -98,7 +98,6 @@ async fn land(h: &mut TableHandle, change: Change, create: Option<NewTable>) -> 
 /// Every object under the table's root (relative paths), sorted.
 async fn files_under(h: &TableHandle) -> Result<Vec<String>> {
     let mut v: Vec<String> = h
-        .table()
         .object_store()
         .list(None)
         .map_ok(|m| m.location.to_string())
@@ -232,12 +231,7 @@ async fn a_change_data_feed_table_through_the_commit_layer() -> Result<()> {
         assert_eq!(h.version(), Some(1), "{b:?}: nothing landed");
         let change = rewrite(new, cdc.clone());
         assert_eq!(land(&mut h, change, None).await?, 2, "{b:?}");
-        let commit = h
-            .table()
-            .log_store()
-            .read_commit_entry(2)
-            .await?
-            .context("v2")?;
+        let commit = h.commit(2).await?.map(|c| c.into_bytes()).context("v2")?;
         let text = String::from_utf8_lossy(&commit);
         assert!(
             text.contains(r#""cdc":{"path":"_change_data/part=x/"#),
@@ -277,12 +271,7 @@ async fn a_change_data_feed_table_through_the_commit_layer() -> Result<()> {
             Some(4),
             "{b:?}: compaction landed: {report:?}"
         );
-        let commit = h2
-            .table()
-            .log_store()
-            .read_commit_entry(4)
-            .await?
-            .context("v4")?;
+        let commit = h2.commit(4).await?.map(|c| c.into_bytes()).context("v4")?;
         assert!(
             !String::from_utf8_lossy(&commit).contains(r#""cdc""#),
             "{b:?}"

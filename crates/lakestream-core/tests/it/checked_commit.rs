@@ -162,8 +162,7 @@ async fn future_protocol_table(lake: &TestLake, table: &str) -> Result<()> {
     .map(|v| v.to_string())
     .collect::<Vec<_>>()
     .join("\n");
-    h.table()
-        .object_store()
+    h.object_store()
         .put(
             &Path::from("_delta_log/00000000000000000000.json"),
             commit.into_bytes().into(),
@@ -282,7 +281,7 @@ async fn one_rejecting_access_log_table_does_not_fail_the_batch() -> Result<()> 
     let l = Lake::new(&lake.config.lake)?;
     let h = lakestream_core::table::TableHandle::open(&l, "access_logs/datalake-prod")?;
     deltalake::operations::create::CreateBuilder::new()
-        .with_log_store(h.table().log_store())
+        .with_log_store(h.log_store())
         .with_columns([StructField::new(
             "required_elsewhere",
             DataType::Primitive(PrimitiveType::String),

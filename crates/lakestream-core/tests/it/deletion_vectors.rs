@@ -71,7 +71,7 @@ fn cdc(off: i64, id: i64) -> SourceRecord {
 /// Give the first live file of `table` a deletion vector, as a Spark DELETE does.
 async fn add_deletion_vector(lake: &Lake, table: &str) -> Result<()> {
     let h = TableHandle::open_existing(lake, table).await?;
-    let snapshot = h.table().snapshot()?;
+    let snapshot = h.snapshot()?;
     let file = snapshot.log_data().iter().next().context("a live file")?;
     let remove = serde_json::to_value(file.remove_action(true))?;
     #[allow(deprecated)] // the one way to get the add action of a live file
@@ -93,8 +93,7 @@ async fn add_deletion_vector(lake: &Lake, table: &str) -> Result<()> {
     ];
     let entry = lines.map(|l| l.to_string()).join("\n");
     let version = h.version().context("version")? + 1;
-    h.table()
-        .log_store()
+    h.log_store()
         .write_commit_entry(
             version,
             CommitOrBytes::LogBytes(entry.into_bytes().into()),
@@ -110,7 +109,7 @@ async fn objects(lake: &Lake) -> Result<Vec<String>> {
     let mut all = Vec::new();
     for table in TABLES {
         let h = TableHandle::open(lake, table)?;
-        let store = h.table().object_store();
+        let store = h.object_store();
         let found: Vec<String> = store
             .list(None)
             .map_ok(|m| format!("{table}/{}", m.location))

@@ -107,7 +107,7 @@ async fn four_concurrent_writers_lose_nothing_and_versions_are_contiguous() -> R
         let lakex = lakestream_core::Lake::new(&lake.config.lake)?;
         for version in 0..=v {
             let mut h = lakestream_core::table::TableHandle::open(&lakex, "raw/order")?;
-            h.table_mut().load_version(version).await?;
+            h.at_version(version).await?;
             assert_eq!(h.version(), Some(version));
         }
     }

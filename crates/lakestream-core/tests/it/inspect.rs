@@ -249,7 +249,7 @@ async fn is_live(lake: &Lake, path: &std::path::Path) -> Result<bool> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let snapshot = h.table().snapshot()?;
+    let snapshot = h.snapshot()?;
     Ok(snapshot
         .log_data()
         .iter()

@@ -426,7 +426,7 @@ async fn a_source_delete_fails_the_job_clearly() -> Result<()> {
     }
     // A commit that removes a file with dataChange=true (what a DELETE writes).
     let mut h = lakestream_core::table::TableHandle::open_existing(&l, "raw/order").await?;
-    let snapshot = h.table().snapshot()?;
+    let snapshot = h.snapshot()?;
     let file = snapshot.log_data().iter().next().context("a file")?;
     let remove = deltalake::kernel::Remove {
         path: file.path().to_string(),
@@ -444,7 +444,7 @@ async fn a_source_delete_fails_the_job_clearly() -> Result<()> {
         .with_actions(vec![deltalake::kernel::Action::Remove(remove)])
         .build(
             Some(snapshot),
-            h.table().log_store(),
+            h.log_store(),
             deltalake::protocol::DeltaOperation::Delete { predicate: None },
         )
         .await?;

@@ -113,7 +113,7 @@ async fn warm_appends_make_at_most_four_log_requests() -> Result<()> {
         let mut other = TableHandle::open(&Lake::new(&lake.config.lake)?, "raw/order")?;
         other.refresh().await?;
         let first = other.version().unwrap_or_default() + 1;
-        let log_store = other.table().log_store();
+        let log_store = other.log_store();
         for v in first..first + 485 {
             let entry = format!(
                 "{{\"commitInfo\":{{\"timestamp\":1764400000000,\"operation\":\"WRITE\",\"operationParameters\":{{\"mode\":\"Append\"}}}}}}\n{{\"txn\":{{\"appId\":\"other/{v}\",\"version\":{v}}}}}"
@@ -127,7 +127,7 @@ async fn warm_appends_make_at_most_four_log_requests() -> Result<()> {
                 .await?;
         }
         other.refresh().await?;
-        deltalake::checkpoints::create_checkpoint(other.table(), None).await?;
+        other.create_checkpoint().await?;
 
         // The warm ingestor learns about them once (its PUT of the next version fails, it
         // reads the log and rebases), then is warm again around version 505.

@@ -27,7 +27,7 @@ fn batch(partition: i32, offsets: std::ops::Range<i64>) -> Vec<SourceRecord> {
 /// Delete every object of `table` (what `aws s3 rm --recursive` or `rm -r` does).
 async fn delete_table(lake: &TestLake, table: &str) -> Result<()> {
     let h = TableHandle::open(&Lake::new(&lake.config.lake)?, table)?;
-    let store = h.table().object_store();
+    let store = h.object_store();
     let paths: Vec<Path> = store
         .list(None)
         .map_ok(|m| m.location)
@@ -163,5 +163,5 @@ async fn a_warm_ingestor_notices_a_table_re_created_by_someone_else() -> Result<
 
 async fn table_id(lake: &TestLake) -> Result<String> {
     let h = TableHandle::open_existing(&Lake::new(&lake.config.lake)?, "raw/order").await?;
-    Ok(h.table().snapshot()?.metadata().id().to_string())
+    Ok(h.snapshot()?.metadata().id().to_string())
 }

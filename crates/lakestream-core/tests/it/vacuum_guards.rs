@@ -28,7 +28,6 @@ fn order(off: i64) -> SourceRecord {
 async fn files_under(l: &Lake, table: &str) -> Result<Vec<String>> {
     let h = TableHandle::open(l, table)?;
     let mut v: Vec<String> = h
-        .table()
         .object_store()
         .list(None)
         .map_ok(|m| m.location.to_string())
@@ -138,7 +137,7 @@ async fn a_forced_window_0_vacuum_keeps_a_writers_staged_file() -> Result<()> {
         let before = lake.read("raw/order").await?;
         // A writer stages its Parquet file (a copy of the three rows) and has not committed yet.
         let mut writer_handle = TableHandle::open_existing(&l, "raw/order").await?;
-        let mut writer = deltalake::writer::RecordBatchWriter::for_table(writer_handle.table())?;
+        let mut writer = writer_handle.file_writer()?;
         writer.write(before.clone()).await?;
         let adds = writer.flush().await?;
         assert_eq!(adds.len(), 1, "{b:?}: one staged file");

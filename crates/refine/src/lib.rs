@@ -22,12 +22,12 @@ pub mod request;
 mod response;
 
 pub use request::{Notices, Request, Trigger};
-pub use response::{JobResult, RefineResponse};
+pub use response::{JobResult, JobState, RefineResponse};
 
 use chrono::{DateTime, Utc};
 use due::{Due, Hints, Known, Probe, Progress};
 use lakestream_core::refine::cdc::family::all_jobs;
-use lakestream_core::refine::{RunContext, in_dependency_order, run_job_until};
+use lakestream_core::refine::{JobReport, RunContext, in_dependency_order, run_job_until};
 use lakestream_core::table::WarmHandles;
 use lakestream_core::{Clock, Lake};
 use lakestream_formats::config::PipelineConfig;
@@ -244,119 +244,164 @@ pub async fn run_trigger(
     let mut out = Vec::new();
     for job in order {
         let started = Instant::now();
-        let mut result = JobResult::new(job, refiner.settings.freshness_target);
-        if until.is_some_and(|u| Instant::now() >= u) {
-            result.deferred = true;
-            out.push(result.finish(started, clock.now()));
-            continue;
-        }
-        if job.sources().iter().any(|s| failed_outputs.contains(s)) {
-            result.outcome = Err("skipped: a job it reads from failed".into());
-            result.retryable = true;
+        let state = if until.is_some_and(|u| Instant::now() >= u) {
+            JobState::Deferred
+        } else if job.sources().iter().any(|s| failed_outputs.contains(s)) {
             failed_outputs.push(&job.output);
-            out.push(result.finish(started, clock.now()));
-            continue;
-        }
-        let now = clock.now();
-        let due = match refiner
-            .progress
-            .due(
-                &refiner.lake,
-                &refiner.warm,
-                job,
-                &plan.hints,
-                plan.probe,
-                now,
-            )
-            .await
-        {
-            Ok(d) => d,
-            Err(e) => Due::Yes {
-                // The probe failed: run the job, which reads what it needs itself.
-                observed: HashMap::new(),
-                oldest_ms: {
-                    tracing::warn!(job = %job.job, error = %e.redacted(), "due check failed; running the job");
-                    None
-                },
-            },
-        };
-        let Due::Yes {
-            mut observed,
-            oldest_ms,
-        } = due
-        else {
-            result.due = false;
-            out.push(result.finish(started, clock.now()));
-            continue;
-        };
-        result.due = true;
-        result.oldest_ms = oldest_ms;
-        let ran = async {
-            if !refiner.progress.knows(&job.job, now) {
-                // First sight: what the sources hold now is what this run is sure to cover.
-                for s in job.sources() {
-                    if let Some(v) = ctx.load_source(s).await?.version() {
-                        observed.insert(s.to_string(), v);
-                    }
-                }
-            }
-            // What was observed is what the run must see: a snapshot another job loaded earlier
-            // in this invocation may be older than a version the probe found.
-            for (s, v) in &observed {
-                ctx.load_source_at_least(s, Some(*v)).await?;
-            }
-            run_job_until(&ctx, job, plan.max_runs, until).await
-        }
-        .await;
-        match ran {
-            Ok(report) => {
-                tracing::info!(job = %job.job, runs = report.runs.len(), joined = report.joined(), more = report.more, "refine job done");
-                if report.more || report.waiting_for.is_some() {
-                    refiner.progress.forget(&job.job);
-                } else {
-                    let read: Vec<(String, u64)> = report
-                        .runs
-                        .last()
-                        .map(|r| {
-                            r.sides
-                                .iter()
-                                .filter_map(|s| Some((s.table.clone(), s.to?)))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    let ids = job
-                        .sources()
-                        .iter()
-                        .filter_map(|s| Some((s.to_string(), refiner.warm.table_id(s)?)))
-                        .collect();
-                    refiner
-                        .progress
-                        .ran_to_end(&job.job, &observed, &read, ids, clock.now());
-                }
-                if let Some(v) = report.runs.last().and_then(|r| r.output_version) {
-                    plan.hints.insert(
-                        job.output.clone(),
-                        Known {
-                            version: v,
-                            committed_ms: Some(clock.now().timestamp_millis()),
-                        },
-                    );
-                }
-                result.outcome = Ok(report);
-            }
-            Err(e) => {
-                tracing::error!(job = %job.job, error = %e.redacted(), "refine job failed");
-                refiner.progress.forget(&job.job);
+            JobState::UpstreamFailed
+        } else {
+            let how = HowToRun {
+                probe: plan.probe,
+                max_runs: plan.max_runs,
+                until,
+            };
+            let state = run_if_due(refiner, &ctx, job, &mut plan.hints, how).await;
+            if matches!(state, JobState::Failed { .. }) {
                 failed_outputs.push(&job.output);
-                result.outcome = Err(e.redacted());
-                result.retryable = e.is_retryable();
             }
-        }
-        out.push(result.finish(started, clock.now()));
+            state
+        };
+        let target = refiner.settings.freshness_target;
+        out.push(JobResult::finished(
+            job,
+            target,
+            state,
+            started,
+            clock.now(),
+        ));
     }
     Ok(RefineResponse::of(
         trigger,
         out,
         refiner.settings.job_metrics,
     ))
+}
+
+/// How a trigger runs its jobs: how to probe whether one is due, at most how many runs each,
+/// and no run started after `until`.
+#[derive(Clone, Copy)]
+struct HowToRun {
+    probe: Probe,
+    max_runs: usize,
+    until: Option<Instant>,
+}
+
+/// Run `job` when it has something new (judged from `hints` and the process's progress; a
+/// failed probe runs it), then record what it read and, in `hints`, the output version it
+/// committed (for the jobs reading it).
+async fn run_if_due(
+    refiner: &Refiner,
+    ctx: &RunContext<'_>,
+    job: &RefineJob,
+    hints: &mut Hints,
+    how: HowToRun,
+) -> JobState {
+    let clock = &refiner.clock;
+    let now = clock.now();
+    let due = match refiner
+        .progress
+        .due(&refiner.lake, &refiner.warm, job, hints, how.probe, now)
+        .await
+    {
+        Ok(d) => d,
+        Err(e) => Due::Yes {
+            // The probe failed: run the job, which reads what it needs itself.
+            observed: HashMap::new(),
+            oldest_ms: {
+                tracing::warn!(job = %job.job, error = %e.redacted(), "due check failed; running the job");
+                None
+            },
+        },
+    };
+    let Due::Yes {
+        mut observed,
+        oldest_ms,
+    } = due
+    else {
+        return JobState::NotDue;
+    };
+    match run_observed(refiner, ctx, job, &mut observed, now, how).await {
+        Ok(report) => {
+            tracing::info!(job = %job.job, runs = report.runs.len(), joined = report.joined(), more = report.more, "refine job done");
+            record_progress(refiner, job, &observed, &report);
+            if let Some(v) = report.runs.last().and_then(|r| r.output_version) {
+                hints.insert(
+                    job.output.clone(),
+                    Known {
+                        version: v,
+                        committed_ms: Some(clock.now().timestamp_millis()),
+                    },
+                );
+            }
+            JobState::Ran { report, oldest_ms }
+        }
+        Err(e) => {
+            tracing::error!(job = %job.job, error = %e.redacted(), "refine job failed");
+            refiner.progress.forget(&job.job);
+            JobState::Failed {
+                error: e.redacted(),
+                retryable: e.is_retryable(),
+                oldest_ms,
+            }
+        }
+    }
+}
+
+/// Run `job` on sources at least as new as `observed` (on first sight, what they hold `now`
+/// is added to it: what this run is sure to cover).
+async fn run_observed(
+    refiner: &Refiner,
+    ctx: &RunContext<'_>,
+    job: &RefineJob,
+    observed: &mut HashMap<String, u64>,
+    now: DateTime<Utc>,
+    how: HowToRun,
+) -> lakestream_core::Result<JobReport> {
+    if !refiner.progress.knows(&job.job, now) {
+        // First sight: what the sources hold now is what this run is sure to cover.
+        for s in job.sources() {
+            if let Some(v) = ctx.load_source(s).await?.version() {
+                observed.insert(s.to_string(), v);
+            }
+        }
+    }
+    // What was observed is what the run must see: a snapshot another job loaded earlier
+    // in this invocation may be older than a version the probe found.
+    for (s, v) in observed.iter() {
+        ctx.load_source_at_least(s, Some(*v)).await?;
+    }
+    run_job_until(ctx, job, how.max_runs, how.until).await
+}
+
+/// Record what a run of `job` that succeeded read: a job that caught up remembers the versions
+/// `observed` and read (and its sources' table ids), so the next trigger can skip it; one that
+/// did not (more to read, or waiting for a source) is forgotten, so it runs again.
+fn record_progress(
+    refiner: &Refiner,
+    job: &RefineJob,
+    observed: &HashMap<String, u64>,
+    report: &JobReport,
+) {
+    if report.more || report.waiting_for.is_some() {
+        refiner.progress.forget(&job.job);
+        return;
+    }
+    let read: Vec<(String, u64)> = report
+        .runs
+        .last()
+        .map(|r| {
+            r.sides
+                .iter()
+                .filter_map(|s| Some((s.table.clone(), s.to?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let ids = job
+        .sources()
+        .iter()
+        .filter_map(|s| Some((s.to_string(), refiner.warm.table_id(s)?)))
+        .collect();
+    refiner
+        .progress
+        .ran_to_end(&job.job, observed, &read, ids, refiner.clock.now());
 }

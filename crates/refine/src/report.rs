@@ -2,6 +2,7 @@
 //! prints for CloudWatch, and the one-line summary `lakestream refine` prints. Kept here so the
 //! report's shape is read in one place.
 
+use crate::JobState;
 use lakestream_core::refine::{JobReport, SideReport};
 use lakestream_lambda::telemetry::{Metric, emf_line, emf_record};
 
@@ -115,14 +116,18 @@ pub fn invocation_line(resp: &crate::RefineResponse) -> String {
         "Lakestream",
         &[("Function", "refine")],
         &[
-            Metric::new("JobsRun", "Count", count(&|j| j.due && j.outcome.is_ok())),
+            Metric::new(
+                "JobsRun",
+                "Count",
+                count(&|j| matches!(j.state, JobState::Ran { .. })),
+            ),
             Metric::new(
                 "JobsNotDue",
                 "Count",
-                count(&|j| !j.due && !j.deferred && j.outcome.is_ok()),
+                count(&|j| matches!(j.state, JobState::NotDue)),
             ),
-            Metric::new("JobsDeferred", "Count", count(&|j| j.deferred)),
-            Metric::new("JobsFailed", "Count", count(&|j| j.outcome.is_err())),
+            Metric::new("JobsDeferred", "Count", count(&|j| j.deferred())),
+            Metric::new("JobsFailed", "Count", count(&|j| j.outcome().is_err())),
             Metric::new("JobsBehindTarget", "Count", count(&|j| j.behind_target())),
             Metric::new("MaxLagSeconds", "Seconds", max_lag),
         ],

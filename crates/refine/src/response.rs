@@ -7,77 +7,144 @@ use crate::request::Trigger;
 use lakestream_core::refine::JobReport;
 use lakestream_formats::refine::RefineJob;
 use lakestream_lambda::FunctionError;
-use serde::ser::{SerializeMap, SerializeSeq};
+use serde::ser::{SerializeMap, SerializeSeq, SerializeStruct};
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-/// One job's outcome.
-#[derive(Debug, serde::Serialize)]
+/// One job's outcome: its state, and when and how long it ran.
+#[derive(Debug)]
 pub struct JobResult {
     /// The job.
     pub job: String,
-    /// Its report, or the error.
-    pub outcome: Result<JobReport, String>,
-    /// The error can go away by itself (storage, contention): the invocation fails and is
-    /// retried; otherwise a human must act (the message says what to do).
-    pub retryable: bool,
-    /// The job had something new (or was not seen before) and ran; `false`: nothing new since
-    /// what the process saw, nothing was loaded.
-    pub due: bool,
-    /// The time budget ran out before the job started: the next notice or tick runs it.
-    pub deferred: bool,
+    /// What became of it.
+    pub state: JobState,
     /// The job's output table.
-    #[serde(skip)]
     pub output: String,
     /// How long the job ran.
-    #[serde(skip)]
     pub took: Duration,
     /// When it finished (processing time, epoch milliseconds): the EMF timestamp.
-    #[serde(skip)]
     pub finished_at_ms: i64,
-    /// Commit time of the oldest source version known to be new (epoch ms).
-    #[serde(skip)]
-    pub oldest_ms: Option<i64>,
     /// The freshness target it is judged against.
-    #[serde(skip)]
     pub target: Duration,
 }
 
+/// What became of a job in an invocation.
+#[derive(Debug)]
+pub enum JobState {
+    /// Nothing new since what the process saw: nothing was loaded.
+    NotDue,
+    /// The time budget ran out before the job started: the next notice or tick runs it.
+    Deferred,
+    /// Not run: a job it reads from failed in this invocation (retryable: it runs once that
+    /// one succeeds).
+    UpstreamFailed,
+    /// It had something new (or was not seen before) and ran.
+    Ran {
+        /// What it did.
+        report: JobReport,
+        /// Commit time of the oldest source version known to be new (epoch ms).
+        oldest_ms: Option<i64>,
+    },
+    /// It had something new (or was not seen before), ran and failed.
+    Failed {
+        /// The error (redacted).
+        error: String,
+        /// The error can go away by itself (storage, contention): the invocation fails and is
+        /// retried; otherwise a human must act (the message says what to do).
+        retryable: bool,
+        /// Commit time of the oldest source version known to be new (epoch ms).
+        oldest_ms: Option<i64>,
+    },
+}
+
+/// The error of [`JobState::UpstreamFailed`].
+const UPSTREAM_FAILED: &str = "skipped: a job it reads from failed";
+
+/// The response's JSON of a job (unchanged since `JobResult` had a field per flag):
+/// `{"job", "outcome": {"Ok": report} | {"Err": message}, "retryable", "due", "deferred"}`; a
+/// job that did not run has its empty report.
+impl serde::Serialize for JobResult {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("JobResult", 5)?;
+        st.serialize_field("job", &self.job)?;
+        st.serialize_field("outcome", &self.outcome())?;
+        st.serialize_field("retryable", &self.retryable())?;
+        st.serialize_field("due", &self.due())?;
+        st.serialize_field("deferred", &self.deferred())?;
+        st.end()
+    }
+}
+
 impl JobResult {
-    /// A result for `job`, nothing done yet.
-    pub(crate) fn new(job: &RefineJob, target: Duration) -> Self {
+    /// A result for `job` in `state`, finished now (started at `started`).
+    pub(crate) fn finished(
+        job: &RefineJob,
+        target: Duration,
+        state: JobState,
+        started: Instant,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Self {
         Self {
             job: job.job.clone(),
-            outcome: Ok(JobReport {
-                job: job.job.clone(),
-                ..Default::default()
-            }),
-            retryable: false,
-            due: false,
-            deferred: false,
+            state,
             output: job.output.clone(),
-            took: Duration::ZERO,
-            finished_at_ms: 0,
-            oldest_ms: None,
+            took: started.elapsed(),
+            finished_at_ms: now.timestamp_millis(),
             target,
         }
     }
 
-    pub(crate) fn finish(mut self, started: Instant, now: chrono::DateTime<chrono::Utc>) -> Self {
-        self.took = started.elapsed();
-        self.finished_at_ms = now.timestamp_millis();
-        self
+    /// Its report (empty for a job that did not run), or its error.
+    pub fn outcome(&self) -> Result<Cow<'_, JobReport>, &str> {
+        match &self.state {
+            JobState::Ran { report, .. } => Ok(Cow::Borrowed(report)),
+            JobState::NotDue | JobState::Deferred => Ok(Cow::Owned(JobReport {
+                job: self.job.clone(),
+                ..Default::default()
+            })),
+            JobState::UpstreamFailed => Err(UPSTREAM_FAILED),
+            JobState::Failed { error, .. } => Err(error),
+        }
+    }
+
+    /// The job had something new (or was not seen before) and ran; `false`: nothing new since
+    /// what the process saw (nothing was loaded), deferred, or a job it reads from failed.
+    pub fn due(&self) -> bool {
+        matches!(self.state, JobState::Ran { .. } | JobState::Failed { .. })
+    }
+
+    /// The time budget ran out before the job started: the next notice or tick runs it.
+    pub fn deferred(&self) -> bool {
+        matches!(self.state, JobState::Deferred)
+    }
+
+    /// It failed (or a job it reads from did) and the error can go away by itself.
+    pub fn retryable(&self) -> bool {
+        match self.state {
+            JobState::UpstreamFailed => true,
+            JobState::Failed { retryable, .. } => retryable,
+            _ => false,
+        }
+    }
+
+    /// Commit time of the oldest source version known to be new (epoch ms).
+    fn oldest_ms(&self) -> Option<i64> {
+        match self.state {
+            JobState::Ran { oldest_ms, .. } | JobState::Failed { oldest_ms, .. } => oldest_ms,
+            _ => None,
+        }
     }
 
     /// The job read everything it knew of (ran to the end, or had nothing new).
     pub fn caught_up(&self) -> bool {
-        !self.deferred && self.outcome.as_ref().is_ok_and(|r| !r.more)
+        !self.deferred() && self.outcome().is_ok_and(|r| !r.more)
     }
 
     /// How long the oldest new source version known waited: until it was in the output (a job
     /// that caught up), or so far (still behind). `None` when no such version's time is known
     /// (nothing new, or the first run of a process found it by loading).
     pub fn lag_seconds(&self) -> Option<f64> {
-        let oldest = self.oldest_ms?;
+        let oldest = self.oldest_ms()?;
         Some((self.finished_at_ms - oldest).max(0) as f64 / 1000.0)
     }
 
@@ -139,7 +206,7 @@ impl RefineResponse {
             Trigger::Notices(batch) => {
                 let again = |job: &str| {
                     jobs.iter().any(|r| {
-                        r.job == job && (r.deferred || (r.outcome.is_err() && r.retryable))
+                        r.job == job && (r.deferred() || (r.outcome().is_err() && r.retryable()))
                     })
                 };
                 let mut ids: Vec<String> =
@@ -171,11 +238,12 @@ impl RefineResponse {
         let mut lines: Vec<String> = self
             .jobs
             .iter()
-            .filter(|j| j.due)
             .filter_map(|j| {
-                let r = j.outcome.as_ref().ok()?;
+                let JobState::Ran { report, .. } = &j.state else {
+                    return None;
+                };
                 Some(report::metrics_line(
-                    r,
+                    report,
                     j.took.as_secs_f64() * 1000.0,
                     j.finished_at_ms,
                     j.lag_seconds(),
@@ -193,11 +261,14 @@ impl RefineResponse {
         let failed: Vec<String> = self
             .jobs
             .iter()
-            .filter_map(|r| r.outcome.as_ref().err().map(|e| format!("{}: {e}", r.job)))
+            .filter_map(|r| r.outcome().err().map(|e| format!("{}: {e}", r.job)))
             .collect();
         (!failed.is_empty()).then(|| FunctionError::JobsFailed {
             message: failed.join("; "),
-            retryable: self.jobs.iter().all(|r| r.outcome.is_ok() || r.retryable),
+            retryable: self
+                .jobs
+                .iter()
+                .all(|r| r.outcome().is_ok() || r.retryable()),
         })
     }
 

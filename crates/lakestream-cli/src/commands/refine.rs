@@ -49,7 +49,7 @@ pub async fn run(
     let ran: Vec<_> = response
         .jobs
         .iter()
-        .filter_map(|j| Some((j, j.outcome.as_ref().ok()?)))
+        .filter_map(|j| Some((j, j.outcome().ok()?)))
         .collect();
     if json {
         let reports: Vec<_> = ran.iter().map(|(_, report)| report).collect();
@@ -63,7 +63,7 @@ pub async fn run(
         .jobs
         .iter()
         .filter_map(|j| {
-            let e = j.outcome.as_ref().err()?;
+            let e = j.outcome().err()?;
             Some(format!("refine job `{}`: {e}", j.job))
         })
         .collect();

@@ -34,8 +34,7 @@ async fn scheduled_ticks_join_once() -> Result<()> {
         first.metrics_line()
     );
     let report = first.jobs[0]
-        .outcome
-        .as_ref()
+        .outcome()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     assert_eq!(
         report.joined(),
@@ -44,8 +43,7 @@ async fn scheduled_ticks_join_once() -> Result<()> {
     );
     let again = refine::handle(&refiner, &event).await?.into_result()?;
     let report = again.jobs[0]
-        .outcome
-        .as_ref()
+        .outcome()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     assert!(report.runs.is_empty(), "a repeated tick must not run again");
     // Each order with the membership its owner held (events/msk-members.json), not only six
@@ -126,7 +124,7 @@ async fn a_failed_job_skips_its_dependants() -> Result<()> {
     let outcomes: Vec<(&str, bool)> = response
         .jobs
         .iter()
-        .map(|j| (j.job.as_str(), j.outcome.is_ok()))
+        .map(|j| (j.job.as_str(), j.outcome().is_ok()))
         .collect();
     // The gold job reads the re-created raw/order too: it fails for the same reason.
     assert_eq!(
@@ -135,11 +133,10 @@ async fn a_failed_job_skips_its_dependants() -> Result<()> {
     );
     assert!(
         response.jobs[1]
-            .outcome
-            .as_ref()
+            .outcome()
             .is_err_and(|e| e.starts_with("skipped")),
         "{:?}",
-        response.jobs[1].outcome
+        response.jobs[1].outcome()
     );
     let err = response
         .into_result()

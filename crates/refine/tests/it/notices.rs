@@ -53,7 +53,7 @@ fn ran(response: &refine::RefineResponse) -> Vec<&str> {
     response
         .jobs
         .iter()
-        .filter(|j| j.due && j.outcome.as_ref().is_ok_and(|r| !r.runs.is_empty()))
+        .filter(|j| j.due() && j.outcome().is_ok_and(|r| !r.runs.is_empty()))
         .map(|j| j.job.as_str())
         .collect()
 }
@@ -132,7 +132,7 @@ async fn notices_run_their_jobs_then_the_jobs_reading_their_outputs() -> Result<
     // The same notices again (a redelivery): nothing is due, nothing is loaded or written.
     let again = refine::handle(&refiner, &event).await?.into_result()?;
     assert!(ran(&again).is_empty(), "{:?}", ran(&again));
-    assert!(again.jobs.iter().all(|j| !j.due), "{:?}", again.jobs);
+    assert!(again.jobs.iter().all(|j| !j.due()), "{:?}", again.jobs);
     assert_eq!(sorted_ids(&lake, "curated/order").await?, SIX);
     // The invocation's EMF line counts what ran and what had nothing new.
     assert!(
@@ -214,7 +214,7 @@ async fn two_notices_at_once_consume_each_source_version_once() -> Result<()> {
         let (ra, rb) = tokio::join!(refine::handle(&a, &event), refine::handle(&b, &event));
         for r in [ra?, rb?] {
             assert!(
-                failures(&r).is_empty() || r.jobs.iter().any(|j| j.retryable),
+                failures(&r).is_empty() || r.jobs.iter().any(|j| j.retryable()),
                 "{:?}",
                 r.jobs
             );
@@ -263,7 +263,7 @@ async fn a_spent_budget_and_a_malformed_body_hand_notices_back() -> Result<()> {
         .await?
         .into_result()?;
     assert!(
-        response.jobs.iter().all(|j| j.deferred),
+        response.jobs.iter().all(|j| j.deferred()),
         "{:?}",
         response.jobs
     );

@@ -4,11 +4,13 @@
 //! whose input files a concurrent commit removed (another compaction, a delete or an upsert) is
 //! dropped, the partition's other bins still land. Optional z-order within each rewritten file.
 
-use super::zorder::zorder;
+mod plan;
+
 use crate::commit::{
     Change, ChangePlanner, CommitSettings, Conflict, Decision, Proposal, ReadScope, TableState, run,
 };
 use crate::error::{Error, Result};
+use crate::maintenance::zorder::zorder;
 use crate::storage::Lake;
 use crate::table::{DataFile, TableHandle};
 use chrono::{DateTime, Utc};
@@ -17,7 +19,7 @@ use deltalake::arrow::compute::concat_batches;
 use deltalake::kernel::{Add, Remove};
 use deltalake::protocol::DeltaOperation;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
-use std::collections::BTreeMap;
+use plan::{FileInfo, Plan, dry_run_counts, live_files, plan_bins};
 
 /// Files of one bin fetched at once.
 const FETCH_CONCURRENCY: usize = 32;
@@ -90,17 +92,6 @@ pub struct CompactReport {
     pub dry_run: bool,
 }
 
-struct FileInfo {
-    path: deltalake::Path,
-    size: u64,
-    modified_ms: i64,
-    partition: Vec<(String, Option<String>)>,
-    remove: Remove,
-}
-
-/// A compaction plan: per partition (its label), the bins of files to rewrite into one file.
-type Plan<'a> = Vec<(String, Vec<Vec<&'a FileInfo>>)>;
-
 /// Compact `table`. `progress` is called with (bytes done, bytes planned).
 pub async fn compact(
     lake: &Lake,
@@ -147,77 +138,6 @@ pub async fn compact(
     h.refresh().await?;
     report.files_after = h.num_live_files()?;
     Ok(report)
-}
-
-/// Plan: per partition, first-fit-decreasing bins of small files (partitions not changed
-/// within `changed_within` skipped, bins past `max_bytes` deferred); with the bytes planned.
-fn plan_bins<'a>(
-    files: &'a [FileInfo],
-    opts: &CompactOptions,
-    now: DateTime<Utc>,
-    report: &mut CompactReport,
-) -> (Plan<'a>, u64) {
-    let mut by_partition: BTreeMap<String, Vec<&FileInfo>> = BTreeMap::new();
-    for f in files {
-        by_partition
-            .entry(partition_label(&f.partition))
-            .or_default()
-            .push(f);
-    }
-    let cutoff = opts.changed_within.map(|d| (now - d).timestamp_millis());
-    let mut plan: Plan<'a> = Vec::new();
-    let mut planned_bytes = 0u64;
-    for (label, files) in by_partition {
-        if let Some(c) = cutoff
-            && files.iter().all(|f| f.modified_ms < c)
-        {
-            continue;
-        }
-        let mut small: Vec<&FileInfo> = files
-            .into_iter()
-            .filter(|f| f.size < opts.small_file_threshold)
-            .collect();
-        if small.len() < opts.min_small_files.max(2) {
-            continue;
-        }
-        small.sort_by_key(|f| std::cmp::Reverse(f.size));
-        let mut bins: Vec<(u64, Vec<&FileInfo>)> = Vec::new();
-        for f in small {
-            match bins.iter_mut().find(|b| b.0 + f.size <= opts.target_size) {
-                Some(b) => {
-                    b.0 += f.size;
-                    b.1.push(f);
-                }
-                None => bins.push((f.size, vec![f])),
-            }
-        }
-        let mut keep = Vec::new();
-        for (bytes, bin) in bins.into_iter().filter(|b| b.1.len() > 1) {
-            if opts.max_bytes.is_some_and(|m| planned_bytes + bytes > m) && planned_bytes > 0 {
-                report.bins_deferred += 1;
-                continue;
-            }
-            planned_bytes += bytes;
-            keep.push(bin);
-        }
-        if !keep.is_empty() {
-            plan.push((label, keep));
-        }
-    }
-    (plan, planned_bytes)
-}
-
-/// What a real run of `plan` would do, counted into `report` (a dry run writes nothing).
-fn dry_run_counts(plan: &Plan<'_>, report: &mut CompactReport) {
-    for (_, bins) in plan {
-        report.partitions_compacted += 1;
-        for bin in bins {
-            report.files_removed += bin.len();
-            report.files_added += 1;
-            report.bytes_rewritten += bin.iter().map(|f| f.size).sum::<u64>();
-        }
-    }
-    report.files_after = report.files_before - report.files_removed + report.files_added;
 }
 
 /// What executing a plan needs besides the handle.
@@ -440,39 +360,4 @@ async fn rewrite_bin(
         add.data_change = false;
     }
     Ok(adds)
-}
-
-fn live_files(h: &TableHandle) -> Result<Vec<FileInfo>> {
-    let columns = h.partition_columns()?;
-    Ok(h.live_files()?
-        .iter()
-        .map(|f| {
-            let values = f.partition_values();
-            FileInfo {
-                path: f.object_path(),
-                size: f.size(),
-                modified_ms: f.modification_time(),
-                partition: columns
-                    .iter()
-                    .map(|c| (c.clone(), values.get(c).cloned().flatten()))
-                    .collect(),
-                remove: f.remove_action(false),
-            }
-        })
-        .collect())
-}
-
-fn partition_label(p: &[(String, Option<String>)]) -> String {
-    if p.is_empty() {
-        return "(unpartitioned)".into();
-    }
-    p.iter()
-        .map(|(k, v)| {
-            format!(
-                "{k}={}",
-                v.as_deref().unwrap_or("__HIVE_DEFAULT_PARTITION__")
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("/")
 }

@@ -285,3 +285,86 @@ impl RefineResponse {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(state: JobState) -> JobResult {
+        JobResult {
+            job: "j".into(),
+            state,
+            output: "out".into(),
+            took: Duration::ZERO,
+            finished_at_ms: 0,
+            target: Duration::ZERO,
+        }
+    }
+
+    /// The JSON of each state is the one of the four flat fields before `JobState`.
+    #[test]
+    fn each_state_serializes_as_the_flat_fields_did() -> Result<(), serde_json::Error> {
+        let empty = serde_json::to_value(JobReport {
+            job: "j".into(),
+            ..Default::default()
+        })?;
+        let flat = |outcome: serde_json::Value, retryable: bool, due: bool, deferred: bool| {
+            serde_json::json!({"job": "j", "outcome": outcome, "retryable": retryable,
+                "due": due, "deferred": deferred})
+        };
+        let cases = [
+            (
+                JobState::NotDue,
+                flat(serde_json::json!({"Ok": empty}), false, false, false),
+            ),
+            (
+                JobState::Deferred,
+                flat(serde_json::json!({"Ok": empty}), false, false, true),
+            ),
+            (
+                JobState::UpstreamFailed,
+                flat(
+                    serde_json::json!({"Err": UPSTREAM_FAILED}),
+                    true,
+                    false,
+                    false,
+                ),
+            ),
+            (
+                JobState::Ran {
+                    report: JobReport {
+                        job: "j".into(),
+                        more: true,
+                        ..Default::default()
+                    },
+                    oldest_ms: Some(1),
+                },
+                flat(
+                    serde_json::json!({"Ok": serde_json::to_value(JobReport {
+                        job: "j".into(),
+                        more: true,
+                        ..Default::default()
+                    })?}),
+                    false,
+                    true,
+                    false,
+                ),
+            ),
+            (
+                JobState::Failed {
+                    error: "boom".into(),
+                    retryable: true,
+                    oldest_ms: None,
+                },
+                flat(serde_json::json!({"Err": "boom"}), true, true, false),
+            ),
+        ];
+        for (state, want) in cases {
+            let r = result(state);
+            let text = serde_json::to_string(&r)?;
+            assert!(text.starts_with(r#"{"job":"j","outcome":"#), "{text}");
+            assert_eq!(serde_json::to_value(&r)?, want, "{r:?}");
+        }
+        Ok(())
+    }
+}

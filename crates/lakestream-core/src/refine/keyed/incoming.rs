@@ -76,7 +76,7 @@ impl<'a> IncomingRows<'a> {
     }
 
     /// Encode `rows`, the source rows of the run as the job shaped them (CDC: the changes of
-    /// [`read_changes`](crate::refine::cdc::changes::read_changes)); `not_stored` are columns
+    /// the CDC apply's `cdc::changes::read_changes`); `not_stored` are columns
     /// besides the op column the output does not keep (they stay usable as `rows` columns).
     pub fn of_rows(
         cfg: &'a RefineJob,

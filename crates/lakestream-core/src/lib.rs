@@ -20,7 +20,6 @@ pub mod partition_path;
 pub mod put_probe;
 pub mod read;
 pub mod redact;
-#[allow(clippy::disallowed_methods)] // until refine's readers move onto the table layer
 pub mod refine;
 pub mod s3_object;
 pub mod schema;

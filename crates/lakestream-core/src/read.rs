@@ -13,7 +13,7 @@ use deltalake::arrow::compute::concat_batches;
 
 // The one Parquet reader of data files lives in the table layer; its pieces keep their names here.
 pub(crate) use crate::table::PartitionValues;
-pub(crate) use crate::table::parquet_read::{read_data_file, with_partitions};
+pub(crate) use crate::table::parquet_read::with_partitions;
 
 /// A data file's statistics (`minValues`, `maxValues`, `nullCount`, `numRecords`), if any.
 pub(crate) type FileStats = Option<serde_json::Value>;

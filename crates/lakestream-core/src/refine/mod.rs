@@ -8,8 +8,9 @@
 //!
 //! - [`context`]: what a run needs besides the job, and the names of a job's progress
 //!   (`txn` appIds, output table properties).
-//! - [`source`]: the incremental Delta source (Spark's Delta-source rules, bounded chunks) and
-//!   the one chunk reader.
+//! - [`chunk`]: the one chunk reader (a bounded chunk of whole versions after the consumed
+//!   one, through the table layer's commits; each kind interprets the actions its own way).
+//! - [`source`]: the incremental Delta source (Spark's Delta-source rules, bounded chunks).
 //! - [`report`]: what runs and jobs did, with per-kind counts.
 //! - [`skip`]: `--skip-to`, a consumed version recorded without rows.
 //! - [`join`]: one interval-join run on the checked commit path.
@@ -21,6 +22,7 @@
 
 pub mod aggregate;
 pub mod cdc;
+pub(crate) mod chunk;
 pub mod context;
 pub mod join;
 pub(crate) mod json_rows;
@@ -46,10 +48,7 @@ async fn check_source_ids(
     cfg: &RefineJob,
     output: &TableHandle,
 ) -> Result<()> {
-    let snapshot = output
-        .table()
-        .snapshot()
-        .map_err(|e| Error::storage(&cfg.output, e))?;
+    let snapshot = output.snapshot()?;
     let recorded = snapshot.metadata().configuration();
     for table in cfg.sources() {
         let Some(expected) = recorded.get(&source_id_property(table)) else {
@@ -59,9 +58,8 @@ async fn check_source_ids(
         if !h.exists() {
             continue;
         }
-        let s = h.table().snapshot().map_err(|e| Error::storage(table, e))?;
-        let id = s.metadata().id();
-        if id != expected {
+        let id = h.table_id()?;
+        if &id != expected {
             return Err(Error::Source {
                 job: cfg.job.clone(),
                 table: table.to_string(),

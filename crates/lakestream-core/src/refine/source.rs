@@ -9,38 +9,24 @@
 //! - a version whose commit file is gone (log retention) or whose data files are gone (vacuum)
 //!   fails with the version, how far behind the job is and how to skip ahead.
 //!
-//! [`read_next`] is the one chunk reader every kind of job uses: open the source, cut the next
-//! chunk after the consumed version, read its rows.
+//! [`read_next`] is what every kind of job but the aggregate uses: open the source, cut the
+//! next chunk after the consumed version (with the one chunk reader, [`super::chunk`]), read
+//! its rows (with the table layer's Parquet reader).
 
+use super::chunk::{Cut, Interpret, read_chunk};
 use super::context::RunContext;
 use crate::error::{Error, Result};
-use crate::table::TableHandle;
+use crate::partition_path::decode;
+use crate::table::{Commit, DataFile, TableHandle, is_missing_file};
+use deltalake::Path;
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::compute::concat_batches;
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::Action;
-use deltalake::{DeltaTableError, Path};
 use lakestream_formats::refine::RefineJob;
 use std::collections::HashMap;
 
-/// Bounds of one chunk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ChunkLimits {
-    /// New data files per chunk (whole versions; at least one version).
-    pub max_files: usize,
-    /// New data bytes per chunk (whole versions; at least one version).
-    pub max_bytes: u64,
-}
-
-impl ChunkLimits {
-    /// The limits `job` configures (`max_files_per_run`, `max_mib_per_run`).
-    pub fn of(job: &RefineJob) -> Self {
-        Self {
-            max_files: job.max_files_per_run,
-            max_bytes: job.max_mib_per_run << 20,
-        }
-    }
-}
+pub use super::chunk::ChunkLimits;
 
 /// A data file a version added.
 #[derive(Debug, Clone)]
@@ -56,7 +42,12 @@ pub struct NewFile {
 impl NewFile {
     /// The object-store path of the file.
     pub fn object_path(&self) -> Path {
-        Path::parse(&self.path).unwrap_or_else(|_| Path::from(self.path.as_str()))
+        self.data_file().path
+    }
+
+    /// The file to read.
+    pub fn data_file(&self) -> DataFile {
+        DataFile::new(&self.path, Some(self.size), self.partition_values.clone())
     }
 }
 
@@ -94,73 +85,47 @@ impl Chunk {
     }
 }
 
-/// Cut the next chunk of `handle`'s table (loaded at its latest version) after `after`.
-pub async fn next_chunk(
-    job: &str,
-    handle: &TableHandle,
+/// The append-only source's reading of a commit (Spark's Delta-source rules).
+struct Appends<'a> {
+    job: &'a str,
+    table: &'a str,
     after: Option<u64>,
-    limits: ChunkLimits,
     ignore_changes: bool,
-) -> Result<Chunk> {
-    let table = handle.name();
-    handle.refuse_deletion_vectors()?;
-    let latest = handle.version().unwrap_or(0);
-    let fail = |reason: String| Error::Source {
-        job: job.to_string(),
-        table: table.to_string(),
-        reason,
-    };
-    if let Some(a) = after
-        && a > latest
-    {
-        return Err(fail(format!(
-            "the job consumed up to version {a} but the table's latest version is {latest}: \
-             the table was re-created. Restart the job on it with `lakestream refine {job} \
-             --skip-to {table}=-1` (reads it from the start) or from a chosen version"
-        )));
-    }
-    let mut chunk = Chunk {
-        after,
-        end: after,
-        latest,
-        versions: vec![],
-    };
-    let first = after.map_or(0, |a| a + 1);
-    let (mut files, mut bytes) = (0usize, 0u64);
-    let log_store = handle.table().log_store();
-    for v in first..=latest {
-        if chunk.end != after && (files >= limits.max_files || bytes >= limits.max_bytes) {
-            break;
+}
+
+impl Appends<'_> {
+    fn fail(&self, reason: String) -> Error {
+        Error::Source {
+            job: self.job.to_string(),
+            table: self.table.to_string(),
+            reason,
         }
-        let Some(commit) = log_store
-            .read_commit_entry(v)
-            .await
-            .map_err(|e| Error::storage(table, e))?
-        else {
-            return Err(fail(gone(job, table, v, after, latest, "its commit file")));
-        };
-        let actions =
-            deltalake::logstore::get_actions(v, &commit).map_err(|e| Error::storage(table, e))?;
+    }
+}
+
+impl Interpret for Appends<'_> {
+    type Item = NewFile;
+
+    fn items(&mut self, commit: &Commit) -> Result<Vec<NewFile>> {
+        let v = commit.version();
         let mut added = Vec::new();
-        for action in actions {
+        for action in commit.actions()? {
             match action {
                 // A file added with a deletion vector (the table gained the feature after
                 // the snapshot the job checked): its rows cannot be read as plain Parquet.
                 Action::Add(a) if a.deletion_vector.is_some() => {
                     return Err(Error::DeletionVectors {
-                        table: table.to_string(),
+                        table: self.table.to_string(),
                         found: format!("version {v} adds `{}` with one", a.path),
                     });
                 }
                 Action::Add(a) if a.data_change => added.push(NewFile {
-                    path: percent_encoding::percent_decode_str(&a.path)
-                        .decode_utf8_lossy()
-                        .into_owned(),
+                    path: decode(&a.path),
                     size: a.size.max(0) as u64,
                     partition_values: a.partition_values.clone(),
                 }),
-                Action::Remove(r) if r.data_change && !ignore_changes => {
-                    return Err(fail(format!(
+                Action::Remove(r) if r.data_change && !self.ignore_changes => {
+                    return Err(self.fail(format!(
                         "version {v} removes data (`{}` with dataChange=true: a delete, update \
                          or overwrite); an append-only source cannot express that downstream. \
                          Set `ignore_changes = true` on the job to read only new rows of such \
@@ -171,17 +136,63 @@ pub async fn next_chunk(
                 _ => {}
             }
         }
-        files += added.len();
-        bytes += added.iter().map(|f| f.size).sum::<u64>();
-        if !added.is_empty() {
-            chunk.versions.push(SourceVersion {
-                version: v,
-                files: added,
-            });
-        }
-        chunk.end = Some(v);
+        Ok(added)
     }
-    Ok(chunk)
+
+    fn size(item: &NewFile) -> u64 {
+        item.size
+    }
+
+    fn recreated(&self, a: u64, latest: u64) -> Error {
+        let (job, table) = (self.job, self.table);
+        self.fail(format!(
+            "the job consumed up to version {a} but the table's latest version is {latest}: \
+             the table was re-created. Restart the job on it with `lakestream refine {job} \
+             --skip-to {table}=-1` (reads it from the start) or from a chosen version"
+        ))
+    }
+
+    fn gone(&self, version: u64, latest: u64) -> Error {
+        let (job, table) = (self.job, self.table);
+        self.fail(gone(
+            job,
+            table,
+            version,
+            self.after,
+            latest,
+            "its commit file",
+        ))
+    }
+}
+
+/// Cut the next chunk of `handle`'s table (loaded at its latest version) after `after`.
+pub async fn next_chunk(
+    job: &str,
+    handle: &TableHandle,
+    after: Option<u64>,
+    limits: ChunkLimits,
+    ignore_changes: bool,
+) -> Result<Chunk> {
+    let mut appends = Appends {
+        job,
+        table: handle.name(),
+        after,
+        ignore_changes,
+    };
+    let Cut {
+        end,
+        latest,
+        versions,
+    } = read_chunk(&mut appends, handle, after, limits).await?;
+    Ok(Chunk {
+        after,
+        end,
+        latest,
+        versions: versions
+            .into_iter()
+            .map(|(version, files)| SourceVersion { version, files })
+            .collect(),
+    })
 }
 
 /// What a source gained after the version a job consumed: its next chunk, read.
@@ -248,17 +259,9 @@ pub async fn read_version(
     schema: &SchemaRef,
 ) -> Result<Vec<RecordBatch>> {
     let table = handle.name();
-    let store = handle.table().object_store();
     let mut out = Vec::new();
     for f in &v.files {
-        let read = crate::read::read_data_file(
-            &store,
-            &f.object_path(),
-            &f.partition_values,
-            schema,
-            table,
-        )
-        .await;
+        let read = handle.read_file(&f.data_file(), schema).await;
         out.extend(
             read.map_err(|e| file_error(job, table, v.version, chunk.after, chunk.latest, e))?,
         );
@@ -295,21 +298,12 @@ pub(crate) fn file_error(
     latest: u64,
     e: Error,
 ) -> Error {
-    match &e {
-        Error::Storage { source, .. }
-            if matches!(
-                source.as_ref(),
-                DeltaTableError::ObjectStore {
-                    source: deltalake::ObjectStoreError::NotFound { .. }
-                }
-            ) =>
-        {
-            Error::Source {
-                job: job.to_string(),
-                table: table.to_string(),
-                reason: gone(job, table, version, after, latest, "a data file"),
-            }
-        }
-        _ => e,
+    if is_missing_file(&e) {
+        return Error::Source {
+            job: job.to_string(),
+            table: table.to_string(),
+            reason: gone(job, table, version, after, latest, "a data file"),
+        };
     }
+    e
 }

@@ -137,15 +137,14 @@ impl TableHandle {
         &self.name
     }
 
-    /// The loaded table. Its snapshot may be older than [`version`](Self::version) after our
-    /// own commits: call [`refresh`](Self::refresh) before reading its files.
-    pub fn table(&self) -> &DeltaTable {
+    /// The loaded table, for the commit engine (`commit/`) only: every other reader goes
+    /// through this layer's seams (commits, live files, the Parquet reader, snapshots at a
+    /// version), so the crate's lints refuse it elsewhere (`clippy::disallowed_methods`, in
+    /// the workspace's clippy.toml; allowed on `table` and `commit` in lib.rs). Its snapshot
+    /// may be older than [`version`](Self::version) after our own commits: call
+    /// [`refresh`](Self::refresh) before reading its files.
+    pub(crate) fn table(&self) -> &DeltaTable {
         &self.table
-    }
-
-    /// Mutable access (time travel in readers).
-    pub fn table_mut(&mut self) -> &mut DeltaTable {
-        &mut self.table
     }
 
     /// The loaded snapshot (files, metadata, protocol, table config). It may be older than

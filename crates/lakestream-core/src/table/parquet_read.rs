@@ -3,6 +3,7 @@
 //! removed) is read
 //! - whole, with one GET, in the table schema ([`TableHandle::read_file`]);
 //! - projected, with ranged GETs of only the columns asked ([`TableHandle::read_columns`]);
+//! - streamed batch by batch, every column as stored ([`TableHandle::stream_file`]);
 //! - or every live file the caller does not rule out by its partition values and statistics,
 //!   streamed batch by batch ([`TableHandle::scan`]).
 //!
@@ -27,7 +28,8 @@ use deltalake::parquet::arrow::async_reader::{
     ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
 };
 use deltalake::parquet::errors::ParquetError;
-use futures::TryStreamExt;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 use std::sync::Arc;
 
 /// A data file to read.
@@ -137,6 +139,35 @@ impl TableHandle {
         Ok(())
     }
 
+    /// Every column of `file` as stored (partition columns are not restored), `batch_rows`
+    /// rows per batch, streamed row group by row group with ranged GETs: for rewriting a file
+    /// without holding it whole.
+    pub async fn stream_file(
+        &self,
+        file: &DataFile,
+        batch_rows: usize,
+    ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        let builder = ParquetRecordBatchStreamBuilder::new(self.object_reader(file))
+            .await
+            .map_err(|e| parquet_error(&self.name, e))?;
+        let name = self.name.clone();
+        let stream = builder
+            .with_batch_size(batch_rows)
+            .build()
+            .map_err(|e| parquet_error(&self.name, e))?;
+        Ok(stream.map_err(move |e| parquet_error(&name, e)).boxed())
+    }
+
+    /// The ranged-GET reader of `file` (its size, when known, saves finding it out).
+    #[allow(deprecated)] // `ParquetObjectReader`: see the import
+    fn object_reader(&self, file: &DataFile) -> ParquetObjectReader {
+        let reader = ParquetObjectReader::new(self.table.object_store(), file.path.clone());
+        match file.size {
+            Some(size) => reader.with_file_size(size),
+            None => reader,
+        }
+    }
+
     /// A ranged reader of the `columns` of `file` it has.
     #[allow(deprecated)] // `ParquetObjectReader`: see the import
     async fn projected(
@@ -144,12 +175,7 @@ impl TableHandle {
         file: &DataFile,
         columns: &[&str],
     ) -> Result<ParquetRecordBatchStream<ParquetObjectReader>> {
-        #[allow(deprecated)]
-        let mut reader = ParquetObjectReader::new(self.table.object_store(), file.path.clone());
-        if let Some(size) = file.size {
-            reader = reader.with_file_size(size);
-        }
-        let builder = ParquetRecordBatchStreamBuilder::new(reader)
+        let builder = ParquetRecordBatchStreamBuilder::new(self.object_reader(file))
             .await
             .map_err(|e| parquet_error(&self.name, e))?;
         let present: Vec<&str> = columns

@@ -12,18 +12,12 @@
 
 use crate::commit::change_data::CHANGE_TYPE;
 use crate::error::{Error, Result};
-use crate::read::with_partitions;
-use crate::refine::source::ChunkLimits;
-use crate::table::TableHandle;
-use deltalake::Path;
+use crate::partition_path::{decode, values_from_path};
+use crate::refine::chunk::{ChunkLimits, Cut, Interpret, read_chunk};
+use crate::table::{Commit, DataFile, TableHandle, is_missing_file};
 use deltalake::arrow::array::{Array, AsArray, RecordBatch};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::kernel::Action;
-use deltalake::parquet::arrow::ProjectionMask;
-#[allow(deprecated)]
-use deltalake::parquet::arrow::async_reader::ParquetObjectReader;
-use deltalake::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
-use futures::TryStreamExt;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -53,6 +47,14 @@ pub(crate) struct SignedFile {
     pub version: u64,
 }
 
+impl SignedFile {
+    /// The file to read (its size, when the log says it, saves a request).
+    fn data_file(&self) -> DataFile {
+        let size = (self.size > 0).then_some(self.size);
+        DataFile::new(&self.path, size, self.partitions.clone())
+    }
+}
+
 /// What a source did in `(after, end]`.
 #[derive(Debug, Clone)]
 pub(crate) struct Changes {
@@ -60,28 +62,6 @@ pub(crate) struct Changes {
     pub end: u64,
     /// Files, version after version.
     pub files: Vec<SignedFile>,
-}
-
-fn decode(path: &str) -> String {
-    percent_encoding::percent_decode_str(path)
-        .decode_utf8_lossy()
-        .into_owned()
-}
-
-/// Partition values of a `remove` written without them: from its Hive-style path.
-fn from_path(path: &str, partition_columns: &[String]) -> HashMap<String, Option<String>> {
-    let mut out = HashMap::new();
-    for seg in path.split('/') {
-        if let Some((k, v)) = seg.split_once('=')
-            && partition_columns.iter().any(|c| c == k)
-        {
-            // The log percent-encodes the path, whose segments are Hive-escaped: decode twice.
-            let v = decode(&decode(v));
-            let v = (v != "__HIVE_DEFAULT_PARTITION__").then_some(v);
-            out.insert(k.to_string(), v);
-        }
-    }
-    out
 }
 
 /// Why version `v` cannot be read (its commit or a file is gone), and what to do: an aggregate
@@ -96,51 +76,31 @@ fn gone(job: &str, v: u64, after: u64, latest: u64, what: &str) -> String {
     )
 }
 
-/// Cut the next chunk of `handle`'s changes after version `after` (the handle is loaded at its
-/// latest version).
-pub(crate) async fn next_changes(
-    job: &str,
-    handle: &TableHandle,
+/// The aggregate's reading of a commit (the change data feed rules, see the module).
+struct SignedChanges<'a> {
+    job: &'a str,
+    table: &'a str,
     after: u64,
-    limits: ChunkLimits,
-) -> Result<Changes> {
-    let table = handle.name();
-    handle.refuse_deletion_vectors()?;
-    let latest = handle.version().unwrap_or(0);
-    let fail = |reason: String| Error::Source {
-        job: job.to_string(),
-        table: table.to_string(),
-        reason,
-    };
-    if after > latest {
-        return Err(fail(format!(
-            "the job consumed up to version {after} but the table's latest version is {latest}: \
-             the table was re-created. Rebuild the aggregate: delete its output table and run \
-             the job again (its first run reads the source's snapshot)"
-        )));
-    }
-    let partition_columns = handle.partition_columns()?;
-    let mut out = Changes {
-        end: after,
-        files: vec![],
-    };
-    let (mut files, mut bytes) = (0usize, 0u64);
-    let log_store = handle.table().log_store();
-    for v in after + 1..=latest {
-        if out.end != after && (files >= limits.max_files || bytes >= limits.max_bytes) {
-            break;
+    partition_columns: Vec<String>,
+}
+
+impl SignedChanges<'_> {
+    fn fail(&self, reason: String) -> Error {
+        Error::Source {
+            job: self.job.to_string(),
+            table: self.table.to_string(),
+            reason,
         }
-        let Some(commit) = log_store
-            .read_commit_entry(v)
-            .await
-            .map_err(|e| Error::storage(table, e))?
-        else {
-            return Err(fail(gone(job, v, after, latest, "its commit file")));
-        };
-        let actions =
-            deltalake::logstore::get_actions(v, &commit).map_err(|e| Error::storage(table, e))?;
+    }
+}
+
+impl Interpret for SignedChanges<'_> {
+    type Item = SignedFile;
+
+    fn items(&mut self, commit: &Commit) -> Result<Vec<SignedFile>> {
+        let (v, table) = (commit.version(), self.table);
         let (mut data, mut change) = (Vec::new(), Vec::new());
-        for action in actions {
+        for action in commit.actions()? {
             match action {
                 Action::Add(a) if a.deletion_vector.is_some() => {
                     return Err(Error::DeletionVectors {
@@ -165,8 +125,8 @@ pub(crate) async fn next_changes(
                     partitions: r
                         .partition_values
                         .clone()
-                        .filter(|p| !p.is_empty() || partition_columns.is_empty())
-                        .unwrap_or_else(|| from_path(&r.path, &partition_columns)),
+                        .filter(|p| !p.is_empty() || self.partition_columns.is_empty())
+                        .unwrap_or_else(|| values_from_path(&r.path, &self.partition_columns)),
                     path: decode(&r.path),
                     size: r.size.unwrap_or(0).max(0) as u64,
                     effect: Effect::Removed,
@@ -184,13 +144,51 @@ pub(crate) async fn next_changes(
         }
         // A commit with change data files: they are its change (its adds and removes are the
         // rewritten files, which would count unchanged rows twice).
-        let chosen = if change.is_empty() { data } else { change };
-        files += chosen.len();
-        bytes += chosen.iter().map(|f| f.size).sum::<u64>();
-        out.files.extend(chosen);
-        out.end = v;
+        Ok(if change.is_empty() { data } else { change })
     }
-    Ok(out)
+
+    fn size(item: &SignedFile) -> u64 {
+        item.size
+    }
+
+    fn recreated(&self, after: u64, latest: u64) -> Error {
+        self.fail(format!(
+            "the job consumed up to version {after} but the table's latest version is {latest}: \
+             the table was re-created. Rebuild the aggregate: delete its output table and run \
+             the job again (its first run reads the source's snapshot)"
+        ))
+    }
+
+    fn gone(&self, version: u64, latest: u64) -> Error {
+        self.fail(gone(
+            self.job,
+            version,
+            self.after,
+            latest,
+            "its commit file",
+        ))
+    }
+}
+
+/// Cut the next chunk of `handle`'s changes after version `after` (the handle is loaded at its
+/// latest version).
+pub(crate) async fn next_changes(
+    job: &str,
+    handle: &TableHandle,
+    after: u64,
+    limits: ChunkLimits,
+) -> Result<Changes> {
+    let mut signed = SignedChanges {
+        job,
+        table: handle.name(),
+        after,
+        partition_columns: handle.partition_columns()?,
+    };
+    let Cut { end, versions, .. } = read_chunk(&mut signed, handle, Some(after), limits).await?;
+    Ok(Changes {
+        end: end.unwrap_or(after),
+        files: versions.into_iter().flat_map(|(_, files)| files).collect(),
+    })
 }
 
 /// The rows of `f` in `schema` (projected source columns), each with its sign (+1 / -1).
@@ -207,46 +205,20 @@ pub(crate) async fn read_signed(
         wanted.push(Field::new(CHANGE_TYPE, DataType::Utf8, true));
     }
     let read_schema: SchemaRef = Arc::new(Schema::new(wanted));
-    let store = handle.table().object_store();
-    #[allow(deprecated)]
-    let mut reader = ParquetObjectReader::new(store, Path::from(f.path.as_str()));
-    if f.size > 0 {
-        reader = reader.with_file_size(f.size);
-    }
-    let missing = |e: &deltalake::parquet::errors::ParquetError| match e {
-        deltalake::parquet::errors::ParquetError::External(inner) => inner
-            .downcast_ref::<deltalake::ObjectStoreError>()
-            .is_some_and(|x| matches!(x, deltalake::ObjectStoreError::NotFound { .. })),
-        _ => false,
-    };
     let latest = handle.version().unwrap_or(0);
-    let gone_error = || Error::Source {
-        job: job.to_string(),
-        table: table.to_string(),
-        reason: gone(job, f.version, after, latest, "a data file"),
-    };
-    let builder = match ParquetRecordBatchStreamBuilder::new(reader).await {
+    let batches = match handle.read_columns(&f.data_file(), &read_schema).await {
         Ok(b) => b,
-        Err(e) if missing(&e) => return Err(gone_error()),
-        Err(e) => return Err(Error::storage(table, e)),
+        Err(e) if is_missing_file(&e) => {
+            return Err(Error::Source {
+                job: job.to_string(),
+                table: table.to_string(),
+                reason: gone(job, f.version, after, latest, "a data file"),
+            });
+        }
+        Err(e) => return Err(e),
     };
-    let present: Vec<&str> = read_schema
-        .fields()
-        .iter()
-        .map(|f| f.name().as_str())
-        .filter(|c| builder.schema().field_with_name(c).is_ok())
-        .collect();
-    let mask = ProjectionMask::columns(builder.parquet_schema(), present);
-    let batches: Vec<RecordBatch> = builder
-        .with_projection(mask)
-        .build()
-        .map_err(|e| Error::storage(table, e))?
-        .try_collect()
-        .await
-        .map_err(|e| Error::storage(table, e))?;
     let mut out = Vec::with_capacity(batches.len());
-    for b in batches {
-        let full = with_partitions(&read_schema, &b, &f.partitions)?;
+    for full in batches {
         let signs: Vec<i8> = match f.effect {
             Effect::Added => vec![1; full.num_rows()],
             Effect::Removed => vec![-1; full.num_rows()],
@@ -284,21 +256,4 @@ pub(crate) async fn read_signed(
         out.push((projected, signs));
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_remove_without_partition_values_takes_them_from_its_path() {
-        let cols = vec!["year".to_string(), "day".to_string()];
-        let p = from_path(
-            "year=26/day=__HIVE_DEFAULT_PARTITION__/part-0.parquet",
-            &cols,
-        );
-        assert_eq!(p.get("year"), Some(&Some("26".to_string())));
-        assert_eq!(p.get("day"), Some(&None));
-        assert_eq!(p.len(), 2);
-    }
 }

@@ -7,11 +7,11 @@
 use super::groups::{Acc, Evaluator, Groups, Outcome};
 use super::prune::Wanted;
 use crate::error::{Error, Result};
-use crate::read::with_partitions;
 use crate::refine::context::RunContext;
 use crate::refine::keyed::target;
 use crate::refine::report::AggregateCounts;
 use crate::table::TableHandle;
+use crate::table::parquet_read::with_partitions;
 use deltalake::arrow::array::{BooleanArray, RecordBatch};
 use deltalake::arrow::compute::filter_record_batch;
 use deltalake::arrow::datatypes::SchemaRef;
@@ -47,7 +47,6 @@ pub(super) struct Stored {
 /// holding one its other rows and its remove.
 pub(super) async fn read_stored(
     output: &TableHandle,
-    cfg: &RefineJob,
     a: &AggregateConfig,
     touched: Touched<'_>,
     out_schema: &SchemaRef,
@@ -66,13 +65,12 @@ pub(super) async fn read_stored(
         |c| partition_by.iter().any(|p| p == c),
         true,
     )?;
-    let store = output.table().object_store();
     let first = names[0].clone();
     for f in target::live_files(output, &first)? {
-        if !wanted.may_hold(&f.partitions, &None) {
+        if !wanted.may_hold(f.partitions(), &None) {
             continue;
         }
-        let batch = target::read_all(&store, &f, out_schema, &cfg.output).await?;
+        let batch = target::read_all(output, &f, out_schema).await?;
         let (keys, accs) = ev.stored(&batch)?;
         let mut keep = Vec::with_capacity(batch.num_rows());
         for (i, acc) in accs.into_iter().enumerate() {

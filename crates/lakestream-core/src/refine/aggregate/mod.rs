@@ -25,15 +25,15 @@ mod prune;
 mod rows;
 mod spec;
 
+use super::chunk::ChunkLimits;
 use super::context::{JOB_PROPERTY, RunContext, source_id_property};
 use super::report::{AggregateCounts, RunCounts, RunReport, SideReport};
-use super::source::ChunkLimits;
 use crate::commit::change::keyed_merge;
 use crate::commit::{Change, ChangePlanner, NewTable, Proposal, ReadScope, TableState, run};
 use crate::error::{Error, Result};
-use crate::read::with_partitions;
 use crate::refine::keyed::target;
 use crate::table::TableHandle;
+use crate::table::parquet_read::with_partitions;
 use changes::{next_changes, read_signed};
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::{Remove, Transaction};
@@ -130,7 +130,7 @@ impl ChangePlanner for AggregatePlanner<'_, '_> {
                 delta: &read.delta,
                 partition_by: &partition_by,
             };
-            merge::read_stored(output, cfg, a, wanted, &out_schema).await?
+            merge::read_stored(output, a, wanted, &out_schema).await?
         } else {
             merge::Stored::default()
         };
@@ -281,10 +281,7 @@ async fn source_at(
         Some(_) => ctx.load_source(&a.source).await?,
         None => TableHandle::open(ctx.lake, &a.source)?,
     };
-    h.table_mut()
-        .load_version(end)
-        .await
-        .map_err(|e| Error::storage(&a.source, e))?;
+    h.at_version(end).await?;
     Ok(h)
 }
 
@@ -315,23 +312,25 @@ async fn fold_snapshot(
     };
     let files = std::cell::Cell::new(0usize);
     let mut rows = 0usize;
-    crate::read::scan_live_files(
-        source,
-        &names,
-        |parts, stats| {
-            let keep = wanted.as_ref().is_none_or(|w| w.may_hold(parts, stats));
-            if keep {
-                files.set(files.get() + 1);
-            }
-            keep
-        },
-        |batch, parts| {
-            let b = with_partitions(columns, batch, parts)?;
-            rows += b.num_rows();
-            ev.fold(&b, &vec![1; b.num_rows()], groups, only)
-        },
-    )
-    .await?;
+    source
+        .scan(
+            &names,
+            |file| {
+                let keep = wanted
+                    .as_ref()
+                    .is_none_or(|w| w.may_hold(&file.partition_values(), &file.stats()));
+                if keep {
+                    files.set(files.get() + 1);
+                }
+                keep
+            },
+            |batch, parts| {
+                let b = with_partitions(columns, batch, parts)?;
+                rows += b.num_rows();
+                ev.fold(&b, &vec![1; b.num_rows()], groups, only)
+            },
+        )
+        .await?;
     Ok((files.get(), rows))
 }
 

@@ -11,11 +11,14 @@
 
 use super::groups::Evaluator;
 use crate::error::Result;
-use crate::read::{FileStats, PartitionValues};
+use crate::table::PartitionValues;
 use deltalake::arrow::array::{Array, ArrayRef, AsArray};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::DataType;
 use lakestream_formats::refine::aggregate::GroupExpr;
+
+/// A file's statistics as the log records them (`LiveFile::stats`), if any and valid.
+type FileStats = Option<serde_json::Value>;
 
 /// One group column's value as files are compared with it.
 #[derive(Debug, Clone, PartialEq)]

@@ -65,11 +65,7 @@ pub fn resolve_keys(cfg: &RefineJob, apply: &CdcApply, read: &SourceRead) -> Res
     if !apply.keys.is_empty() {
         return Ok(apply.keys.clone());
     }
-    let snapshot = read
-        .handle
-        .table()
-        .snapshot()
-        .map_err(|e| Error::storage(&apply.source, e))?;
+    let snapshot = read.handle.snapshot()?;
     let config = snapshot.metadata().configuration();
     let from_property: Vec<String> = config
         .get(bronze::KEYS_PROPERTY)

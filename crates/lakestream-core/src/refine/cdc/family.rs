@@ -66,7 +66,7 @@ async fn listed_at(
     suffix: Option<&str>,
 ) -> Result<Vec<String>> {
     let root = TableHandle::open(lake, directory)?;
-    let store = root.table().object_store();
+    let store = root.object_store();
     let mut level: Vec<String> = vec![String::new()];
     for _ in 0..depth {
         let mut next = Vec::new();

@@ -117,15 +117,7 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
 
 /// The silver's `lakestream.cdc.truncated_at` (the `__seq` of the last truncate applied).
 fn truncated_at(output: &TableHandle) -> Result<Option<String>> {
-    let snapshot = output
-        .table()
-        .snapshot()
-        .map_err(|e| Error::storage(output.name(), e))?;
-    Ok(snapshot
-        .metadata()
-        .configuration()
-        .get(silver::TRUNCATED_AT_PROPERTY)
-        .cloned())
+    output.property(silver::TRUNCATED_AT_PROPERTY)
 }
 
 /// The changes that still apply after the truncates (those of the table, `before`, and the

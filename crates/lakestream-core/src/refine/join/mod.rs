@@ -210,15 +210,7 @@ impl Planner for JoinPlanner<'_> {
             if let Some(end) = side.chunk.end {
                 txns.push(Transaction::new(self.app_id(&side.cfg.table), end as i64));
             }
-            let snapshot = side
-                .handle
-                .table()
-                .snapshot()
-                .map_err(|e| Error::storage(&side.cfg.table, e))?;
-            properties.push((
-                source_id_property(&side.cfg.table),
-                snapshot.metadata().id().to_string(),
-            ));
+            properties.push((source_id_property(&side.cfg.table), side.handle.table_id()?));
         }
         self.report.counts = RunCounts::Join(JoinCounts {
             joined: batch.num_rows(),

@@ -191,7 +191,7 @@ impl JoinPlanner<'_> {
     ) -> Result<Snapshot> {
         match Snapshot::load(self.ctx, cfg, version).await {
             Ok(s) => Ok(s),
-            Err(e) => match handle.table().log_store().read_commit_entry(version).await {
+            Err(e) => match handle.commit(version).await {
                 Ok(None) => Err(Error::Source {
                     job: self.cfg.job.clone(),
                     table: cfg.table.clone(),

@@ -4,24 +4,21 @@
 //! lateness rule) and the rows earlier runs found late (they stay out of every join).
 
 use super::rules::Rows;
-use crate::error::{Error, Result};
-use crate::read::read_data_file;
+use crate::error::Result;
 use crate::refine::RunContext;
 use crate::storage::Lake;
-use crate::table::TableHandle;
-use deltalake::Path;
+use crate::table::{DataFile, TableHandle};
 use deltalake::arrow::array::UInt32Array;
 use deltalake::arrow::compute::{concat_batches, take_record_batch};
 use deltalake::arrow::datatypes::SchemaRef;
-use deltalake::logstore::ObjectStoreRef;
 use lakestream_formats::refine::join::JoinSideConfig;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 /// One live data file of a snapshot, with what pruning needs.
 #[derive(Debug, Clone)]
 pub(crate) struct StateFile {
-    path: Path,
-    partitions: HashMap<String, Option<String>>,
+    /// The file (path, size, partition values).
+    file: DataFile,
     /// Event-time bounds from statistics (µs; widened by 1 ms: stats are truncated to ms).
     time: Option<(i64, i64)>,
     /// Key bounds from statistics (strings only).
@@ -30,7 +27,8 @@ pub(crate) struct StateFile {
 
 /// A side's snapshot at the version the job consumed.
 pub(crate) struct Snapshot {
-    store: ObjectStoreRef,
+    /// The side's table, loaded at the consumed version.
+    handle: TableHandle,
     files: Vec<StateFile>,
 }
 
@@ -46,21 +44,13 @@ impl Snapshot {
         } else {
             TableHandle::open(ctx.lake, table)?
         };
-        if h.table().version() != Some(version) {
-            h.table_mut()
-                .load_version(version)
-                .await
-                .map_err(|e| Error::storage(table, e))?;
-        }
+        h.at_version(version).await?;
         h.refuse_deletion_vectors()?;
-        let t = h.table();
-        let snapshot = t.snapshot().map_err(|e| Error::storage(table, e))?;
-        let files = snapshot
-            .log_data()
+        let files = h
+            .live_files()?
             .iter()
             .map(|f| {
-                let stats: Option<serde_json::Value> =
-                    f.stats().and_then(|s| serde_json::from_str(&s).ok());
+                let stats = f.stats();
                 let stat = |kind: &str, col: &str| stats.as_ref()?.get(kind)?.get(col).cloned();
                 let time = match (stat("minValues", time), stat("maxValues", time)) {
                     (Some(lo), Some(hi)) => parse_time(&lo)
@@ -80,17 +70,13 @@ impl Snapshot {
                     _ => None,
                 };
                 StateFile {
-                    path: f.object_store_path(),
-                    partitions: f.partition_values_map(),
+                    file: f.data_file(),
                     time,
                     key,
                 }
             })
             .collect();
-        Ok(Self {
-            store: t.object_store(),
-            files,
-        })
+        Ok(Self { handle: h, files })
     }
 
     /// The exact largest event time at most `cap` of the snapshot (rows beyond `cap`, processing
@@ -142,7 +128,7 @@ impl Snapshot {
         let key = side.key.as_str();
         let mut batches = Vec::new();
         for f in &self.files {
-            if let Some(Some(v)) = f.partitions.get(key)
+            if let Some(Some(v)) = f.file.partitions.get(key)
                 && !keys.contains(v)
             {
                 continue;
@@ -175,8 +161,7 @@ impl Snapshot {
     }
 
     async fn read(&self, f: &StateFile, schema: &SchemaRef, side: &JoinSideConfig) -> Result<Rows> {
-        let batches =
-            read_data_file(&self.store, &f.path, &f.partitions, schema, &side.table).await?;
+        let batches = self.handle.read_file(&f.file, schema).await?;
         Rows::new(concat_batches(schema, &batches)?, side)
     }
 }

@@ -7,9 +7,9 @@
 use super::order::{Encoder, KeyIndex, latest_per_key, tie_texts};
 use super::target;
 use crate::error::{Error, Result};
-use crate::read::with_partitions;
 use crate::refine::report::UpsertCounts;
 use crate::refine::source::SourceRead;
+use crate::table::parquet_read::with_partitions;
 use deltalake::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};

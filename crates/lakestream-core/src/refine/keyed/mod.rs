@@ -30,7 +30,7 @@ use super::context::{JOB_PROPERTY, RunContext, source_id_property};
 use super::report::{RunCounts, RunReport, SideReport, UpsertCounts};
 use crate::commit::change::keyed_merge;
 use crate::commit::{Change, NewTable, Proposal, ReadScope, TableState};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::table::TableHandle;
 use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::datatypes::SchemaRef;
@@ -229,15 +229,7 @@ fn proposal(
         scope: ReadScope::Table,
         cdc_files: vec![],
     };
-    let src_id = src
-        .read
-        .handle
-        .table()
-        .snapshot()
-        .map_err(|e| Error::storage(&u.source, e))?
-        .metadata()
-        .id()
-        .to_string();
+    let src_id = src.read.handle.table_id()?;
     let create = NewTable {
         partition_columns: written.partition_columns,
         configuration: vec![

@@ -8,16 +8,14 @@
 
 use super::incoming::{Incoming, IncomingRows, Ties};
 use super::order::{KeyIndex, tie_texts};
-use super::target::{self, TargetFile, reader};
+use super::target::{self, TargetFile};
 use crate::error::{Error, Result};
-use crate::read::with_partitions;
 use crate::table::TableHandle;
+use crate::table::parquet_read::with_partitions;
 use deltalake::arrow::array::{BooleanArray, RecordBatch, UInt32Array};
 use deltalake::arrow::compute::{filter_record_batch, take_record_batch};
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::{Add, Remove};
-use deltalake::logstore::ObjectStoreRef;
-use deltalake::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use futures::TryStreamExt;
 use std::collections::HashMap;
@@ -88,13 +86,12 @@ pub(crate) async fn replace_older_rows(
         None => target::candidates(&files, &u.key[0], &winners_first)?,
     };
     drop(winners_first);
-    let store = output.table().object_store();
     let mut columns: Vec<String> = u.key.iter().chain(&u.order_by).cloned().collect();
     columns.dedup();
     // Per candidate file: the rows (index in the file, index in `incoming`) it replaces.
     let mut drops: foldhash::HashMap<usize, Vec<(usize, usize)>> = Default::default();
     for (fi, f) in candidates.iter().enumerate() {
-        let batch = target::read_columns(&store, f, schema, &columns, table).await?;
+        let batch = target::read_columns(output, f, schema, &columns).await?;
         let ek = src.key_enc.rows(&batch, table)?;
         let eo = src.order_enc.rows(&batch, table)?;
         let mut tied = Vec::new();
@@ -120,7 +117,7 @@ pub(crate) async fn replace_older_rows(
         }
         if !tied.is_empty() {
             src.fill_ties(incoming, ties, tied.iter().map(|t| t.1).collect())?;
-            let all = target::read_all(&store, f, schema, table).await?;
+            let all = target::read_all(output, f, schema).await?;
             let as_incoming = with_partitions(&src.stored_schema, &all, &HashMap::new())?;
             let idx: Vec<usize> = tied.iter().map(|t| t.0).collect();
             for ((i, w), text) in tied.into_iter().zip(tie_texts(&as_incoming, &idx)?) {
@@ -151,7 +148,7 @@ pub(crate) async fn replace_older_rows(
             continue;
         }
         let dropped = sweep.keep_dropped.then_some(&mut out.dropped);
-        let rewritten = rewrite_without(writer, table, &store, f, schema, &drop, dropped).await?;
+        let rewritten = rewrite_without(writer, output, f, schema, &drop, dropped).await?;
         out.adds.extend(rewritten);
         out.removes.push(f.remove.clone());
     }
@@ -195,26 +192,17 @@ const REWRITE_BATCH_ROWS: usize = 8192;
 /// before returning. Empty when no row survives. The dropped rows go to `dropped` when given.
 async fn rewrite_without(
     writer: &mut RecordBatchWriter,
-    table: &str,
-    store: &ObjectStoreRef,
+    output: &TableHandle,
     f: &TargetFile,
     schema: &SchemaRef,
     drop: &[usize],
     mut dropped: Option<&mut Vec<RecordBatch>>,
 ) -> Result<Vec<Add>> {
-    let mut stream = ParquetRecordBatchStreamBuilder::new(reader(store, f))
-        .await
-        .map_err(|e| Error::storage(table, e))?
-        .with_batch_size(REWRITE_BATCH_ROWS)
-        .build()
-        .map_err(|e| Error::storage(table, e))?;
+    let table = output.name();
+    let mut stream = output.stream_file(&f.file, REWRITE_BATCH_ROWS).await?;
     let mut offset = 0usize;
     let mut kept = 0usize;
-    while let Some(batch) = stream
-        .try_next()
-        .await
-        .map_err(|e| Error::storage(table, e))?
-    {
+    while let Some(batch) = stream.try_next().await? {
         let n = batch.num_rows();
         let mut keep = vec![true; n];
         let start = drop.partition_point(|&i| i < offset);
@@ -226,10 +214,10 @@ async fn rewrite_without(
         if let Some(out) = dropped.as_deref_mut() {
             let gone = filter_record_batch(&batch, &deltalake::arrow::compute::not(&keep)?)?;
             if gone.num_rows() > 0 {
-                out.push(with_partitions(schema, &gone, &f.partitions)?);
+                out.push(with_partitions(schema, &gone, f.partitions())?);
             }
         }
-        let batch = with_partitions(schema, &filter_record_batch(&batch, &keep)?, &f.partitions)?;
+        let batch = with_partitions(schema, &filter_record_batch(&batch, &keep)?, f.partitions())?;
         if batch.num_rows() > 0 {
             kept += batch.num_rows();
             writer

@@ -4,57 +4,44 @@
 //! rewritten by [`rewrite`](super::rewrite). In a partition column an empty string and null are
 //! one Delta value: both sides match keys with `""` there ([`empty_partition_values`]).
 
-use crate::error::{Error, Result};
-use crate::read::with_partitions;
-use crate::table::TableHandle;
-use deltalake::Path;
+use crate::error::Result;
+use crate::table::{DataFile, TableHandle};
 use deltalake::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Field, Float64Type, Schema, SchemaRef};
 use deltalake::kernel::Remove;
-use deltalake::logstore::ObjectStoreRef;
-use deltalake::parquet::arrow::ProjectionMask;
-#[allow(deprecated)] // see `reader`
-use deltalake::parquet::arrow::async_reader::ParquetObjectReader;
-use deltalake::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
-use futures::TryStreamExt;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A live file of the target.
 #[derive(Debug, Clone)]
 pub struct TargetFile {
-    path: Path,
-    /// Partition values as stored in the log.
-    pub(crate) partitions: HashMap<String, Option<String>>,
+    /// The file to read (path, size, partition values as stored in the log).
+    pub(crate) file: DataFile,
     /// `min`/`max` statistics of the first key column.
     key_range: Option<(serde_json::Value, serde_json::Value)>,
     /// The remove action that retires this file.
     pub remove: Remove,
 }
 
+impl TargetFile {
+    /// Partition values as stored in the log.
+    pub(crate) fn partitions(&self) -> &HashMap<String, Option<String>> {
+        &self.file.partitions
+    }
+}
+
 /// Live files of the target at the handle's version; a target with deletion vectors is
 /// refused (its files are rewritten as plain Parquet, which would bring deleted rows back).
 pub fn live_files(handle: &TableHandle, first_key: &str) -> Result<Vec<TargetFile>> {
     handle.refuse_deletion_vectors()?;
-    let snapshot = handle
-        .table()
-        .snapshot()
-        .map_err(|e| Error::storage(handle.name(), e))?;
-    Ok(snapshot
-        .log_data()
+    Ok(handle
+        .live_files()?
         .iter()
-        .map(|f| {
-            let stats: Option<serde_json::Value> =
-                f.stats().and_then(|s| serde_json::from_str(&s).ok());
-            let stat = |kind: &str| stats.as_ref()?.get(kind)?.get(first_key).cloned();
-            let key_range = stat("minValues").zip(stat("maxValues"));
-            TargetFile {
-                path: f.object_store_path(),
-                partitions: f.partition_values_map(),
-                key_range,
-                remove: f.remove_action(true),
-            }
+        .map(|f| TargetFile {
+            file: f.data_file(),
+            key_range: f.min_max(first_key),
+            remove: f.remove_action(true),
         })
         .collect())
 }
@@ -139,7 +126,7 @@ pub fn candidates<'a>(
     first_key: &str,
     first: &ArrayRef,
 ) -> Result<Vec<&'a TargetFile>> {
-    let by_partition = files.iter().any(|f| f.partitions.contains_key(first_key));
+    let by_partition = files.iter().any(|f| f.partitions().contains_key(first_key));
     let keys_text: std::collections::HashSet<String> = if by_partition {
         let text = cast(first, &DataType::Utf8)?;
         text.as_string::<i32>()
@@ -154,7 +141,7 @@ pub fn candidates<'a>(
     Ok(files
         .iter()
         .filter(|f| {
-            if let Some(Some(v)) = f.partitions.get(first_key) {
+            if let Some(Some(v)) = f.partitions().get(first_key) {
                 return keys_text.contains(v);
             }
             let (Some(keys), Some((lo, hi))) = (&keys, &f.key_range) else {
@@ -223,20 +210,13 @@ pub fn nullable_partitions(schema: &SchemaRef, partition_columns: &[String]) -> 
     Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
-/// parquet 59 deprecates `ParquetObjectReader` in favour of hand-written `AsyncFileReader`s;
-/// delta-rs 1.1 still reads with it, and it is exactly the ranged-GET reader needed here.
-#[allow(deprecated)]
-pub(super) fn reader(store: &ObjectStoreRef, f: &TargetFile) -> ParquetObjectReader {
-    ParquetObjectReader::new(store.clone(), f.path.clone())
-}
-
-/// The `columns` of one file (partition values restored), in `schema`'s types.
+/// The `columns` of one file of `output` (partition values restored), in `schema`'s types
+/// (one projected read: ranged GETs of those columns only).
 pub async fn read_columns(
-    store: &ObjectStoreRef,
+    output: &TableHandle,
     f: &TargetFile,
     schema: &SchemaRef,
     columns: &[String],
-    table: &str,
 ) -> Result<RecordBatch> {
     let projected: SchemaRef = Arc::new(Schema::new(
         columns
@@ -244,25 +224,9 @@ pub async fn read_columns(
             .filter_map(|c| schema.field_with_name(c).ok().cloned())
             .collect::<Vec<_>>(),
     ));
-    let builder = ParquetRecordBatchStreamBuilder::new(reader(store, f))
-        .await
-        .map_err(|e| Error::storage(table, e))?;
-    let in_file: Vec<&str> = columns
-        .iter()
-        .map(String::as_str)
-        .filter(|c| builder.schema().field_with_name(c).is_ok())
-        .collect();
-    let mask = ProjectionMask::columns(builder.parquet_schema(), in_file);
-    let batches: Vec<RecordBatch> = builder
-        .with_projection(mask)
-        .build()
-        .map_err(|e| Error::storage(table, e))?
-        .try_collect()
-        .await
-        .map_err(|e| Error::storage(table, e))?;
     // A null string partition value is "" (see `empty_partition_values`): as the incoming keys.
     let partitions: HashMap<String, Option<String>> = f
-        .partitions
+        .partitions()
         .iter()
         .map(|(k, v)| {
             let text = schema
@@ -276,24 +240,24 @@ pub async fn read_columns(
             (k.clone(), v)
         })
         .collect();
-    let batches: Vec<RecordBatch> = batches
-        .iter()
-        .map(|b| with_partitions(&projected, b, &partitions))
-        .collect::<Result<_>>()?;
+    let file = DataFile {
+        partitions,
+        ..f.file.clone()
+    };
+    let batches = output.read_columns(&file, &projected).await?;
     Ok(deltalake::arrow::compute::concat_batches(
         &projected, &batches,
     )?)
 }
 
-/// Every row of one file in `schema` (for tie-breaks; rare).
+/// Every row of one file of `output` in `schema` (for tie-breaks; rare).
 pub async fn read_all(
-    store: &ObjectStoreRef,
+    output: &TableHandle,
     f: &TargetFile,
     schema: &SchemaRef,
-    table: &str,
 ) -> Result<RecordBatch> {
     let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-    read_columns(store, f, schema, &names, table).await
+    read_columns(output, f, schema, &names).await
 }
 
 #[cfg(test)]
@@ -304,15 +268,18 @@ mod tests {
 
     fn file(name: &str, lo: serde_json::Value, hi: serde_json::Value) -> TargetFile {
         TargetFile {
-            path: Path::from(name),
-            partitions: HashMap::new(),
+            file: DataFile {
+                path: deltalake::Path::from(name),
+                size: None,
+                partitions: HashMap::new(),
+            },
             key_range: Some((lo, hi)),
             remove: Remove::default(),
         }
     }
 
     fn names(files: Vec<&TargetFile>) -> Vec<String> {
-        files.iter().map(|f| f.path.to_string()).collect()
+        files.iter().map(|f| f.file.path.to_string()).collect()
     }
 
     #[test]
@@ -375,7 +342,7 @@ mod tests {
         assert_eq!(names(candidates(&files, "id", &keys)?), ["a"]);
 
         let mut by_key = file("p", json!(0), json!(0));
-        by_key.partitions.insert("id".into(), Some("7".into()));
+        by_key.file.partitions.insert("id".into(), Some("7".into()));
         let files = [by_key];
         let seven: ArrayRef = Arc::new(Int64Array::from(vec![7]));
         let eight: ArrayRef = Arc::new(Int64Array::from(vec![8]));

@@ -231,15 +231,11 @@ pub async fn expire(
     let cutoff = (now - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX))
         .format("%Y-%m-%d")
         .to_string();
-    let snapshot = handle
-        .table()
-        .snapshot()
-        .map_err(|e| Error::storage(table, e))?;
-    let removes: Vec<deltalake::kernel::Remove> = snapshot
-        .log_data()
+    let removes: Vec<deltalake::kernel::Remove> = handle
+        .live_files()?
         .iter()
         .filter(|f| {
-            f.partition_values_map()
+            f.partition_values()
                 .get("date")
                 .and_then(|d| d.as_deref())
                 .is_some_and(|d| d < cutoff.as_str())

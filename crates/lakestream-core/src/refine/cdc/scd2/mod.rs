@@ -200,7 +200,6 @@ async fn plan(
     consumed: Option<u64>,
     read: ChangeRead,
 ) -> Result<Proposal> {
-    let table = p.cfg.output.as_str();
     let (changes, truncates) = split_truncates(&read.changes)?;
     let schema = silver_schema(state.schema.clone(), &read.changes.schema());
     let codec = KeyCodec::new(&schema, &read.keys)?;
@@ -215,7 +214,7 @@ async fn plan(
                 truncates: &truncates,
                 codec: &codec,
             };
-            silver_files::read_silver(output, touched, &schema, table).await?
+            silver_files::read_silver(output, touched, &schema).await?
         }
         None => Vec::new(),
     };
@@ -293,15 +292,7 @@ fn proposal(
     change: Change,
     schema: SchemaRef,
 ) -> Result<Proposal> {
-    let src_id = read
-        .read
-        .handle
-        .table()
-        .snapshot()
-        .map_err(|e| Error::storage(&p.apply.source, e))?
-        .metadata()
-        .id()
-        .to_string();
+    let src_id = read.read.handle.table_id()?;
     Ok(Proposal {
         change,
         schema,

@@ -39,7 +39,6 @@ pub(super) async fn read_silver(
     output: &TableHandle,
     touched: Touched<'_>,
     schema: &SchemaRef,
-    table: &str,
 ) -> Result<Vec<SilverFile>> {
     let Touched {
         keys,
@@ -59,9 +58,8 @@ pub(super) async fn read_silver(
     } else {
         live.iter().collect()
     };
-    let store = output.table().object_store();
     for f in candidates {
-        let rows = target::read_all(&store, f, schema, table).await?;
+        let rows = target::read_all(output, f, schema).await?;
         let keys = codec.encode(&rows)?;
         files.push((f.remove.clone(), rows, keys));
     }

@@ -185,7 +185,7 @@ impl Catalog for GlueCatalog {
             .send()
             .await
         {
-            Ok(out) => Ok(out.table().map(from_glue)),
+            Ok(out) => Ok(out.table.as_ref().map(from_glue)),
             Err(e) if code(&e) == Some("EntityNotFoundException") => Ok(None),
             Err(e) => Err(failed("GetTable", name, e)),
         }

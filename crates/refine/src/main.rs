@@ -2,10 +2,6 @@
 //! state once, serve; each invocation (schedule tick or a batch of refine notices) runs the due
 //! jobs until nothing is new or the time budget (the deadline less a reserve) is spent.
 
-// The serve loop's future nests every phase of a run (trigger, job, kind, chunk reader, table
-// layer): computing its layout goes deeper than rustc's default query depth of 128.
-#![recursion_limit = "256"]
-
 use lakestream_core::SystemClock;
 use lakestream_lambda::config_source::FunctionEnv;
 use lakestream_lambda::telemetry::init_tracing;

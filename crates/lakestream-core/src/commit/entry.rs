@@ -4,6 +4,7 @@
 //! first unread version come from (maintenance's readers). Reads no storage.
 
 use super::change::COMMIT_ID_KEY;
+use crate::table::CommitInfo;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
@@ -65,17 +66,10 @@ pub fn parse_commit(version: u64, bytes: &[u8]) -> HistoryEntry {
             continue;
         };
         if let Some(Value::Object(info)) = action.get("commitInfo") {
-            let ms = |key: &str| {
-                info.get(key)
-                    .and_then(Value::as_i64)
-                    .and_then(DateTime::from_timestamp_millis)
-            };
-            e.in_commit_timestamp = ms("inCommitTimestamp");
-            e.commit_info_timestamp = ms("timestamp");
-            e.operation = info
-                .get("operation")
-                .and_then(Value::as_str)
-                .map(str::to_string);
+            let read = CommitInfo::from_action(info);
+            e.in_commit_timestamp = read.in_commit_timestamp;
+            e.commit_info_timestamp = read.timestamp;
+            e.operation = read.operation;
             if let Some(Value::Object(p)) = info.get("operationParameters") {
                 e.parameters = p.clone();
             }

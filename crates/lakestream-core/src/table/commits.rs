@@ -46,6 +46,24 @@ impl CommitInfo {
     pub fn written_at(&self) -> Option<DateTime<Utc>> {
         self.in_commit_timestamp.or(self.timestamp)
     }
+
+    /// Read from the object of a `commitInfo` action (the one place its fields are decoded).
+    pub fn from_action(info: &serde_json::Map<String, serde_json::Value>) -> Self {
+        use serde_json::Value;
+        let ms = |key: &str| {
+            info.get(key)
+                .and_then(Value::as_i64)
+                .and_then(DateTime::from_timestamp_millis)
+        };
+        CommitInfo {
+            in_commit_timestamp: ms("inCommitTimestamp"),
+            timestamp: ms("timestamp"),
+            operation: info
+                .get("operation")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        }
+    }
 }
 
 impl Commit {
@@ -107,20 +125,9 @@ pub fn commit_info(bytes: &[u8]) -> CommitInfo {
         let Ok(Value::Object(action)) = serde_json::from_slice::<Value>(line) else {
             continue;
         };
-        let Some(Value::Object(info)) = action.get("commitInfo") else {
-            continue;
-        };
-        let ms = |key: &str| {
-            info.get(key)
-                .and_then(Value::as_i64)
-                .and_then(DateTime::from_timestamp_millis)
-        };
-        out.in_commit_timestamp = ms("inCommitTimestamp");
-        out.timestamp = ms("timestamp");
-        out.operation = info
-            .get("operation")
-            .and_then(Value::as_str)
-            .map(str::to_string);
+        if let Some(Value::Object(info)) = action.get("commitInfo") {
+            out = CommitInfo::from_action(info);
+        }
     }
     out
 }

@@ -115,6 +115,7 @@ fn core_error_type(e: &lakestream_core::Error) -> &'static str {
         Error::Rejected { .. } => "Lakestream.TableRejected",
         Error::Schema { .. } => "Lakestream.SchemaMismatch",
         Error::Source { .. } => "Lakestream.SourceError",
+        Error::SourceRewritten { .. } => "Lakestream.SourceRewritten",
         Error::VersionUnavailable { .. } => "Lakestream.VersionUnavailable",
         Error::CommitGone { .. } => "Lakestream.CommitGone",
         Error::DeletionVectors { .. } => "Lakestream.DeletionVectors",

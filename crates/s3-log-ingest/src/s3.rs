@@ -139,6 +139,7 @@ struct S3Version {
     key: String,
     etag: String,
     size: u64,
+    written_us: Option<i64>,
 }
 
 impl S3Version {
@@ -176,6 +177,9 @@ impl ObjectVersion for S3Version {
     }
     fn size(&self) -> u64 {
         self.size
+    }
+    fn written_us(&self) -> Option<i64> {
+        self.written_us
     }
     fn read_range(&self, range: Range<u64>) -> BoxFuture<'static, Result<Bytes>> {
         let this = self.clone();
@@ -262,6 +266,9 @@ impl S3Objects {
                     key: key.to_string(),
                     etag,
                     size: out.content_length.unwrap_or(0).max(0) as u64,
+                    written_us: out
+                        .last_modified
+                        .and_then(|t| i64::try_from(t.as_nanos() / 1_000).ok()),
                 }))))
             }
             Err(e) => match e.raw_response().map(|r| r.status().as_u16()) {

@@ -10,8 +10,13 @@ pub struct RefineArgs {
     pub jobs: Vec<String>,
     /// Record TABLE's version V as consumed by the (one) named job, writing no rows
     /// (`-1`: read it from the start). For versions that are gone or a re-created source.
-    #[arg(long, value_name = "TABLE=V")]
+    #[arg(long, value_name = "TABLE=V", conflicts_with = "rebuild")]
     pub skip_to: Option<String>,
+    /// Rebuild the (one) named job's output: empty it and mark its sources unread in one
+    /// commit, then run the job (a CDC apply's first run reads bronze's snapshot, so it
+    /// works after bronze's early log is cleaned).
+    #[arg(long)]
+    pub rebuild: bool,
     /// Stop each job after this many committed runs.
     #[arg(long, default_value_t = 10_000)]
     pub max_runs: usize,

@@ -1,7 +1,9 @@
 //! `lakestream refine`: run the config's refine jobs through the refine function's own code
 //! (`refine::run`: dependency order, a failed job skips only the jobs reading its output), print
 //! what each did, and fail when a job failed; `--skip-to TABLE=V` records a source version as
-//! consumed.
+//! consumed; `--rebuild` empties a job's output and runs it from the start. Jobs are named as
+//! `refine` and `lag` print them: configured jobs and every CDC family table's
+//! `cdc-<family>/<schema>.<table>`.
 
 use super::{after_commit, load_config, open_lake};
 use crate::args::RefineArgs;
@@ -19,6 +21,10 @@ pub async fn run_command(args: RefineArgs) -> Result<()> {
     let l = open_lake(&cfg, &args.lake)?;
     match args.skip_to {
         Some(spec) => skip_to(&cfg, &l, &args.jobs, &spec).await,
+        None if args.rebuild => {
+            rebuild(&cfg, &l, &args.jobs).await?;
+            run(cfg, l, &args.jobs, args.max_runs, args.json).await
+        }
         None => run(cfg, l, &args.jobs, args.max_runs, args.json).await,
     }?;
     after_commit(&args.lake);
@@ -94,15 +100,48 @@ pub async fn skip_to(
     if version < -1 {
         bail!("--skip-to: VERSION must be >= -1");
     }
-    let cfg = config
-        .refine_job(job)
-        .with_context(|| format!("no refine job `{job}`"))?;
+    let cfg = find_job(config, lake, job).await?;
     let settings = (&config.commit).into();
     let ctx = RunContext::new(config, lake, &settings, chrono::Utc::now());
-    let v = lakestream_core::refine::skip_to(&ctx, cfg, table, version).await?;
+    let v = lakestream_core::refine::skip_to(&ctx, &cfg, table, version).await?;
     println!(
         "refine {job}: `{table}` consumed up to version {version} (output version {})",
         v.map_or("-".into(), |v| v.to_string())
     );
     Ok(())
+}
+
+/// `--rebuild` for one job: its output emptied and its sources marked unread in one commit (the
+/// run that follows builds it again).
+pub async fn rebuild(config: &PipelineConfig, lake: &Lake, jobs: &[String]) -> Result<()> {
+    let [job] = jobs else {
+        bail!(
+            "--rebuild needs exactly one job name, e.g. `lakestream refine cdc-crm/public.orders --rebuild`"
+        );
+    };
+    let cfg = find_job(config, lake, job).await?;
+    let settings = (&config.commit).into();
+    let ctx = RunContext::new(config, lake, &settings, chrono::Utc::now());
+    match lakestream_core::refine::rebuild(&ctx, &cfg).await? {
+        Some(v) => println!(
+            "refine {job}: output `{}` emptied at version {v}, its sources marked unread; rebuilding",
+            cfg.output
+        ),
+        None => println!("refine {job}: no output yet; building it"),
+    }
+    Ok(())
+}
+
+/// A configured job or a CDC family table's apply job, by the name `refine` and `lag` print.
+async fn find_job(
+    config: &PipelineConfig,
+    lake: &Lake,
+    job: &str,
+) -> Result<lakestream_formats::refine::RefineJob> {
+    let jobs = lakestream_core::refine::cdc::family::all_jobs(lake, config).await?;
+    let known: Vec<&str> = jobs.iter().map(|j| j.job.as_str()).collect();
+    jobs.iter()
+        .find(|j| j.job == job)
+        .cloned()
+        .with_context(|| format!("no refine job `{job}` (known: {})", known.join(", ")))
 }

@@ -38,11 +38,14 @@ pub fn cdf_enabled<'a>(mut configuration: impl Iterator<Item = (&'a String, &'a 
 /// The change data feed's protocol rule: on a table with the feed on (or turned on by this
 /// change), a commit that removes files with `dataChange = true` (a copy-on-write rewrite or a
 /// delete) must write change data files, else readers of the feed see every row of the
-/// rewritten files deleted and inserted again. Blind appends (their adds read as inserts) and
-/// compaction (`dataChange = false`) need none.
+/// rewritten files deleted and inserted again. Blind appends (their adds read as inserts),
+/// removals of whole files that add nothing (their removes read as deletes of every row: a
+/// rebuild's reset) and compaction (`dataChange = false`) need none.
 pub fn cdf_guard(table: &str, feed_on: bool, change: &Change) -> crate::error::Result<()> {
     let feed_on = feed_on || cdf_enabled(change.properties.iter().map(|(k, v)| (k, v)));
-    if feed_on && change.cdc_files.is_empty() && change.removes.iter().any(|r| r.data_change) {
+    let rewrites =
+        change.removes.iter().any(|r| r.data_change) && change.adds.iter().any(|a| a.data_change);
+    if feed_on && change.cdc_files.is_empty() && rewrites {
         return Err(Error::ChangeDataFeed {
             table: table.to_string(),
             operation: change.operation.name().to_string(),

@@ -108,6 +108,25 @@ pub enum Error {
         reason: String,
     },
 
+    /// A CDC apply's bronze table lost rows to another writer (a DELETE or UPDATE, e.g. a GDPR
+    /// erasure: a `remove` with `dataChange=true`). The job rebuilds its output from bronze's
+    /// snapshot (`refine::rebuild`); this reaches an operator only when the rebuild fails too.
+    #[error(
+        "refine job `{job}`, source `{table}`: version {version} removes data (`{path}`): \
+         bronze was changed by another writer; the job rebuilds its output from the table's \
+         snapshot (or run `lakestream refine {job} --rebuild`)"
+    )]
+    SourceRewritten {
+        /// The refine job.
+        job: String,
+        /// The bronze table.
+        table: String,
+        /// The version that removes data.
+        version: u64,
+        /// A file it removes.
+        path: String,
+    },
+
     /// Arrow failed while assembling a batch (a bug, not bad input: bad input is dead-lettered).
     #[error("arrow error: {0}")]
     Arrow(#[from] deltalake::arrow::error::ArrowError),

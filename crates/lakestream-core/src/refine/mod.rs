@@ -13,6 +13,7 @@
 //! - [`source`]: the incremental Delta source (Spark's Delta-source rules, bounded chunks).
 //! - [`report`]: what runs and jobs did, with per-kind counts.
 //! - [`skip`]: `--skip-to`, a consumed version recorded without rows.
+//! - [`rebuild`]: `--rebuild`, the output emptied and its sources marked unread in one commit.
 //! - [`join`]: one interval-join run on the checked commit path.
 //! - [`keyed`]: the keyed machinery the upsert, the CDC apply and the aggregate share (target
 //!   reads, key encoding, ordering, tombstones, the keyed plan and commit loop).
@@ -27,12 +28,14 @@ pub mod context;
 pub mod join;
 pub(crate) mod json_rows;
 pub mod keyed;
+pub mod rebuild;
 pub mod report;
 pub mod skip;
 pub mod source;
 pub mod upsert;
 
 pub use context::{RunContext, source_app_id, source_id_property};
+pub use rebuild::rebuild;
 pub use report::{
     AggregateCounts, JobReport, JoinCounts, RunCounts, RunReport, SideReport, UpsertCounts,
 };
@@ -85,7 +88,17 @@ pub async fn run_once(ctx: &RunContext<'_>, cfg: &RefineJob) -> Result<RunReport
     match &cfg.kind {
         JobKind::Join(join) => join::run_once(ctx, cfg, join, output).await,
         JobKind::Upsert(upsert) => upsert::run_once(ctx, cfg, upsert, output).await,
-        JobKind::Cdc(apply) => cdc::run_once(ctx, cfg, apply, output).await,
+        JobKind::Cdc(apply) => match cdc::run_once(ctx, cfg, apply, output).await {
+            // Another writer removed rows from bronze (a GDPR erasure): silver is rebuilt from
+            // bronze's snapshot, so it holds exactly what bronze holds now.
+            Err(Error::SourceRewritten { version, path, .. }) => {
+                tracing::warn!(job = %cfg.job, version, path = %path, "bronze lost rows to another writer: rebuilding the output from its snapshot");
+                rebuild::rebuild(ctx, cfg).await?;
+                let output = ctx.load(&cfg.output).await?;
+                cdc::run_once(ctx, cfg, apply, output).await
+            }
+            other => other,
+        },
         JobKind::Aggregate(a) => aggregate::run_once(ctx, cfg, a, output).await,
     }
 }

@@ -40,8 +40,8 @@ pub async fn skip_to(
         }
         JobKind::Cdc(_) => {
             return Err(Error::Config(format!(
-                "refine job `{}`: --skip-to is not supported for CDC apply jobs (a skipped change could never be applied in order)",
-                cfg.job
+                "refine job `{}`: --skip-to is not supported for CDC apply jobs (a skipped change could never be applied in order); to start again from bronze as it is now, rebuild silver: `lakestream refine {} --rebuild` (its first run reads bronze's snapshot, not the log)",
+                cfg.job, cfg.job
             )));
         }
         JobKind::Aggregate(_) => {

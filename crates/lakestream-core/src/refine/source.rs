@@ -11,7 +11,9 @@
 //!
 //! [`read_next`] is what every kind of job but the aggregate uses: open the source, cut the
 //! next chunk after the consumed version (with the one chunk reader, [`super::chunk`]), read
-//! its rows (with the table layer's Parquet reader).
+//! its rows (with the table layer's Parquet reader). [`read_snapshot`] reads the whole table
+//! at its latest version instead: a CDC apply's first run (a new output, or one rebuilt),
+//! which therefore never needs the source's early log.
 
 use super::chunk::{Cut, Interpret, read_chunk};
 use super::context::RunContext;
@@ -23,7 +25,7 @@ use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::compute::concat_batches;
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::Action;
-use lakestream_formats::refine::RefineJob;
+use lakestream_formats::refine::{JobKind, RefineJob};
 use std::collections::HashMap;
 
 pub use super::chunk::ChunkLimits;
@@ -91,6 +93,8 @@ struct Appends<'a> {
     table: &'a str,
     after: Option<u64>,
     ignore_changes: bool,
+    /// A CDC apply: a removal is [`Error::SourceRewritten`] (the job rebuilds), not a failure.
+    rebuilds: bool,
 }
 
 impl Appends<'_> {
@@ -124,6 +128,14 @@ impl Interpret for Appends<'_> {
                     size: a.size.max(0) as u64,
                     partition_values: a.partition_values.clone(),
                 }),
+                Action::Remove(r) if r.data_change && self.rebuilds => {
+                    return Err(Error::SourceRewritten {
+                        job: self.job.to_string(),
+                        table: self.table.to_string(),
+                        version: v,
+                        path: r.path.clone(),
+                    });
+                }
                 Action::Remove(r) if r.data_change && !self.ignore_changes => {
                     return Err(self.fail(format!(
                         "version {v} removes data (`{}` with dataChange=true: a delete, update \
@@ -154,6 +166,14 @@ impl Interpret for Appends<'_> {
 
     fn gone(&self, version: u64, latest: u64) -> Error {
         let (job, table) = (self.job, self.table);
+        if self.rebuilds {
+            return self.fail(format!(
+                "its commit file for version {version} is gone (log retention; latest {latest}): \
+                 the job fell behind the log. Rebuild the output from the table's snapshot with \
+                 `lakestream refine {job} --rebuild` (a CDC apply's first run reads the \
+                 snapshot, not the log)"
+            ));
+        }
         self.fail(gone(
             job,
             table,
@@ -178,12 +198,22 @@ pub async fn next_chunk(
         table: handle.name(),
         after,
         ignore_changes,
+        rebuilds: false,
     };
+    cut(&mut appends, handle, after, limits).await
+}
+
+async fn cut(
+    appends: &mut Appends<'_>,
+    handle: &TableHandle,
+    after: Option<u64>,
+    limits: ChunkLimits,
+) -> Result<Chunk> {
     let Cut {
         end,
         latest,
         versions,
-    } = read_chunk(&mut appends, handle, after, limits).await?;
+    } = read_chunk(appends, handle, after, limits).await?;
     Ok(Chunk {
         after,
         end,
@@ -231,22 +261,81 @@ pub async fn read_next(
         return Ok(None);
     }
     let schema = handle.arrow_schema()?;
-    let limits = ChunkLimits::of(job);
-    let chunk = next_chunk(&job.job, &handle, after, limits, job.ignore_changes).await?;
+    let mut appends = Appends {
+        job: &job.job,
+        table: handle.name(),
+        after,
+        ignore_changes: job.ignore_changes,
+        rebuilds: matches!(job.kind, JobKind::Cdc(_)),
+    };
+    let chunk = cut(&mut appends, &handle, after, ChunkLimits::of(job)).await?;
+    read_chunk_rows(&job.job, handle, schema, chunk)
+        .await
+        .map(Some)
+}
+
+/// Open `table`, a source of `job`, and read every row of its latest snapshot as one chunk
+/// (`after` none, `end` the latest version): a CDC apply's first run, which needs neither the
+/// early log (cleaned after 30 days) nor a history without removals (a GDPR erasure by
+/// another engine). The whole snapshot is one run, as an aggregate's first run. `None`: the
+/// table does not exist yet.
+pub async fn read_snapshot(
+    ctx: &RunContext<'_>,
+    job: &RefineJob,
+    table: &str,
+) -> Result<Option<SourceRead>> {
+    let handle = ctx.load_source(table).await?;
+    if !handle.exists() {
+        return Ok(None);
+    }
+    handle.refuse_deletion_vectors()?;
+    let schema = handle.arrow_schema()?;
+    let latest = handle.version().unwrap_or(0);
+    let mut files: Vec<NewFile> = handle
+        .live_files()?
+        .into_iter()
+        .map(|f| NewFile {
+            path: f.path(),
+            size: f.size(),
+            partition_values: f.partition_values(),
+        })
+        .collect();
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let chunk = Chunk {
+        after: None,
+        end: Some(latest),
+        latest,
+        versions: vec![SourceVersion {
+            version: latest,
+            files,
+        }],
+    };
+    read_chunk_rows(&job.job, handle, schema, chunk)
+        .await
+        .map(Some)
+}
+
+/// Read the rows of every version of `chunk`.
+async fn read_chunk_rows(
+    job: &str,
+    handle: TableHandle,
+    schema: SchemaRef,
+    chunk: Chunk,
+) -> Result<SourceRead> {
     let mut batches = Vec::new();
     let mut version_rows = Vec::new();
     for v in &chunk.versions {
-        let read = read_version(&job.job, &handle, &chunk, v, &schema).await?;
+        let read = read_version(job, &handle, &chunk, v, &schema).await?;
         version_rows.push((v.version, read.iter().map(RecordBatch::num_rows).sum()));
         batches.extend(read);
     }
-    Ok(Some(SourceRead {
+    Ok(SourceRead {
         handle,
         schema,
         chunk,
         batches,
         version_rows,
-    }))
+    })
 }
 
 /// The rows version `v` of `chunk` added, in `schema` (the table's latest), with a vacuumed file

@@ -167,11 +167,18 @@ impl ObjectSource for LocalObjects {
             return Ok(Opened::Missing);
         };
         let (etag, size) = file_md5(&path).await?;
+        let written_us = tokio::fs::metadata(&path)
+            .await
+            .ok()
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .and_then(|d| i64::try_from(d.as_micros()).ok());
         Ok(Opened::Version(std::sync::Arc::new(LocalVersion {
             path,
             key,
             etag,
             size,
+            written_us,
         })))
     }
 }

@@ -48,6 +48,11 @@ pub trait ObjectVersion: Send + Sync {
     fn read_range(&self, range: Range<u64>) -> BoxFuture<'static, Result<Bytes>>;
     /// The whole content from the start, in chunks as they arrive.
     fn stream(&self) -> BoxStream<'static, Result<Bytes>>;
+    /// When this version was written (µs since the epoch: S3 `Last-Modified`, a file's
+    /// modification time), if the source knows.
+    fn written_us(&self) -> Option<i64> {
+        None
+    }
 }
 
 /// A version held in memory (sources that can only read whole bodies).
@@ -96,6 +101,7 @@ pub(super) struct LocalVersion {
     pub(super) key: String,
     pub(super) etag: String,
     pub(super) size: u64,
+    pub(super) written_us: Option<i64>,
 }
 
 /// Chunk size of local streaming reads.
@@ -117,6 +123,9 @@ impl ObjectVersion for LocalVersion {
     }
     fn size(&self) -> u64 {
         self.size
+    }
+    fn written_us(&self) -> Option<i64> {
+        self.written_us
     }
     fn read_range(&self, range: Range<u64>) -> BoxFuture<'static, Result<Bytes>> {
         let path = self.path.clone();

@@ -139,7 +139,7 @@ async fn bronze_rows_and_lineage_equal_what_was_sent_and_replays_are_no_ops() ->
             vec![
                 vec![
                     s("r"),
-                    s("00000000000024023119|00000000000000000010"),
+                    s("00000000000024023119"),
                     s(r#"{"id":1004}"#),
                     s(CUSTOMERS),
                     s("0"),
@@ -149,7 +149,7 @@ async fn bronze_rows_and_lineage_equal_what_was_sent_and_replays_are_no_ops() ->
                 ],
                 vec![
                     s("c"),
-                    s("00000000000024023200|00000000000000000011"),
+                    s("00000000000024023200"),
                     s(r#"{"id":1005}"#),
                     s(CUSTOMERS),
                     s("0"),
@@ -159,7 +159,7 @@ async fn bronze_rows_and_lineage_equal_what_was_sent_and_replays_are_no_ops() ->
                 ],
                 vec![
                     s("u"),
-                    s("00000000000024023344|00000000000000000012"),
+                    s("00000000000024023344"),
                     s(r#"{"id":1004}"#),
                     s(CUSTOMERS),
                     s("0"),
@@ -169,7 +169,7 @@ async fn bronze_rows_and_lineage_equal_what_was_sent_and_replays_are_no_ops() ->
                 ],
                 vec![
                     s("d"),
-                    s("00000000000024023480|00000000000000000013"),
+                    s("00000000000024023480"),
                     s(r#"{"id":1005}"#),
                     s(CUSTOMERS),
                     s("0"),
@@ -179,7 +179,7 @@ async fn bronze_rows_and_lineage_equal_what_was_sent_and_replays_are_no_ops() ->
                 ],
                 vec![
                     s("t"),
-                    s("00000000000024023600|00000000000000000015"),
+                    s("00000000000024023600"),
                     None,
                     s(CUSTOMERS),
                     s("0"),
@@ -447,17 +447,17 @@ async fn tables_appearing_later_are_created() -> Result<()> {
             rows,
             vec![
                 vec![
-                    s("0000000003.00000000000000004696.0000000000|00000000000000000007"),
+                    s("0000000003.00000000000000004696.0000000000"),
                     s("scooter"),
                     s("3.14")
                 ],
                 vec![
-                    s("0000000003.00000000000000004696.0000000001|00000000000000000008"),
+                    s("0000000003.00000000000000004696.0000000001"),
                     s("scooter"),
                     s("3.5")
                 ],
                 vec![
-                    s("0000000004.00000000000000000154.0000000000|00000000000000000009"),
+                    s("0000000004.00000000000000000154.0000000000"),
                     s("e-scooter"),
                     s("3.5")
                 ],

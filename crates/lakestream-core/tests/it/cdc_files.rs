@@ -85,6 +85,15 @@ impl Setup {
         })
     }
 
+    /// When the object at `key` was written (µs): its file's modification time.
+    fn written(&self, key: &str) -> Result<i64> {
+        let path = self.objects.path().join("landing").join(key);
+        let t = std::fs::metadata(path)?.modified()?;
+        Ok(i64::try_from(
+            t.duration_since(std::time::UNIX_EPOCH)?.as_micros(),
+        )?)
+    }
+
     fn source(&self) -> LocalObjects {
         LocalObjects(self.objects.path().to_path_buf())
     }
@@ -142,13 +151,20 @@ async fn a_full_load_then_cdc_lands_as_the_files_hold_it_once() -> Result<()> {
         let ids: Vec<&str> = ids.iter().map(|o| o.as_deref().unwrap_or("")).collect();
         assert_eq!(ids, ["1", "2", "3", "4", "1", "2", "3"]);
         let seqs = s.sorted(ITEMS, bronze::SEQ).await?;
+        // Ordered by when each object was written (DMS writes in commit order), then row.
         assert_eq!(
-            seqs[0].as_deref(),
-            Some("0|00001795951800000000|dms/dbo/items/LOAD00000001.csv|000000000001")
+            seqs[0],
+            Some(format!(
+                "2|{:020}|0|dms/dbo/items/LOAD00000001.csv|000000000001",
+                s.written(LOAD_KEY)?
+            ))
         );
         assert_eq!(
-            seqs[3].as_deref(),
-            Some("1|00001795952041000001|dms/dbo/items/20261129-113401000.csv|000000000001")
+            seqs[3],
+            Some(format!(
+                "2|{:020}|1|dms/dbo/items/20261129-113401000.csv|000000000001",
+                s.written(CDC_KEY)?
+            ))
         );
         let objects = s.sorted(ITEMS, bronze::OBJECT).await?;
         assert_eq!(
@@ -269,6 +285,105 @@ fn generated(rows: usize) -> Vec<u8> {
         );
     }
     out
+}
+
+/// Issue 37 (6): DMS writes a table's full load again on a reload (same `LOAD*` names, new
+/// content): its rows are newer than every change before them, and no two different rows share
+/// one `__seq`, whatever the files' timestamp columns say.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_ranks_after_every_change_before_it() -> Result<()> {
+    for backend in backends() {
+        let s = Setup::new(backend, "cdc-files-reload")?;
+        let ing = s.ingestor(1000)?;
+        let load = s.put(LOAD_KEY, LOAD)?;
+        ing.ingest(&[load], &s.source()).await?;
+        let cdc = s.put(CDC_KEY, CDC)?;
+        ing.ingest(&[cdc], &s.source()).await?;
+        // The reload: id 1 renamed after the CDC file; its transfer time is even earlier than
+        // the CDC file's commit times (DMS's timestamp column on a full load).
+        let reload = b"2026-11-29 11:20:00.000000,1,Widget v3,11.00,true\n\
+2026-11-29 11:20:00.000000,3,Gizmo,1.25,false\n";
+        let again = s.put(LOAD_KEY, reload)?;
+        let r = ing.ingest(&[again], &s.source()).await?;
+        assert_eq!(r.rows_written, 2, "{r:?}");
+        let ids = s.sorted(ITEMS, "id").await?;
+        let names = s.sorted(ITEMS, "name").await?;
+        let last_of_1 = ids
+            .iter()
+            .zip(&names)
+            .filter(|(i, _)| i.as_deref() == Some("1"))
+            .map(|(_, n)| n.clone())
+            .next_back()
+            .flatten();
+        assert_eq!(last_of_1.as_deref(), Some("Widget v3"), "{ids:?} {names:?}");
+        let seqs = s.sorted(ITEMS, bronze::SEQ).await?;
+        let distinct: std::collections::BTreeSet<_> = seqs.iter().collect();
+        assert_eq!(
+            distinct.len(),
+            seqs.len(),
+            "two rows share a __seq: {seqs:?}"
+        );
+    }
+    Ok(())
+}
+
+/// Issue 37 (5): DMS without a header (its default) writes a column added at the source as one
+/// more field. The file stops at the first longer row instead of dead-lettering the rest and
+/// finishing: the rows before it land, the object is not finished (its message is retried),
+/// and once the family declares the column it resumes at that row, every row once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_column_added_at_the_source_stops_a_headerless_file_until_it_is_declared() -> Result<()> {
+    for backend in backends() {
+        let s = Setup::new(backend, "cdc-files-drift")?;
+        let body = b"U,2026-11-29 11:34:01.000000,1,Widget,10.00,true\n\
+I,2026-11-29 11:34:02.000000,5,Sprocket,2.00,true\n\
+U,2026-11-29 11:34:03.000000,5,Sprocket,2.50,true,EUR\n\
+D,2026-11-29 11:34:04.000000,1,Widget,10.00,true,EUR\n";
+        let obj = s.put(CDC_KEY, body)?;
+        for _ in 0..2 {
+            let r = s
+                .ingestor(1000)?
+                .ingest(std::slice::from_ref(&obj), &s.source())
+                .await?;
+            assert!(
+                matches!(&r.objects[0].1, ObjectOutcome::Failed { reason }
+                    if reason.contains("row 3") && reason.contains("cdc.erp.columns.\"dbo.items\"")),
+                "{r:?}"
+            );
+        }
+        assert_eq!(s.lake.count(ITEMS).await?, 2, "rows 1-2 landed once");
+        assert_eq!(s.lake.count("dead_letters").await?, 0);
+        // The family declares the new column: the object resumes at row 3.
+        let fixed = FAMILIES.replace(
+            r#""active boolean"]"#,
+            r#""active boolean", "currency string"]"#,
+        );
+        let mut cfg = example_config_with(&fixed)?;
+        cfg.lake = s.lake.config.lake.clone();
+        cfg.commit = s.lake.config.commit.clone();
+        let clock = fixed_clock(lakestream_testkit::ingest_time());
+        let ing = CdcFileIngestor::with_lake(cfg, s.lake.lake()?, clock);
+        let r = ing.ingest(std::slice::from_ref(&obj), &s.source()).await?;
+        assert_eq!(
+            r.objects[0].1,
+            ObjectOutcome::Committed {
+                rows: 2,
+                dead_lettered: 0
+            },
+            "{r:?}"
+        );
+        let ops = s.sorted(ITEMS, bronze::OP).await?;
+        let ops: Vec<&str> = ops.iter().map(|o| o.as_deref().unwrap_or("")).collect();
+        assert_eq!(ops, ["u", "c", "u", "d"]);
+        let currency = s.sorted(ITEMS, "currency").await?;
+        assert_eq!(
+            currency,
+            [None, None, Some("EUR".to_string()), Some("EUR".to_string())]
+        );
+        let again = ing.ingest(&[obj], &s.source()).await?;
+        assert_eq!(again.objects[0].1, ObjectOutcome::AlreadyCommitted);
+    }
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -452,11 +567,15 @@ async fn parquet_header_csv_and_json_lines() -> Result<()> {
         let orders = "bronze/shop/shop/orders";
         let ops = s.sorted(orders, bronze::OP).await?;
         assert_eq!(ops, [Some("r".into()), Some("r".into())]);
-        // Plain files: the S3 event time orders rows; a new field is a new nullable column.
+        // Plain files: when the object was written orders rows; a new field is a new nullable
+        // column.
         let seqs = s.sorted(orders, bronze::SEQ).await?;
         assert_eq!(
-            seqs[1].as_deref(),
-            Some("0|00001795953600000000|files/shop/orders/orders.jsonl|000000000002")
+            seqs[1],
+            Some(format!(
+                "0|{:020}|files/shop/orders/orders.jsonl|000000000002",
+                s.written("files/shop/orders/orders.jsonl")?
+            ))
         );
         assert_eq!(s.sorted(orders, "note").await?, [None, Some("rush".into())]);
         assert_eq!(
@@ -490,5 +609,44 @@ async fn unreadable_objects_are_dead_lettered_once_with_the_fix() -> Result<()> 
         );
     }
     assert_eq!(s.lake.count("dead_letters").await?, 2);
+    Ok(())
+}
+
+/// Issue 37 (8): a CSV header or a Parquet schema with two columns that differ only in case
+/// (`a`, `A`) refuses the object naming both, instead of shifting one column's values into
+/// another; a JSON line with such twins is a dead letter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn case_only_twin_columns_are_refused_not_merged() -> Result<()> {
+    let s = Setup::new(Backend::Fs, "cdc-files-twins")?;
+    let csv = s.put(
+        "dmsh/dbo/items/LOAD00000002.csv",
+        b"id,a,A,amount\n1,x,y,2.00\n",
+    )?;
+    let json = s.put(
+        "files/shop/orders/o.jsonl",
+        b"{\"order_id\":1,\"Total\":2.0,\"total\":3.0}\n{\"order_id\":2,\"total\":4.0}\n",
+    )?;
+    let r = s.ingestor(100)?.ingest(&[csv, json], &s.source()).await?;
+    assert!(
+        matches!(&r.objects[0].1, ObjectOutcome::Refused { reason } if reason.contains("`a` and `A`")),
+        "{r:?}"
+    );
+    assert_eq!(
+        r.objects[1].1,
+        ObjectOutcome::Committed {
+            rows: 1,
+            dead_lettered: 1
+        },
+        "{r:?}"
+    );
+    let letters = s.lake.read("dead_letters").await?;
+    let errors = strings(&letters, "error")?;
+    assert!(
+        errors
+            .iter()
+            .flatten()
+            .any(|e| e.contains("`Total` and `total`")),
+        "{errors:?}"
+    );
     Ok(())
 }

@@ -5,14 +5,10 @@
 //! its way to the commit. (They were chaos tests, `tests/chaos/test_concurrency.py`, staged
 //! with a delaying proxy and `sleep`.)
 
-use anyhow::{Context, Result, bail};
-use deltalake::arrow::array::{AsArray, RecordBatch};
-use deltalake::arrow::compute::{cast, concat_batches, filter_record_batch, kernels::cmp};
+use anyhow::{Context, Result};
+use deltalake::arrow::array::AsArray;
+use deltalake::arrow::compute::{cast, kernels::cmp};
 use deltalake::arrow::datatypes::{DataType, Int64Type};
-use deltalake::logstore::CommitOrBytes;
-use deltalake::logstore::object_store::{ObjectStoreExt, PutPayload, path::Path};
-use deltalake::parquet::arrow::ArrowWriter;
-use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use lakestream_core::inspect::history;
 use lakestream_core::intercept::observe_calls;
 use lakestream_core::maintenance::{CompactOptions, CompactReport, compact};
@@ -220,92 +216,17 @@ async fn compaction_racing_a_delete() -> Result<()> {
 }
 
 /// Delete the rows of `raw/order` whose `order_value` is below `cutoff` as another engine
-/// does (Python `deltalake`'s DELETE, without deletion vectors): in one commit, every live
-/// file holding such a row is removed and its other rows are written to a new file of the
-/// same partition. Written with delta-rs directly, not through Lakestream.
+/// does ([`super::another_engine::delete_where`]).
 async fn delete_below(lake: &Lake, cutoff: i64) -> Result<()> {
-    let url = lake.table_url("raw/order")?;
-    let table = deltalake::DeltaTableBuilder::from_url(url)?
-        .with_storage_options(lake.storage_options().clone())
-        .load()
-        .await?;
-    let store = table.object_store();
-    let mut actions = vec![serde_json::json!({"commitInfo": {
-        "timestamp": chrono::Utc::now().timestamp_millis(),
-        "operation": "DELETE",
-        "operationParameters": {"predicate": format!("order_value < {cutoff}")},
-        "engineInfo": "another-engine (test)",
-    }})];
-    for file in table.snapshot()?.log_data().iter() {
-        let path = Path::from(file.path().as_ref());
-        let bytes = store.get(&path).await?.bytes().await?;
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()?;
-        let batches = reader.collect::<std::result::Result<Vec<_>, _>>()?;
-        let Some(first) = batches.first() else {
-            continue;
-        };
-        let batch = concat_batches(&first.schema(), &batches)?;
+    super::another_engine::delete_where(lake, "raw/order", move |batch| {
         let value = cast(
             batch.column_by_name("order_value").context("order_value")?,
             &DataType::Int64,
         )?;
-        let keep = cmp::gt_eq(
+        Ok(cmp::lt(
             value.as_primitive::<Int64Type>(),
             &deltalake::arrow::array::Int64Array::new_scalar(cutoff),
-        )?;
-        let kept = filter_record_batch(&batch, &keep)?;
-        if kept.num_rows() == batch.num_rows() {
-            continue;
-        }
-        actions.push(serde_json::json!({ "remove": file.remove_action(true) }));
-        if kept.num_rows() > 0 {
-            #[allow(deprecated)] // the one way to get the add action (partition values) of a file
-            let add = serde_json::to_value(file.add_action())?;
-            actions.push(serde_json::json!({ "add": rewrite(&store, &path, &kept, add).await? }));
-        }
-    }
-    let entry: Vec<String> = actions.iter().map(ToString::to_string).collect();
-    let version = table.version().context("the table exists")? + 1;
-    let written = table
-        .log_store()
-        .write_commit_entry(
-            version,
-            CommitOrBytes::LogBytes(entry.join("\n").into_bytes().into()),
-            uuid::Uuid::new_v4(),
-        )
-        .await;
-    if let Err(e) = written {
-        bail!("the delete's commit v{version} did not land (nothing else writes now): {e}");
-    }
-    Ok(())
-}
-
-/// Write `kept` as a new file beside `old`; `add` (the old file's add action) made its.
-async fn rewrite(
-    store: &deltalake::logstore::ObjectStoreRef,
-    old: &Path,
-    kept: &RecordBatch,
-    mut add: serde_json::Value,
-) -> Result<serde_json::Value> {
-    let mut buf = Vec::new();
-    let mut w = ArrowWriter::try_new(&mut buf, kept.schema(), None)?;
-    w.write(kept)?;
-    w.close()?;
-    let dir = old.as_ref().rsplit_once('/').map_or("", |(d, _)| d);
-    let name = format!("part-00000-{}-c000.snappy.parquet", uuid::Uuid::new_v4());
-    let new = if dir.is_empty() {
-        name
-    } else {
-        format!("{dir}/{name}")
-    };
-    let size = buf.len();
-    store
-        .put(&Path::from(new.as_str()), PutPayload::from(buf))
-        .await?;
-    add["path"] = serde_json::json!(new);
-    add["size"] = serde_json::json!(size);
-    add["modificationTime"] = serde_json::json!(chrono::Utc::now().timestamp_millis());
-    add["dataChange"] = serde_json::json!(true);
-    add["stats"] = serde_json::json!(format!(r#"{{"numRecords":{}}}"#, kept.num_rows()));
-    Ok(add)
+        )?)
+    })
+    .await
 }

@@ -12,7 +12,8 @@ use serde_json::{Map, Value};
 pub(super) struct Change {
     /// `__op`: one of the `bronze::OP_*` letters.
     pub op: &'static str,
-    /// `__seq`: `<source position>|<Kafka offset, 20 digits>`.
+    /// `__seq`: the source position ([`position`]); `<position>|<Kafka offset, 20 digits>`
+    /// where the position does not name one change (Oracle `scn`, the `ts_ms` fallback).
     pub seq: String,
     /// `__source_ts`: `source.ts_ms` in µs.
     pub source_ts: Option<i64>,
@@ -75,7 +76,7 @@ pub(super) fn parse(
         Some(Value::Object(s)) => s,
         _ => return Err("the change event has no `source` block".into()),
     };
-    let position = position(source)?;
+    let (position, names_one_change) = position(source)?;
     if offset < 0 {
         return Err(format!("Kafka offset {offset} is negative"));
     }
@@ -119,7 +120,14 @@ pub(super) fn parse(
     };
     Ok(Change {
         op,
-        seq: format!("{position}|{offset:020}"),
+        // A connector restart re-emits changes at new Kafka offsets with their source position:
+        // where the position names one change, it alone is the change's identity, so the
+        // re-emission is the same change (ARCHITECTURE.md "The ordering rule").
+        seq: if names_one_change {
+            position
+        } else {
+            format!("{position}|{offset:020}")
+        },
         source_ts,
         key,
         key_fields,
@@ -217,9 +225,10 @@ fn text<'a>(source: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
 }
 
 /// The change's source position, fixed width so that text order is change order: SQL Server
-/// `commit_lsn.change_lsn.event_serial_no`, MySQL `file number.pos.row`, Oracle `scn`,
-/// PostgreSQL `lsn`, else `ts_ms`.
-pub(super) fn position(source: &Map<String, Value>) -> Result<String, String> {
+/// `commit_lsn.change_lsn.event_serial_no`, MySQL `file number.pos.row`, PostgreSQL `lsn`,
+/// Oracle `scn`, else `ts_ms`; and whether it names exactly one change of a row (the first
+/// three do; an SCN can be shared by changes of one transaction, a `ts_ms` by any two).
+pub(super) fn position(source: &Map<String, Value>) -> Result<(String, bool), String> {
     if let Some(commit) = text(source, "commit_lsn") {
         // LSNs are sent as fixed-width hex (`00000027:00000db0:0007`); a snapshot row has no
         // change_lsn: zeros of the same shape sort it first within its commit.
@@ -229,7 +238,7 @@ pub(super) fn position(source: &Map<String, Value>) -> Result<String, String> {
             .collect();
         let change = text(source, "change_lsn").unwrap_or(&zeros);
         let serial = number(source, "event_serial_no")?.unwrap_or(0);
-        return Ok(format!("{commit}.{change}.{serial:020}"));
+        return Ok((format!("{commit}.{change}.{serial:020}"), true));
     }
     if let Some(file) = text(source, "file") {
         // `mysql-bin.000003`: the number after the last `.` orders the binlog files.
@@ -240,11 +249,11 @@ pub(super) fn position(source: &Map<String, Value>) -> Result<String, String> {
             .ok_or_else(|| format!("source.file {file:?} has no binlog file number"))?;
         let pos = number(source, "pos")?.ok_or("source.file without source.pos")?;
         let row = number(source, "row")?.unwrap_or(0);
-        return Ok(format!("{n:010}.{pos:020}.{row:010}"));
+        return Ok((format!("{n:010}.{pos:020}.{row:010}"), true));
     }
-    for name in ["scn", "lsn", "ts_ms"] {
+    for name in ["lsn", "scn", "ts_ms"] {
         if let Some(n) = number(source, name)? {
-            return Ok(format!("{n:020}"));
+            return Ok((format!("{n:020}"), name == "lsn"));
         }
     }
     Err(

@@ -207,8 +207,16 @@ fn place_row(
 ) -> std::result::Result<Placed, String> {
     let mut new: Vec<(String, DataType)> = vec![];
     let mut placed: Vec<(usize, Cell)> = vec![];
+    let mut seen: HashMap<String, String> = HashMap::with_capacity(row.len());
     for (name, (natural, cell)) in row {
         let lower = name.to_lowercase();
+        if let Some(first) = seen.insert(lower.clone(), name.clone()) {
+            return Err(format!(
+                "the row has columns `{first}` and `{name}`, which differ only in case: Delta \
+                 column names are case-insensitive, so one would overwrite the other; rename \
+                 one at the source (or with a Debezium column rename SMT)"
+            ));
+        }
         if meta.contains(&lower) {
             return Err(format!(
                 "column `{name}` has the name of a bronze column; rename it in the source \

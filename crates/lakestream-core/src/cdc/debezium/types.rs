@@ -199,9 +199,15 @@ pub(super) fn untyped(v: &Value, declared: Option<CdcType>) -> Result<Typed, Str
         return Ok(match v {
             Value::Null => (None, Cell::Null),
             Value::Bool(b) => (Some(DataType::Boolean), Cell::Bool(*b)),
-            Value::Number(n) => match n.as_i64() {
-                Some(i) => (Some(DataType::Int64), Cell::Int(i)),
-                None => (
+            Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) => (Some(DataType::Int64), Cell::Int(i)),
+                // An unsigned 64-bit value past int64 (MySQL `BIGINT UNSIGNED`): exact, as
+                // decimal(20,0), never a float that merges neighbouring keys.
+                (None, Some(u)) => (
+                    Some(DataType::Decimal128(20, 0)),
+                    Cell::Decimal(i128::from(u), 0),
+                ),
+                (None, None) => (
                     Some(DataType::Float64),
                     Cell::Float(n.as_f64().unwrap_or(f64::NAN)),
                 ),

@@ -44,6 +44,10 @@ pub struct Chunk {
     pub last_row: i64,
     /// No rows follow.
     pub eof: bool,
+    /// The object stops after this chunk: the next row does not fit the declared columns of a
+    /// file without a header (a column added or dropped at the source). The reason says what to
+    /// change; the rows after it wait for the fixed config (the object is not finished).
+    pub stop: Option<String>,
 }
 
 /// What decoding one object needs from its family.
@@ -88,6 +92,21 @@ impl FileSpec {
             retryable: false,
         }
     }
+}
+
+/// `Some(why)` when two of `names` differ only in case (Delta column names are
+/// case-insensitive: one would overwrite or shift the other).
+pub(super) fn case_twins<'a>(names: impl Iterator<Item = &'a str>) -> Option<String> {
+    let mut seen: std::collections::HashMap<String, &str> = std::collections::HashMap::new();
+    for n in names {
+        if let Some(first) = seen.insert(n.to_lowercase(), n) {
+            return Some(format!(
+                "has columns `{first}` and `{n}`, which differ only in case: Delta column names \
+                 are case-insensitive; rename one at the source"
+            ));
+        }
+    }
+    None
 }
 
 /// An object's decoder.
@@ -138,6 +157,8 @@ pub struct TextDecoder {
     next_row: i64,
     skip: i64,
     limits: ChunkLimits,
+    /// Why the object stopped at a row (see [`Chunk::stop`]).
+    stop: Option<String>,
 }
 
 impl TextDecoder {
@@ -176,6 +197,7 @@ impl TextDecoder {
             next_row: 1,
             skip: skip.max(0),
             limits,
+            stop: None,
         })
     }
 
@@ -220,7 +242,12 @@ impl TextDecoder {
                 continue;
             }
             if csv {
-                self.csv_row(rec, row, &mut chunk);
+                if let Some(why) = self.csv_row(rec, row, &mut chunk) {
+                    // The row is not read: the chunk (and the object's `txn`) ends before it.
+                    self.next_row = row;
+                    self.stop = Some(why);
+                    break;
+                }
             } else {
                 self.json_row(rec, row, &mut chunk);
             }
@@ -233,6 +260,7 @@ impl TextDecoder {
             first_row,
             last_row,
             eof,
+            stop: self.stop.clone(),
         })
     }
 
@@ -253,16 +281,24 @@ impl TextDecoder {
                     .into(),
             ));
         }
+        if let Some(why) = case_twins(names.iter().map(String::as_str)) {
+            return Err(self.spec.refuse(format!("the header {why}")));
+        }
         self.names = Some(names);
         Ok(())
     }
 
-    fn csv_row(&self, rec: RawRecord, row: i64, chunk: &mut TextChunk) {
+    /// Decode one CSV row into `chunk` (a bad row is a reject); `Some`: the object stops here
+    /// (a file without a header whose row does not fit the declared columns: the schema changed).
+    fn csv_row(&self, rec: RawRecord, row: i64, chunk: &mut TextChunk) -> Option<String> {
         let mut fields = Vec::with_capacity(rec.fields.len());
         for f in rec.fields {
             match String::from_utf8(f) {
                 Ok(s) => fields.push(s),
-                Err(_) => return chunk.reject(row, rec.raw, "the row is not valid UTF-8".into()),
+                Err(_) => {
+                    chunk.reject(row, rec.raw, "the row is not valid UTF-8".into());
+                    return None;
+                }
             }
         }
         let n = self.names.as_ref().map_or(0, Vec::len);
@@ -276,36 +312,52 @@ impl TextDecoder {
         let mut op = bronze::OP_SNAPSHOT;
         if with_op {
             if fields.is_empty() {
-                return chunk.reject(row, rec.raw, "empty row".into());
+                chunk.reject(row, rec.raw, "empty row".into());
+                return None;
             }
             let given = fields.remove(0);
             match dms_op(&given) {
                 Some(o) if self.spec.kind.cdc => op = o,
                 Some(_) => {}
                 None => {
-                    return chunk.reject(
-                        row,
-                        rec.raw,
-                        format!(
-                            "unknown Op `{}`: DMS writes I, U or D",
-                            given.chars().take(8).collect::<String>().escape_debug()
-                        ),
+                    let why = format!(
+                        "unknown Op `{}`: DMS writes I, U or D",
+                        given.chars().take(8).collect::<String>().escape_debug()
                     );
+                    chunk.reject(row, rec.raw, why);
+                    return None;
                 }
             }
         }
         if fields.len() != n {
+            let after_op = if self.spec.kind.cdc { " after Op" } else { "" };
+            if !self.spec.header && fields.len() > n {
+                // DMS without a header (its default) writes a column added at the source as
+                // one more field: every later row is longer. Dead-lettering them would let the
+                // object finish and drop its changes; it stops here instead. (A shorter row is
+                // a malformed one: dead-lettered below.)
+                return Some(format!(
+                    "row {row} has {} field(s){after_op}, the declared columns `{}` are {n}: the \
+                     source table's columns changed. Rows before it landed; fix `{}` (every \
+                     column, in the source table's order) and deliver the object's notification \
+                     again (on AWS: redrive the queue's dead-letter queue): it resumes at row {row}",
+                    fields.len(),
+                    self.spec.columns_key,
+                    self.spec.columns_key
+                ));
+            }
             let why = format!(
-                "the row has {} field(s), the table has {n} column(s){}; check `{}` and the \
-                 delimiter",
+                "the row has {} field(s), the table has {n} column(s){after_op}; check `{}` and \
+                 the delimiter",
                 fields.len(),
-                if self.spec.kind.cdc { " after Op" } else { "" },
                 self.spec.columns_key
             );
-            return chunk.reject(row, rec.raw, why);
+            chunk.reject(row, rec.raw, why);
+            return None;
         }
         let values = fields.into_iter().map(Some).enumerate().collect();
         chunk.push(row, op, values, rec.raw);
+        None
     }
 
     fn json_row(&self, rec: RawRecord, row: i64, chunk: &mut TextChunk) {
@@ -319,6 +371,9 @@ impl TextDecoder {
         let mut op = bronze::OP_SNAPSHOT;
         if self.spec.kind.cdc && !obj.contains_key("Op") {
             return chunk.reject(row, rec.raw, "a CDC row without `Op`".into());
+        }
+        if let Some(why) = case_twins(obj.keys().map(String::as_str)) {
+            return chunk.reject(row, rec.raw, format!("the row {why}"));
         }
         let mut values = Vec::with_capacity(obj.len());
         for (k, v) in obj {

@@ -194,9 +194,13 @@ impl CdcFileIngestor {
             .chunks(&mut h, family, &table, obj, version, kind, report)
             .await;
         self.handles.put(h);
-        let (rows, dead) = res?;
+        let ((rows, dead), stop) = res?;
         report.rows_written += rows;
         report.lines_dead_lettered += dead;
+        if let Some(reason) = stop {
+            tracing::warn!(object = %obj.uri(), rows, reason = %reason, "CDC file stopped at a schema change; not finished");
+            return Ok(ObjectOutcome::Failed { reason });
+        }
         Ok(match (rows, dead) {
             (0, 0) => ObjectOutcome::AlreadyCommitted,
             (rows, dead_lettered) => ObjectOutcome::Committed {
@@ -216,26 +220,30 @@ impl CdcFileIngestor {
         version: Arc<dyn ObjectVersion>,
         kind: FileKind,
         report: &mut ObjectIngestReport,
-    ) -> Result<Counts> {
+    ) -> Result<(Counts, Option<String>)> {
         let pipeline = &self.config.pipeline;
         let key = version.key().to_string();
         let txn = ObjectTxn::of(pipeline, &obj.bucket, &key, version.etag());
         h.refresh().await?;
         let committed = h.committed(&[txn.rows.clone(), txn.done.clone()]).await?;
         if committed.contains_key(&txn.done) {
-            return Ok((0, 0));
+            return Ok(((0, 0), None));
         }
         let skip = committed.get(&txn.rows).copied().unwrap_or(0);
         let uri = format!("s3://{}/{key}", obj.bucket);
+        let ingested_at_us = self.clock.now().timestamp_micros();
         let ctx = ObjectContext {
             object: format!("{}/{key}", obj.bucket),
             key: key.clone(),
             etag: version.etag().to_string(),
-            phase: kind.phase(),
-            fallback_time_us: (family.source == lakestream_formats::config::CdcSource::Files)
-                .then(|| obj.event_time.map(|t| t.timestamp_micros()))
-                .flatten(),
-            ingested_at_us: self.clock.now().timestamp_micros(),
+            order: kind.order(
+                family.source.kind(),
+                version
+                    .written_us()
+                    .or(obj.event_time.map(|t| t.timestamp_micros())),
+                ingested_at_us,
+            ),
+            ingested_at_us,
         };
         let spec = FileSpec::of(family, table, kind, uri.clone())?;
         let limits = ChunkLimits {
@@ -280,8 +288,11 @@ impl CdcFileIngestor {
                 dead += letters.len();
             }
             tracing::debug!(object = %uri, last_row = chunk.last_row, rows = planner.written, "CDC file chunk committed");
+            if chunk.stop.is_some() {
+                return Ok(((rows, dead), chunk.stop));
+            }
             if chunk.eof {
-                return Ok((rows, dead));
+                return Ok(((rows, dead), None));
             }
         }
     }

@@ -59,16 +59,69 @@ impl FileKind {
     pub fn phase(&self) -> u8 {
         u8::from(self.cdc)
     }
+
+    /// How the rows of an object of this kind are ordered in a family of `source`, the object
+    /// written at `written_us` (if known), ingested at `ingested_us`.
+    pub fn order(
+        &self,
+        source: CdcSource,
+        written_us: Option<i64>,
+        ingested_us: i64,
+    ) -> ObjectOrder {
+        match source {
+            CdcSource::Dms => ObjectOrder::Dms {
+                written_us: written_us.unwrap_or(ingested_us),
+                phase: self.phase(),
+            },
+            // Debezium families have no files; ordered as plain files were one ever read.
+            CdcSource::Files | CdcSource::Debezium => ObjectOrder::Files { written_us },
+        }
+    }
 }
 
-/// `__seq` of a file row: `<phase>|<time µs, 20 digits>|<object key>|<row, 12 digits>` (a
-/// time before 1970 or unknown is zeros).
+/// `__seq` of a plain file's row: `0|<time µs, 20 digits>|<object key>|<row, 12 digits>`, the
+/// time being the row's timestamp column, else the object's (a time before 1970 or unknown is
+/// zeros).
 pub fn seq(phase: u8, time_us: Option<i64>, key: &str, row: i64) -> String {
     format!(
         "{phase}|{:020}|{key}|{:012}",
         time_us.unwrap_or(0).max(0),
         row.max(0)
     )
+}
+
+/// `__seq` of a DMS file's row: `2|<object written, µs, 20 digits>|<phase>|<object key>|<row,
+/// 12 digits>`. DMS writes a table's files in commit order (the full load, then the changes
+/// cached during it, then the changes as they come; a reload writes the full load again), so
+/// the time the object was written orders them, whatever the rows' own commit times say (the
+/// cached changes are older than the load's transfer time; a reload's rows are newer than every
+/// change before it). Of objects written in the same instant a CDC file (phase 1) follows a
+/// full-load file, then the key (CDC files are named by time). The leading `2` ranks every
+/// such `__seq` after the `0|`/`1|` ones of earlier versions, which ordered by row time.
+pub fn dms_seq(object_us: i64, phase: u8, key: &str, row: i64) -> String {
+    format!(
+        "2|{:020}|{phase}|{key}|{:012}",
+        object_us.max(0),
+        row.max(0)
+    )
+}
+
+/// How the rows of one object are ordered (`__seq`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectOrder {
+    /// A DMS file: by when the object was written ([`dms_seq`]).
+    Dms {
+        /// When the object was written (µs): S3 `Last-Modified`, a file's modification time,
+        /// else the notification's time, else the ingestion time.
+        written_us: i64,
+        /// `1` for a CDC file, `0` for a full load.
+        phase: u8,
+    },
+    /// A plain file: by the row's timestamp column, else when the object was written ([`seq`]).
+    Files {
+        /// When the object was written (µs), if known.
+        written_us: Option<i64>,
+    },
 }
 
 /// `__op` of a DMS `Op` value (`I`, `U`, `D`); `None` for anything else.
@@ -122,10 +175,8 @@ pub struct ObjectContext {
     pub key: String,
     /// The ETag read.
     pub etag: String,
-    /// The `__seq` phase.
-    pub phase: u8,
-    /// The `__seq` time when rows have no timestamp column: the S3 event time (plain files).
-    pub fallback_time_us: Option<i64>,
+    /// How its rows are ordered (`__seq`).
+    pub order: ObjectOrder,
     /// `__ingested_at` (µs).
     pub ingested_at_us: i64,
 }
@@ -147,9 +198,17 @@ pub fn bronze_batch(table: &str, d: &DecodedRows, ctx: &ObjectContext) -> Result
             });
         }
     }
-    let time = |i: usize| d.source_ts[i].or(ctx.fallback_time_us);
     let seqs: StringArray = (0..n)
-        .map(|i| Some(seq(ctx.phase, time(i), &ctx.key, d.rows[i])))
+        .map(|i| {
+            Some(match ctx.order {
+                ObjectOrder::Dms { written_us, phase } => {
+                    dms_seq(written_us, phase, &ctx.key, d.rows[i])
+                }
+                ObjectOrder::Files { written_us } => {
+                    seq(0, d.source_ts[i].or(written_us), &ctx.key, d.rows[i])
+                }
+            })
+        })
         .collect();
     let tz = Some(Arc::<str>::from("UTC"));
     let cols: Vec<ArrayRef> = vec![
@@ -278,5 +337,23 @@ mod tests {
             "0|00000000000000000000|k|000000000001"
         );
         assert!(seq(0, Some(5), "k", 2) < seq(1, Some(1), "k", 1));
+    }
+
+    /// A DMS reload (the full load written again) ranks after every change before it, and the
+    /// changes cached during a load after the load; old `0|`/`1|` values rank first.
+    #[test]
+    fn dms_seq_orders_by_when_the_object_was_written() {
+        let load = dms_seq(1_000, 0, "d/t/LOAD00000001.csv", 3);
+        let cdc = dms_seq(2_000, 1, "d/t/20261129-113401000.csv", 1);
+        let reload = dms_seq(3_000, 0, "d/t/LOAD00000001.csv", 3);
+        assert!(load < cdc && cdc < reload, "{load} {cdc} {reload}");
+        assert_ne!(load, reload, "two contents of one key never share a __seq");
+        // Written in the same instant: the CDC file after the full load.
+        assert!(dms_seq(5, 0, "d/t/LOAD2.csv", 9) < dms_seq(5, 1, "d/t/2026.csv", 1));
+        assert!(seq(1, Some(i64::MAX), "z", 999) < dms_seq(0, 0, "a", 1));
+        assert_eq!(
+            dms_seq(1_795_000_000_000_000, 1, "p/f.csv", 7),
+            "2|00001795000000000000|1|p/f.csv|000000000007"
+        );
     }
 }

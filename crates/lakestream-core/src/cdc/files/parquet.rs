@@ -94,6 +94,14 @@ impl ParquetDecoder {
         let builder = ParquetRecordBatchStreamBuilder::new(VersionReader(version))
             .await
             .map_err(|e| parquet_error(&spec, e))?;
+        let names = builder.schema().fields().iter().map(|f| f.name().as_str());
+        if let Some(why) = super::decode::case_twins(names) {
+            return Err(Error::Fetch {
+                object: spec.uri.clone(),
+                message: format!("the Parquet schema {why}"),
+                retryable: false,
+            });
+        }
         let stream = builder
             .with_batch_size(limits.rows.max(1))
             .with_offset(usize::try_from(skip.max(0)).unwrap_or(usize::MAX))
@@ -123,6 +131,7 @@ impl ParquetDecoder {
                 first_row,
                 last_row: first_row - 1,
                 eof: true,
+                stop: None,
             });
         };
         let batch = batch.map_err(|e| parquet_error(&self.spec, e))?;
@@ -201,6 +210,7 @@ impl ParquetDecoder {
             first_row,
             last_row: self.next_row - 1,
             eof: false,
+            stop: None,
         })
     }
 }

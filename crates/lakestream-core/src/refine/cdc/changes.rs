@@ -1,12 +1,12 @@
 //! The changes of one CDC apply run: what the bronze table gained since the silver `txn` (the
-//! one chunk reader, [`read_next`]), with its key columns resolved (the job's `keys`, else the
+//! one chunk reader, [`read_next`]; the first run reads bronze's snapshot, [`read_snapshot`]), with its key columns resolved (the job's `keys`, else the
 //! bronze property `lakestream.cdc.keys`), the lineage columns dropped, one change per
 //! (key, `__seq`) (a redelivered change is kept once) and the result sorted by key then
 //! `__seq`. SCD1 and SCD2 both start here.
 
 use crate::error::{Error, Result};
 use crate::refine::context::RunContext;
-use crate::refine::source::{SourceRead, read_next};
+use crate::refine::source::{SourceRead, read_next, read_snapshot};
 use deltalake::arrow::array::{ArrayRef, RecordBatch, TimestampMicrosecondArray, UInt32Array};
 use deltalake::arrow::compute::{cast, take_record_batch};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -45,7 +45,13 @@ pub(crate) async fn read_changes(
     apply: &CdcApply,
     consumed: Option<u64>,
 ) -> Result<Option<ChangeRead>> {
-    let Some(mut read) = read_next(ctx, cfg, &apply.source, consumed).await? else {
+    // The first run (a new silver, or one rebuilt) reads bronze's snapshot: bronze is
+    // append-only, so its live rows are every change it holds, with no need for its early log.
+    let read = match consumed {
+        None => read_snapshot(ctx, cfg, &apply.source).await?,
+        Some(_) => read_next(ctx, cfg, &apply.source, consumed).await?,
+    };
+    let Some(mut read) = read else {
         return Ok(None);
     };
     let keys = resolve_keys(cfg, apply, &read)?;

@@ -1,0 +1,105 @@
+//! `--rebuild`: a job's output emptied and its sources marked unread, in one commit on the one
+//! commit loop, so the next run computes it again from the start. A CDC apply's first run reads
+//! bronze's snapshot (`refine::source::read_snapshot`), so a silver can be rebuilt however long
+//! ago bronze's early log was cleaned; a CDC job also rebuilds itself when another writer
+//! removed rows from its bronze (a GDPR erasure: [`Error::SourceRewritten`]).
+//!
+//! The reset removes every live file of the output with `dataChange = true` and adds none, so
+//! readers of the change data feed see every row deleted (a commit that only removes whole
+//! files needs no change files), and the next run's commit inserts the rebuilt rows. Between
+//! the two commits the output is empty. Side tables stay: an SCD1 tombstone or an SCD2 stored
+//! delete is an event bronze still holds (or held), so the rebuilt history is the same
+//! function of the key's changes.
+
+use super::context::{RunContext, source_id_property};
+use crate::commit::{self, ChangePlanner, Proposal, ReadScope, TableState};
+use crate::error::{Error, Result};
+use crate::table::TableHandle;
+use deltalake::kernel::Transaction;
+use deltalake::protocol::DeltaOperation;
+use lakestream_formats::refine::{JobKind, RefineJob};
+
+/// Reset `cfg`'s output: every live file removed, every source's `txn` set to `-1` (nothing
+/// consumed) and its table id recorded anew, in one commit. `None`: there is no output yet
+/// (its first run builds it). Joins keep state beside their output and are refused.
+pub async fn rebuild(ctx: &RunContext<'_>, cfg: &RefineJob) -> Result<Option<u64>> {
+    if let JobKind::Join(_) = cfg.kind {
+        return Err(Error::Config(format!(
+            "refine job `{}`: --rebuild is not supported for interval joins (their side state \
+             lives beside the output); delete the output and its `_lakestream/{}` state and run \
+             the job again",
+            cfg.job, cfg.job
+        )));
+    }
+    let mut output = TableHandle::open(ctx.lake, &cfg.output)?;
+    output.refresh().await?;
+    if !output.exists() {
+        return Ok(None);
+    }
+    let mut sources = Vec::new();
+    for table in cfg.sources() {
+        let h = ctx.load_source(table).await?;
+        let id = if h.exists() {
+            Some(h.table_id()?)
+        } else {
+            None
+        };
+        sources.push((table.to_string(), id));
+    }
+    let mut planner = ResetPlanner {
+        app_ids: cfg
+            .sources()
+            .iter()
+            .map(|t| ctx.app_id(&cfg.job, t))
+            .collect(),
+        sources,
+    };
+    Ok(commit::run(&mut output, ctx.settings, &mut planner)
+        .await?
+        .landed
+        .map(|l| l.version))
+}
+
+/// Removes every live file and marks every source unread.
+struct ResetPlanner {
+    /// The `txn` appId of each source, in `sources` order.
+    app_ids: Vec<String>,
+    /// Each source and its current table id (`None`: it does not exist now).
+    sources: Vec<(String, Option<String>)>,
+}
+
+impl ChangePlanner for ResetPlanner {
+    async fn plan(&mut self, output: &TableHandle, state: &TableState) -> Result<Option<Proposal>> {
+        let Some(schema) = state.schema.clone() else {
+            return Ok(None);
+        };
+        let removes = output
+            .live_files()?
+            .iter()
+            .map(|f| f.remove_action(true))
+            .collect();
+        let txns = self
+            .app_ids
+            .iter()
+            .map(|app| Transaction::new(app.clone(), -1))
+            .collect();
+        let mut change = commit::Change::append(
+            state.version,
+            DeltaOperation::Delete { predicate: None },
+            vec![],
+            txns,
+        );
+        change.removes = removes;
+        change.scope = ReadScope::Table;
+        change.properties = self
+            .sources
+            .iter()
+            .filter_map(|(t, id)| Some((source_id_property(t), id.clone()?)))
+            .collect();
+        Ok(Some(Proposal {
+            change,
+            schema,
+            create: None,
+        }))
+    }
+}

@@ -5,20 +5,35 @@ written out in Python.
 
 A `Stream` is one source table's history as the database made it: snapshot rows, inserts,
 updates, deletes and re-inserts of a few keys, and a column added half way, in commit order,
-each change at its own log position (`lsn`) and commit time. `Delivery` sends it the way
+each change at its own log position (`lsn`) and commit time; the snapshot rows carry their read
+time, later than the commit times of the first streaming changes (source time is not monotone
+in `lsn` order); a re-snapshot two thirds in re-sends every live row unchanged as `r` at a new
+position; in a `toast` stream a PostgreSQL UPDATE that leaves the large `doc` column alone sends
+the placeholder `__debezium_unavailable_value` for it (such a stream is delivered in order, as
+Kafka delivers one key's changes). `Delivery` sends it the way
 Debezium and Kafka do (one message per change, each delete followed by its tombstone) and the
 way at-least-once breaks it: some changes re-sent later at a new offset (a connector restart),
 some delivered behind later changes, batches of random size, some batches delivered twice. The
 reference applies what was delivered (by Kafka offset, once):
-- SCD1: per key, the change with the greatest `__seq` (`<lsn, 20 digits>|<offset, 20 digits>`);
-  a delete there leaves no row.
-- SCD2: per key, one row per upsert (`c`, `u`, `r`) in `__seq` order, closed (`__END_SEQ`,
-  `__END_AT`) by the next change of the key, upsert or delete; `__START_AT` = its commit time.
-- the change feed: replayed commit by commit onto the previous reference, it gives the next.
+- per key, the changes in `__seq` order (`<lsn, 20 digits>`: the log position alone, so a
+  change re-sent at a new offset is the same change, kept once); a `doc` placeholder takes the
+  previous change's `doc` (none, or a delete before: null);
+- SCD1: the change with the greatest `__seq` (values, `__seq`, `__source_ts`); a delete there
+  leaves no row;
+- SCD2: an upsert (`c`, `u`, `r`) whose row values equal the open version's is no version (and
+  does not move the clock); any other closes the open version and opens one; a delete closes
+  the open version. Times run on a clock per key: a version starts at max(its commit time, the
+  previous version's start or the previous delete's time), and is closed (`__END_SEQ`,
+  `__END_AT`) at the closing change's `__seq` and (so clamped) time;
+- the change feed: replayed commit by commit onto the previous reference, it gives the next
+  (for SCD1 in the row values: a change that only moves a row's `__seq` / `__source_ts`, an
+  unchanged re-snapshot, has no feed rows).
 
 `DmsStream` is the same for an AWS DMS table: a full load file, then CDC files (`Op` I/U/D, a
 commit-timestamp column) delivered as S3 notifications in random order, some twice; its
-`__seq` is `<phase>|<commit µs, 20 digits>|<object key>|<row, 12 digits>`.
+`__seq` is `2|<object written µs, 20 digits>|<phase>|<object key>|<row, 12 digits>` (DMS writes a
+table's files in commit order, so when a file was written orders its rows; the test tells the
+stream when it put each object).
 """
 import base64
 import datetime as dt
@@ -30,7 +45,8 @@ import pyarrow as pa
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 BASE_MS = 1_795_939_200_000  # 2026-11-30T00:00:00Z
 LSN0 = 24_000_000
-ROW_COLS = ("id", "v", "n", "note")
+ROW_COLS = ("id", "v", "n", "note", "doc")
+PLACEHOLDER = "__debezium_unavailable_value"
 
 
 class LsnClock:
@@ -56,15 +72,21 @@ class Change:
         return f"{self.op}{self.key}@{self.lsn}"
 
 
-def history(rng, clock, name, changes=30, keys=6, snapshot=3):
+def history(rng, clock, name, changes=30, keys=6, snapshot=3, toast=False):
     """One table's changes in commit order (see the module doc)."""
     state, out = {}, []
+    read_time = None
     for k in range(1, snapshot + 1):
         lsn, ts = clock.tick()
-        state[k] = {"id": k, "v": f"{name}-{k}-{lsn}", "n": rng.randint(0, 999)}
-        out.append(Change(k, "r", lsn, ts, dict(state[k])))
+        read_time = read_time or ts + 20_000  # the snapshot's rows carry its read time
+        state[k] = {"id": k, "v": f"{name}-{k}-{lsn}", "n": rng.randint(0, 999), "doc": f"doc-{k}-{lsn}"}
+        out.append(Change(k, "r", lsn, read_time, dict(state[k])))
     for i in range(changes):
         lsn, ts = clock.tick()
+        if i == (2 * changes) // 3:  # a re-snapshot: every live row again, unchanged
+            for k in sorted(state):
+                out.append(Change(k, "r", lsn, ts, dict(state[k])))
+                lsn, ts = clock.tick()
         p = rng.random()
         if state and p < 0.2:
             k = rng.choice(sorted(state))
@@ -80,11 +102,16 @@ def history(rng, clock, name, changes=30, keys=6, snapshot=3):
                 k, op = rng.choice(sorted(state)), "u"
             else:
                 k, op = rng.choice(free), "c"
-        row = {"id": k, "v": f"{name}-{k}-{lsn}", "n": rng.randint(0, 999)}
+        keep_doc = op == "u" and rng.random() < 0.5
+        doc = state[k]["doc"] if keep_doc else f"doc-{k}-{lsn}"
+        row = {"id": k, "v": f"{name}-{k}-{lsn}", "n": rng.randint(0, 999), "doc": doc}
         if i >= changes // 2:  # the source table gained a column
             row["note"] = f"note-{lsn % 97}"
         state[k] = row
-        out.append(Change(k, op, lsn, ts, dict(row)))
+        sent = dict(row)
+        if toast and keep_doc:
+            sent["doc"] = PLACEHOLDER  # an UPDATE that did not touch the TOASTed column
+        out.append(Change(k, op, lsn, ts, sent))
     return out
 
 
@@ -104,11 +131,12 @@ def delivery_order(rng, changes, late=0.25, resend=0.1):
 class Stream:
     """One Debezium topic: its messages (offset order) and what of them bronze has."""
 
-    def __init__(self, rng, clock, prefix, schema, table, changes=30, keys=6):
+    def __init__(self, rng, clock, prefix, schema, table, changes=30, keys=6, toast=False):
         self.topic = f"{prefix}.{schema}.{table}"
         self.prefix, self.schema, self.table = prefix, schema, table
         self.messages = []  # (offset, Change or None for a tombstone)
-        for c in delivery_order(rng, history(rng, clock, table, changes, keys)):
+        changes = history(rng, clock, table, changes, keys, toast=toast)
+        for c in delivery_order(rng, changes, late=0 if toast else 0.25):
             self.messages.append((len(self.messages), c))
             if c.op == "d":
                 self.messages.append((len(self.messages), None))
@@ -154,7 +182,7 @@ class Stream:
 
     def changes(self):
         """What bronze holds, as (seq, change)."""
-        return [(f"{c.lsn:020}|{off:020}", c) for off, c in self.delivered.items()]
+        return [(f"{c.lsn:020}", c) for off, c in self.delivered.items()]
 
 
 def b64(obj):
@@ -172,36 +200,54 @@ def msk_event(batches):
             "bootstrapServers": "b-1.crm:9098"}
 
 
+def per_key(changes):
+    """{key: [(seq, change, row)]} in `__seq` order, one change per `__seq`, `row` with the
+    `doc` placeholder resolved to the previous change's value (None for a delete)."""
+    by_key = {}
+    for seq, c in changes:
+        by_key.setdefault(c.key, {})[seq] = c
+    out = {}
+    for k, by_seq in by_key.items():
+        prev, rows = None, []
+        for seq in sorted(by_seq):
+            c = by_seq[seq]
+            row = None
+            if c.op != "d":
+                row = {f: ((prev or {}).get(f) if v == PLACEHOLDER else v) for f, v in c.row.items()}
+            rows.append((seq, c, row))
+            prev = row
+        out[k] = rows
+    return out
+
+
 def scd1(changes, cols=ROW_COLS):
     """SCD1 reference: {key: row} with `__seq` and `__source_ts` (µs)."""
-    best = {}
-    for seq, c in changes:
-        if c.key not in best or seq > best[c.key][0]:
-            best[c.key] = (seq, c)
     out = {}
-    for k, (seq, c) in best.items():
-        if c.op != "d":
-            out[k] = {**row_of(c.row, cols), "__seq": seq, "__source_ts": c.ts_us}
+    for k, rows in per_key(changes).items():
+        seq, c, row = rows[-1]
+        if row is not None:
+            out[k] = {**row_of(row, cols), "__seq": seq, "__source_ts": c.ts_us}
     return out
 
 
 def scd2(changes, cols=ROW_COLS):
     """SCD2 reference: {(key, seq): row} with `__START_AT`, `__END_AT`, `__END_SEQ` (µs)."""
-    per_key = {}
-    for seq, c in changes:
-        per_key.setdefault(c.key, {})[seq] = c
     out = {}
-    for k, by_seq in per_key.items():
-        open_ = None
-        for seq in sorted(by_seq):
-            c = by_seq[seq]
+    for k, rows in per_key(changes).items():
+        open_, values, clock = None, None, None
+        for seq, c, row in rows:
+            at = c.ts_us if clock is None else max(clock, c.ts_us)
+            if row is None:  # a delete closes the open version
+                if open_ is not None:
+                    out[open_].update({"__END_SEQ": seq, "__END_AT": at})
+                open_, values, clock = None, None, at
+                continue
+            if open_ is not None and row_of(row, cols) == values:
+                continue  # changes nothing: no version, the clock stays
             if open_ is not None:
-                out[open_].update({"__END_SEQ": seq, "__END_AT": c.ts_us})
-                open_ = None
-            if c.op != "d":
-                open_ = (k, seq)
-                out[open_] = {**row_of(c.row, cols), "__seq": seq, "__START_AT": c.ts_us,
-                              "__END_AT": None, "__END_SEQ": None}
+                out[open_].update({"__END_SEQ": seq, "__END_AT": at})
+            open_, values, clock = (k, seq), row_of(row, cols), at
+            out[open_] = {**values, "__seq": seq, "__START_AT": at, "__END_AT": None, "__END_SEQ": None}
     return out
 
 
@@ -252,16 +298,27 @@ def diff(want, got):
     return "\n".join(lines[:20])
 
 
+def values_only(scd, row):
+    """SCD1 feed rows are about row values: a commit that only moves a row's `__seq` /
+    `__source_ts` (an unchanged re-snapshot) has none, so the replay compares values."""
+    if scd != 1:
+        return row
+    return {c: v for c, v in row.items() if c not in ("__seq", "__source_ts")}
+
+
 def replay_feed(scd, before, feed_rows, cols=ROW_COLS):
     """Apply change feed rows (Delta CDF, every commit in order) to `before`; returns the state
     after them. Fails when a row contradicts the state it applies to (an insert of a row that
     is there, a preimage or delete of one that is not, an update whose images are equal)."""
-    state = dict(before)
+    state = {k: values_only(scd, row) for k, row in before.items()}
     by_version = {}
     for r in feed_rows:
         by_version.setdefault(r["_commit_version"], []).append(r)
     for v in sorted(by_version):
-        rows = [(r["_change_type"], as_reference(scd, [r], cols).popitem()) for r in by_version[v]]
+        rows = []
+        for r in by_version[v]:
+            k, row = as_reference(scd, [r], cols).popitem()
+            rows.append((r["_change_type"], (k, values_only(scd, row))))
         pre = {k: row for t, (k, row) in rows if t == "update_preimage"}
         post = {k: row for t, (k, row) in rows if t == "update_postimage"}
         assert set(pre) == set(post), f"v{v}: preimages {sorted(pre, key=str)} vs postimages {sorted(post, key=str)}"
@@ -306,7 +363,8 @@ class Checker:
         if version > last:
             feed = pa.table(dt.load_cdf(starting_version=last + 1).read_all()).to_pylist()
             replayed = replay_feed(scd, before, feed, **kw)
-            assert replayed == want, f"{name} {where}: its change feed v{last + 1}..v{version} replayed:\n{diff(want, replayed)}"
+            values = {k: values_only(scd, row) for k, row in want.items()}
+            assert replayed == values, f"{name} {where}: its change feed v{last + 1}..v{version} replayed:\n{diff(values, replayed)}"
         self.seen[name] = (version, want)
         self.checks += 1
 
@@ -331,8 +389,11 @@ def two_families(rng, changes=30, tables=3):
     """`shop` (SCD1: orders, users, items) and `audit` (SCD2: accounts, grants, roles), the
     first `tables` of each, as `STREAMS_CONF` declares them: [(family, scd, [Stream])]."""
     clock = LsnClock(rng)
-    shop = [Stream(rng, clock, "shop", "public", t, changes) for t in ("orders", "users", "items")[:tables]]
-    audit = [Stream(rng, clock, "audit", "public", t, changes) for t in ("accounts", "grants", "roles")[:tables]]
+    # The first table of each family is a PostgreSQL table with a TOASTed column.
+    shop = [Stream(rng, clock, "shop", "public", t, changes, toast=i == 0)
+            for i, t in enumerate(("orders", "users", "items")[:tables])]
+    audit = [Stream(rng, clock, "audit", "public", t, changes, toast=i == 0)
+             for i, t in enumerate(("accounts", "grants", "roles")[:tables])]
     return [("shop", 1, shop), ("audit", 2, audit)]
 
 
@@ -404,6 +465,7 @@ class DmsStream:
             name = dt.datetime.fromtimestamp(rows[0][1] / 1e6, dt.timezone.utc).strftime("%Y%m%d-%H%M%S") + f"{f:03}.csv"
             self.files.append(self._file(name, rows, load=False))
         self.delivered = {}  # object key -> rows
+        self.written = {}  # object key -> when it was put (µs), told by the test
 
     def _file(self, name, rows, load):
         key = f"{self.prefix}{self.schema}/{self.table}/{name}"
@@ -421,7 +483,7 @@ class DmsStream:
         out = []
         for key, (rows, load) in self.delivered.items():
             for op, row, t, k, v, n in rows:
-                seq = f"{0 if load else 1}|{t:020}|{key}|{row:012}"
+                seq = f"2|{self.written[key]:020}|{0 if load else 1}|{key}|{row:012}"
                 row = {"commit_ts": t, "id": k, "v": v, "n": n}
                 out.append((seq, Change(k, op, None, t // 1000, row, ts_us=t)))
         return out

@@ -9,15 +9,18 @@ with Python `deltalake` (rows and `load_cdf`) and DuckDB, on the filesystem and 
 - a family of 70 Debezium tables and a family of 70 AWS DMS tables (full load, then CDC files
   notified out of order and twice), each declared in one `[[cdc]]` block: a scale test, run on
   one backend only (the emulator when the run has one)."""
+import datetime as dt
 import json
 import os
+import pathlib
 import random
+import shutil
 
 import pytest
 
-from cdc_reference import (DMS_COLS, STREAMS_CONF, Checker, DmsStream, LsnClock, Stream, msk_event,
+from cdc_reference import (DMS_COLS, EPOCH, STREAMS_CONF, Checker, DmsStream, LsnClock, Stream, msk_event,
                            random_schedule, silver_name, sqs_event, two_families)
-from lake_support import backends, run_all
+from lake_support import S3_BUCKET, backends, run_all
 from test_duckdb import connect
 
 SEED = int(os.environ.get("CHAOS_SEED", "20261202"))
@@ -99,9 +102,11 @@ def landing(lake, tmp_path):
         root = tmp_path / "objects"
 
         def put(key, body):
+            """Write the object; returns when it was written (µs), as the ingest reads it."""
             p = root / bucket / key
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_bytes(body)
+            return p.stat().st_mtime_ns // 1000
         return bucket, put, ["--objects", str(root)], None
     import boto3
 
@@ -110,7 +115,13 @@ def landing(lake, tmp_path):
                       aws_access_key_id="test", aws_secret_access_key="test")
     s3.create_bucket(Bucket=bucket)
     env = {**os.environ, "AWS_ENDPOINT_URL": endpoint}
-    return bucket, lambda key, body: s3.put_object(Bucket=bucket, Key=key, Body=body), [], env
+
+    def put(key, body):
+        """Put the object; returns its `Last-Modified` (µs), as the ingest reads it."""
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+        written = s3.head_object(Bucket=bucket, Key=key)["LastModified"]
+        return (written - EPOCH) // dt.timedelta(microseconds=1)
+    return bucket, put, [], env
 
 
 # A scale test: one backend is enough (the emulator when the run has one, else the filesystem);
@@ -142,7 +153,7 @@ def test_a_family_of_70_debezium_tables_and_one_of_70_dms_tables_apply_end_to_en
     # DMS: every full load in one SQS event, then every CDC file, shuffled, delivered twice.
     for s in erp:
         for key, body, _, _ in s.files:
-            put(key, body)
+            s.written[key] = put(key, body)
     loads = [(key, body) for s in erp for key, body, _, load in s.files if load]
     cdc = [(key, body) for s in erp for key, body, _, load in s.files if not load]
     rng.shuffle(cdc)
@@ -167,3 +178,62 @@ def test_a_family_of_70_debezium_tables_and_one_of_70_dms_tables_apply_end_to_en
     assert sum(f"silver/crm/public/t{i:02}" in names for i in range(70)) == 70
     assert sum(f"silver/erp/dbo/t{i:02}" in names for i in range(70)) == 70
     duckdb_agrees(lake, [silver_name("crm", s) for s in crm[:3]] + [f"silver/erp/dbo/{s.table}" for s in erp[:3]])
+
+
+def remove_objects(lake, relative):
+    """Delete the lake's objects under `relative` (a table, or one file): what log cleanup or an
+    operator deleting a table does."""
+    if lake.backend == "fs":
+        path = pathlib.Path(lake.root) / relative
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+        return
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=os.environ["LAKESTREAM_TEST_S3_ENDPOINT"], region_name="us-east-1",
+                      aws_access_key_id="test", aws_secret_access_key="test")
+    prefix = f"{lake.prefix}/{relative}"
+    keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=S3_BUCKET, Prefix=prefix)
+            for o in page.get("Contents", [])]
+    for k in keys:
+        s3.delete_object(Bucket=S3_BUCKET, Key=k)
+
+
+def test_a_family_silver_is_rebuilt_after_bronze_log_cleanup_by_the_name_lag_prints(lake, tmp_path):
+    """Issue 37 (4): 30 days on, bronze's early log is gone (a checkpoint, then commits 0.. removed
+    as log cleanup does). A silver deleted then, or rebuilt with `lakestream refine JOB --rebuild`
+    under the job name `lag` prints, is built again from bronze's snapshot and equals the
+    reference; `--skip-to` on it names the command that works."""
+    lake.config.write_text(lake.config.read_text() + STREAMS_CONF)
+    rng = random.Random(f"{SEED}/cdc-rebuild/{lake.backend}")
+    (_, _, shop), (_, _, audit) = two_families(rng, changes=12, tables=1)
+    checker = Checker(lake.delta)
+    for n in range(3):  # three events: bronze gets three commits
+        batch = [(s, s.take(len(s.messages) // 3 + 1)) for s in shop + audit]
+        path = tmp_path / f"ev-{n}.json"
+        path.write_text(json.dumps(msk_event(batch)))
+        lake.invoke(path)
+        for s, messages in batch:
+            s.landed(messages)
+    lake.cli("refine")
+    for family, scd, s in (("shop", 1, shop[0]), ("audit", 2, audit[0])):
+        checker.check(family, scd, s, "first apply")
+    lag = lake.cli("lag")
+    for family, scd, s in (("shop", 1, shop[0]), ("audit", 2, audit[0])):
+        bronze = f"bronze/{family}/{s.schema}/{s.table}"
+        job = f"cdc-{family}/{s.schema}.{s.table}"
+        assert job in lag, lag
+        dt = lake.delta(bronze)
+        dt.create_checkpoint()
+        for v in range(dt.version()):
+            remove_objects(lake, f"{bronze}/_delta_log/{v:020}.json")
+        # Deleted silver: the next apply builds it from bronze's snapshot.
+        remove_objects(lake, silver_name(family, s))
+        lake.cli("refine", job)
+        fresh = Checker(lake.delta)
+        fresh.check(family, scd, s, "silver deleted, rebuilt from the snapshot")
+        # --rebuild in place, by the name `lag` prints.
+        out = lake.cli("refine", job, "--rebuild")
+        assert "emptied" in out, out
+        Checker(lake.delta).check(family, scd, s, "after --rebuild")
+        err = lake.run("refine", job, "--skip-to", f"{bronze}=0")
+        assert err.returncode != 0 and f"lakestream refine {job} --rebuild" in err.stderr, err.stderr

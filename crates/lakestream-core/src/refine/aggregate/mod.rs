@@ -24,6 +24,8 @@ mod merge;
 mod prune;
 mod rows;
 mod spec;
+#[cfg(test)]
+mod tests;
 
 use super::chunk::ChunkLimits;
 use super::context::{JOB_PROPERTY, RunContext, source_id_property};

@@ -8,7 +8,10 @@ Random schedules (fs and the S3 emulator) of what happens to a gold table's sour
 - compactions of the sources and of the gold tables;
 - gold runs: alone, two at once, or killed after writing files and before their commit.
 After every gold run each gold table must equal, row for row, DuckDB's GROUP BY over its source
-read (by Python `deltalake`) at the version the gold table's `txn` says it consumed."""
+read (by Python `deltalake`) at the version the gold table's `txn` says it consumed. The CDC
+source's float values include NaN, +/-Infinity and large magnitudes (1e15, 1e20) next to small
+ones: SUM/AVG are NaN or infinite while such a value is in its group, and exact again once it
+is deleted."""
 import base64
 import datetime
 import json
@@ -121,10 +124,23 @@ class Schedule:
         for _ in range(self.rng.randrange(1, 20)):
             t = BASE + datetime.timedelta(seconds=self.rng.randrange(3 * 86400))
             values.append({"id": self.rng.randrange(40), "owner": self.rng.choice(OWNERS[:3]),
-                           "value": None if self.rng.random() < 0.1 else round(self.rng.uniform(-5, 50), 3),
-                           "ts": iso(t), "op": "D" if self.rng.random() < 0.2 else "U"})
+                           "value": self.cdc_value(), "ts": iso(t),
+                           "op": "D" if self.rng.random() < 0.2 else "U"})
         self.invoke("cdc", values)
         self.lake.cli("refine", "silver")
+
+    def cdc_value(self):
+        """A float as writers send them: mostly small, sometimes null, NaN (how pandas and pyarrow
+        write missing values; a JSON string the float column parses), an infinity, or a large
+        magnitude whose later delete must leave the small values exact."""
+        r = self.rng.random()
+        if r < 0.1:
+            return None
+        if r < 0.16:
+            return self.rng.choice(["NaN", "Infinity", "-Infinity"])
+        if r < 0.22:
+            return self.rng.choice([1e15, 3.5e14, 1e20])
+        return round(self.rng.uniform(-5, 50), 3)
 
     def backfill(self):
         if self.files and self.rng.random() < 0.3:

@@ -492,7 +492,10 @@ measures = ["count(*) as n", "sum(value) as total", "avg(value) as mean", "count
 type FloatGroups = BTreeMap<String, (i64, Option<f64>, Option<f64>, i64)>;
 
 fn floats(b: &RecordBatch, name: &str) -> Result<Vec<Option<f64>>> {
-    let c = cast(b.column_by_name(name).context("column")?, &DataType::Float64)?;
+    let c = cast(
+        b.column_by_name(name).context("column")?,
+        &DataType::Float64,
+    )?;
     let s = c.as_primitive::<Float64Type>();
     Ok((0..s.len())
         .map(|i| s.is_valid(i).then(|| s.value(i)))
@@ -511,7 +514,11 @@ fn sql_sum(values: &[f64]) -> Option<f64> {
     } else if values.iter().any(|v| v.is_nan()) || (pos && neg) {
         Some(f64::NAN)
     } else if pos || neg {
-        Some(if pos { f64::INFINITY } else { f64::NEG_INFINITY })
+        Some(if pos {
+            f64::INFINITY
+        } else {
+            f64::NEG_INFINITY
+        })
     } else {
         Some(values.iter().map(|v| (v * 4.0) as i128).sum::<i128>() as f64 / 4.0)
     }
@@ -525,7 +532,12 @@ async fn float_groups(l: &Lake, version: Option<u64>) -> Result<FloatGroups> {
         let (owners, n, valued) = (texts(&b, "owner")?, ints(&b, "n")?, ints(&b, "valued")?);
         let (total, mean) = (floats(&b, "total")?, floats(&b, "mean")?);
         for i in 0..b.num_rows() {
-            let row = (n[i].unwrap_or(-1), total[i], mean[i], valued[i].unwrap_or(-1));
+            let row = (
+                n[i].unwrap_or(-1),
+                total[i],
+                mean[i],
+                valued[i].unwrap_or(-1),
+            );
             let owner = owners[i].clone().unwrap_or_default();
             assert!(out.insert(owner, row).is_none(), "group twice");
         }
@@ -570,12 +582,12 @@ async fn check_floats(l: &Lake, what: &str) -> Result<FloatGroups> {
     let want = float_groups(l, Some(consumed as u64)).await?;
     let ok = got.len() == want.len()
         && got.iter().zip(&want).all(|((ka, a), (kb, b))| {
-            ka == kb
-                && (a.0, a.3) == (b.0, b.3)
-                && same_float(a.1, b.1)
-                && same_float(a.2, b.2)
+            ka == kb && (a.0, a.3) == (b.0, b.3) && same_float(a.1, b.1) && same_float(a.2, b.2)
         });
-    assert!(ok, "{what}: gold\n{got:?}\nGROUP BY at v{consumed}\n{want:?}");
+    assert!(
+        ok,
+        "{what}: gold\n{got:?}\nGROUP BY at v{consumed}\n{want:?}"
+    );
     Ok(got)
 }
 
@@ -613,7 +625,11 @@ async fn gold_float_sums_follow_sql_through_nan_inf_and_large_deletes() -> Resul
             check_floats(&l, &format!("{backend:?} {what}")).await
         };
         let total = |g: &FloatGroups| g.get("ann").and_then(|r| r.1);
-        let g = go(step(&[(1, "ann", "1e20", "U"), (2, "ann", "1.0", "U")]), "1e20, 1").await?;
+        let g = go(
+            step(&[(1, "ann", "1e20", "U"), (2, "ann", "1.0", "U")]),
+            "1e20, 1",
+        )
+        .await?;
         assert_eq!(total(&g), Some(1e20));
         let g = go(step(&[(1, "ann", "1e20", "D")]), "1e20 deleted").await?;
         assert_eq!(total(&g), Some(1.0));
@@ -621,7 +637,10 @@ async fn gold_float_sums_follow_sql_through_nan_inf_and_large_deletes() -> Resul
         assert!(total(&g).is_some_and(f64::is_nan));
         let g = go(step(&[(3, "ann", "\"NaN\"", "D")]), "the NaN deleted").await?;
         assert_eq!(total(&g), Some(1.0));
-        let both = [(4, "ann", "\"Infinity\"", "U"), (5, "ann", "\"-Infinity\"", "U")];
+        let both = [
+            (4, "ann", "\"Infinity\"", "U"),
+            (5, "ann", "\"-Infinity\"", "U"),
+        ];
         let g = go(step(&both), "both infinities").await?;
         assert!(total(&g).is_some_and(f64::is_nan));
         let g = go(step(&[(5, "ann", "0.5", "U")]), "-Inf updated").await?;
@@ -630,8 +649,18 @@ async fn gold_float_sums_follow_sql_through_nan_inf_and_large_deletes() -> Resul
         assert_eq!(total(&g), Some(3.5));
         // Random changes over a few keys: NaN, infinities, large and small values, nulls.
         let pool = [
-            "0.25", "1.0", "-3.5", "2.75", "1e15", "-1e15", "1e20", "7e18", "\"NaN\"",
-            "\"Infinity\"", "\"-Infinity\"", "null",
+            "0.25",
+            "1.0",
+            "-3.5",
+            "2.75",
+            "1e15",
+            "-1e15",
+            "1e20",
+            "7e18",
+            "\"NaN\"",
+            "\"Infinity\"",
+            "\"-Infinity\"",
+            "null",
         ];
         let mut rng = fastrand::Rng::with_seed(37);
         for round in 0..12 {

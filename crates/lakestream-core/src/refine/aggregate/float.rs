@@ -152,7 +152,11 @@ mod tests {
         assert_eq!(s.finite(), 1.0);
         let s = of(&[(f64::INFINITY, 1), (f64::NEG_INFINITY, 1), (2.0, 1)]);
         assert!(s.value().is_nan());
-        let s = of(&[(f64::INFINITY, 1), (f64::NEG_INFINITY, 1), (f64::NEG_INFINITY, -1)]);
+        let s = of(&[
+            (f64::INFINITY, 1),
+            (f64::NEG_INFINITY, 1),
+            (f64::NEG_INFINITY, -1),
+        ]);
         assert_eq!(s.value(), f64::INFINITY);
         assert_eq!(of(&[(f64::NEG_INFINITY, 1)]).mean(1), f64::NEG_INFINITY);
     }
@@ -184,7 +188,10 @@ mod tests {
         };
         assert_eq!(poisoned.merged(&of(&[(1.0, 1)]), 3), None);
         // Nothing left: exactly zero; counts that go negative are not trusted.
-        assert_eq!(stored.merged(&of(&[(1.0, -1)]), 0), Some(FloatSum::default()));
+        assert_eq!(
+            stored.merged(&of(&[(1.0, -1)]), 0),
+            Some(FloatSum::default())
+        );
         assert_eq!(stored.merged(&of(&[(f64::NAN, -1)]), 1), None);
     }
 

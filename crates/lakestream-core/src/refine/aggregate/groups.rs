@@ -342,12 +342,9 @@ impl Evaluator {
     /// Whether output column `name` is float state an output written before it existed may
     /// lack (read as zero, added by the next run).
     pub fn optional_column(&self, name: &str) -> bool {
-        self.names
-            .iter()
-            .zip(&self.measures)
-            .any(|(m, spec)| {
-                sum_kind(&spec.input_type) == Some(false) && super::float::optional_column(m, name)
-            })
+        self.names.iter().zip(&self.measures).any(|(m, spec)| {
+            sum_kind(&spec.input_type) == Some(false) && super::float::optional_column(m, name)
+        })
     }
 }
 

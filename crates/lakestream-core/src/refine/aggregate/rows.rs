@@ -264,7 +264,12 @@ impl Evaluator {
     /// The stored sums of measure `m` in output rows `batch`. A float sum's state columns that
     /// an output written before them lacks (or holds null, in rows kept since) read as zero; its
     /// finite sum then is the measure column (null: zero), as that version wrote it.
-    fn stored_sums(&self, batch: &RecordBatch, m: &Measure, spec: &MeasureSpec) -> Result<Vec<Num>> {
+    fn stored_sums(
+        &self,
+        batch: &RecordBatch,
+        m: &Measure,
+        spec: &MeasureSpec,
+    ) -> Result<Vec<Num>> {
         let n = batch.num_rows();
         let column = |name: &str, t: &DataType| -> Result<Option<ArrayRef>> {
             match batch.column_by_name(name) {
@@ -285,7 +290,13 @@ impl Evaluator {
             let c = column(&name, &DataType::Int64)?.ok_or_else(missing)?;
             let c = c.as_primitive::<Int64Type>();
             return Ok((0..n)
-                .map(|i| Num::Int(if c.is_valid(i) { i128::from(c.value(i)) } else { 0 }))
+                .map(|i| {
+                    Num::Int(if c.is_valid(i) {
+                        i128::from(c.value(i))
+                    } else {
+                        0
+                    })
+                })
                 .collect());
         };
         let floats = |name: &str| -> Result<Option<Float64Array>> {
@@ -303,7 +314,9 @@ impl Evaluator {
             a.as_ref().filter(|a| a.is_valid(i)).map(|a| a.value(i))
         };
         let count = |a: &Option<Int64Array>, i: usize| {
-            a.as_ref().filter(|a| a.is_valid(i)).map_or(0, |a| a.value(i))
+            a.as_ref()
+                .filter(|a| a.is_valid(i))
+                .map_or(0, |a| a.value(i))
         };
         Ok((0..n)
             .map(|i| {
@@ -322,5 +335,7 @@ impl Evaluator {
 
 /// The float state columns of `m` over an input of type `input` (`None`: not a float sum).
 fn float_state(m: &Measure, input: &DataType) -> Option<[String; 5]> {
-    (sum_kind(input) == Some(false)).then(|| state_columns(m)).flatten()
+    (sum_kind(input) == Some(false))
+        .then(|| state_columns(m))
+        .flatten()
 }

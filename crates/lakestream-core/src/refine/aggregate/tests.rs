@@ -98,7 +98,10 @@ impl Group {
             return (None, None);
         };
         let get = |name: &str| {
-            let c = b.column_by_name(name).expect(name).as_primitive::<Float64Type>();
+            let c = b
+                .column_by_name(name)
+                .expect(name)
+                .as_primitive::<Float64Type>();
             c.is_valid(0).then(|| c.value(0))
         };
         (get("total"), get("mean"))
@@ -119,7 +122,11 @@ fn sql_sum(values: &[Option<f64>]) -> Option<f64> {
         return Some(f64::NAN);
     }
     if pos || neg {
-        return Some(if pos { f64::INFINITY } else { f64::NEG_INFINITY });
+        return Some(if pos {
+            f64::INFINITY
+        } else {
+            f64::NEG_INFINITY
+        });
     }
     let quarters: i128 = some.iter().map(|v| (v * 4.0) as i128).sum();
     Some(quarters as f64 / 4.0)
@@ -270,7 +277,8 @@ fn an_output_without_the_float_state_is_read_and_a_poisoned_group_recomputed() -
             Field::new("__mean_n", DataType::Int64, true),
             Field::new("__mean_sum", DataType::Float64, true),
         ];
-        let i = |v: i64| -> ArrayRef { Arc::new(deltalake::arrow::array::Int64Array::from(vec![v])) };
+        let i =
+            |v: i64| -> ArrayRef { Arc::new(deltalake::arrow::array::Int64Array::from(vec![v])) };
         let f = |v: f64| -> ArrayRef { Arc::new(Float64Array::from(vec![v])) };
         let cols = vec![
             Arc::new(StringArray::from(vec!["a"])) as ArrayRef,
@@ -297,9 +305,6 @@ fn an_output_without_the_float_state_is_read_and_a_poisoned_group_recomputed() -
     };
     assert_eq!(g.measures(), (Some(7.0), Some(7.0 / 3.0)));
     let (_, old) = ev.stored(&legacy(f64::NAN, f64::NAN)?)?;
-    assert_eq!(
-        ev.merge(old.first(), &delta.accs[0])?,
-        Outcome::Recompute
-    );
+    assert_eq!(ev.merge(old.first(), &delta.accs[0])?, Outcome::Recompute);
     Ok(())
 }

@@ -467,3 +467,212 @@ async fn a_changed_definition_or_a_bad_filter_is_refused() -> Result<()> {
     assert!(close(&got, &recompute(&l, consumed).await?));
     Ok(())
 }
+
+/// Topic `cdc` with a float `value`, its upsert `silver` and a gold job of float sums.
+fn float_jobs() -> String {
+    let columns = r#"  { name = "id", type = "int64", nullable = false },
+  { name = "owner", type = "string" },
+  { name = "value", type = "float64" },
+  { name = "ts", type = "timestamp", nullable = false },
+"#;
+    let gold = r#"
+[[refine]]
+job = "gold_float"
+output = "gold/float"
+partition_by = ["owner"]
+[refine.aggregate]
+source = "silver/cdc"
+group_by = ["owner"]
+measures = ["count(*) as n", "sum(value) as total", "avg(value) as mean", "count(value) as valued"]
+"#;
+    cdc_topic(&format!("{columns}{CDC_OP}"), "") + &cdc_upsert("silver", "silver/cdc", true) + gold
+}
+
+/// Per owner: rows, SQL's `SUM` and `AVG` of `value`, non-null values.
+type FloatGroups = BTreeMap<String, (i64, Option<f64>, Option<f64>, i64)>;
+
+fn floats(b: &RecordBatch, name: &str) -> Result<Vec<Option<f64>>> {
+    let c = cast(
+        b.column_by_name(name).context("column")?,
+        &DataType::Float64,
+    )?;
+    let s = c.as_primitive::<Float64Type>();
+    Ok((0..s.len())
+        .map(|i| s.is_valid(i).then(|| s.value(i)))
+        .collect())
+}
+
+/// SQL's `SUM` (DuckDB's): NaN with a NaN or both infinities, else the infinity, else the sum
+/// (exact: every finite value written is a multiple of 1/4 below 2^80).
+fn sql_sum(values: &[f64]) -> Option<f64> {
+    let (pos, neg) = (
+        values.contains(&f64::INFINITY),
+        values.contains(&f64::NEG_INFINITY),
+    );
+    if values.is_empty() {
+        None
+    } else if values.iter().any(|v| v.is_nan()) || (pos && neg) {
+        Some(f64::NAN)
+    } else if pos || neg {
+        Some(if pos {
+            f64::INFINITY
+        } else {
+            f64::NEG_INFINITY
+        })
+    } else {
+        Some(values.iter().map(|v| (v * 4.0) as i128).sum::<i128>() as f64 / 4.0)
+    }
+}
+
+/// GROUP BY owner over `silver/cdc` at `version` (or the float gold table, `None`).
+async fn float_groups(l: &Lake, version: Option<u64>) -> Result<FloatGroups> {
+    let mut out = FloatGroups::new();
+    let Some(v) = version else {
+        let b = read::read_table(l, "gold/float", None).await?;
+        let (owners, n, valued) = (texts(&b, "owner")?, ints(&b, "n")?, ints(&b, "valued")?);
+        let (total, mean) = (floats(&b, "total")?, floats(&b, "mean")?);
+        for i in 0..b.num_rows() {
+            let row = (
+                n[i].unwrap_or(-1),
+                total[i],
+                mean[i],
+                valued[i].unwrap_or(-1),
+            );
+            let owner = owners[i].clone().unwrap_or_default();
+            assert!(out.insert(owner, row).is_none(), "group twice");
+        }
+        return Ok(out);
+    };
+    let b = read::read_table(l, "silver/cdc", Some(v)).await?;
+    let (owners, values) = (texts(&b, "owner")?, floats(&b, "value")?);
+    let mut by: BTreeMap<String, Vec<Option<f64>>> = BTreeMap::new();
+    for i in 0..b.num_rows() {
+        let owner = owners[i].clone().unwrap_or_default();
+        by.entry(owner).or_default().push(values[i]);
+    }
+    for (owner, vs) in by {
+        let some: Vec<f64> = vs.iter().flatten().copied().collect();
+        let sum = sql_sum(&some);
+        let mean = sum.map(|s| s / some.len() as f64);
+        out.insert(owner, (vs.len() as i64, sum, mean, some.len() as i64));
+    }
+    Ok(out)
+}
+
+fn same_float(a: Option<f64>, b: Option<f64>) -> bool {
+    match (a, b) {
+        (Some(x), Some(y)) if x.is_nan() || y.is_nan() => x.is_nan() && y.is_nan(),
+        (Some(x), Some(y)) if x.is_infinite() || y.is_infinite() => x == y,
+        (Some(x), Some(y)) => (x - y).abs() <= 1e-12 * x.abs().max(y.abs()).max(1.0),
+        (x, y) => x == y,
+    }
+}
+
+/// The float gold table against GROUP BY over the source at the version it consumed.
+async fn check_floats(l: &Lake, what: &str) -> Result<FloatGroups> {
+    let got = float_groups(l, None).await?;
+    let mut h = lakestream_core::table::TableHandle::open_existing(l, "gold/float").await?;
+    let app = lakestream_core::refine::source_app_id("orders-raw", "gold_float", "silver/cdc");
+    let consumed = h
+        .committed(std::slice::from_ref(&app))
+        .await?
+        .get(&app)
+        .copied()
+        .context("txn")?;
+    let want = float_groups(l, Some(consumed as u64)).await?;
+    let ok = got.len() == want.len()
+        && got.iter().zip(&want).all(|((ka, a), (kb, b))| {
+            ka == kb && (a.0, a.3) == (b.0, b.3) && same_float(a.1, b.1) && same_float(a.2, b.2)
+        });
+    assert!(
+        ok,
+        "{what}: gold\n{got:?}\nGROUP BY at v{consumed}\n{want:?}"
+    );
+    Ok(got)
+}
+
+/// Float `sum`/`avg` are SQL's over the current rows whatever came and went: a NaN or an
+/// infinity deleted gives the finite sum back, both infinities are NaN, and deleting a large
+/// value keeps the small ones (before the fix: NaN for good, and 0.0 where 1.0 is right).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gold_float_sums_follow_sql_through_nan_inf_and_large_deletes() -> Result<()> {
+    for backend in backends() {
+        let lake = TestLake::new(backend, "aggregate-floats")?;
+        let cfg = lake.config_with(&float_jobs())?;
+        let ing = KafkaIngestor::new(cfg.clone(), Arc::new(lakestream_core::SystemClock))?;
+        let l = Lake::new(&cfg.lake)?;
+        let s: CommitSettings = (&cfg.commit).into();
+        let mut offset = 0i64;
+        let mut step = |changes: &[(i64, &str, &str, &str)]| {
+            let records: Vec<SourceRecord> = changes
+                .iter()
+                .map(|(id, owner, value, op)| {
+                    offset += 1;
+                    let json = format!(
+                        r#"{{"id":{id},"owner":"{owner}","value":{value},"ts":"2026-12-01T10:{:02}:{:02}Z","op":"{op}"}}"#,
+                        offset / 60,
+                        offset % 60
+                    );
+                    SourceRecord::new("cdc", 0, offset, 0, json.as_bytes())
+                })
+                .collect();
+            records
+        };
+        let go = async |records: Vec<SourceRecord>, what: &str| -> Result<FloatGroups> {
+            ing.ingest(&records).await?;
+            run(&cfg, &l, &s, "silver").await?;
+            run(&cfg, &l, &s, "gold_float").await?;
+            check_floats(&l, &format!("{backend:?} {what}")).await
+        };
+        let total = |g: &FloatGroups| g.get("ann").and_then(|r| r.1);
+        let g = go(
+            step(&[(1, "ann", "1e20", "U"), (2, "ann", "1.0", "U")]),
+            "1e20, 1",
+        )
+        .await?;
+        assert_eq!(total(&g), Some(1e20));
+        let g = go(step(&[(1, "ann", "1e20", "D")]), "1e20 deleted").await?;
+        assert_eq!(total(&g), Some(1.0));
+        let g = go(step(&[(3, "ann", "\"NaN\"", "U")]), "a NaN").await?;
+        assert!(total(&g).is_some_and(f64::is_nan));
+        let g = go(step(&[(3, "ann", "\"NaN\"", "D")]), "the NaN deleted").await?;
+        assert_eq!(total(&g), Some(1.0));
+        let both = [
+            (4, "ann", "\"Infinity\"", "U"),
+            (5, "ann", "\"-Infinity\"", "U"),
+        ];
+        let g = go(step(&both), "both infinities").await?;
+        assert!(total(&g).is_some_and(f64::is_nan));
+        let g = go(step(&[(5, "ann", "0.5", "U")]), "-Inf updated").await?;
+        assert_eq!(total(&g), Some(f64::INFINITY));
+        let g = go(step(&[(4, "ann", "2.0", "U")]), "+Inf updated").await?;
+        assert_eq!(total(&g), Some(3.5));
+        // Random changes over a few keys: NaN, infinities, large and small values, nulls.
+        let pool = [
+            "0.25",
+            "1.0",
+            "-3.5",
+            "2.75",
+            "1e15",
+            "-1e15",
+            "1e20",
+            "7e18",
+            "\"NaN\"",
+            "\"Infinity\"",
+            "\"-Infinity\"",
+            "null",
+        ];
+        let mut rng = fastrand::Rng::with_seed(37);
+        for round in 0..12 {
+            let changes: Vec<(i64, &str, &str, &str)> = (0..rng.usize(1..8))
+                .map(|_| {
+                    let op = if rng.u8(0..4) == 0 { "D" } else { "U" };
+                    let owner = ["ann", "bob"][rng.usize(0..2)];
+                    (rng.i64(10..20), owner, pool[rng.usize(0..pool.len())], op)
+                })
+                .collect();
+            go(step(&changes), &format!("round {round}")).await?;
+        }
+    }
+    Ok(())
+}

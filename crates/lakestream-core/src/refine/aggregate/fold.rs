@@ -1,7 +1,9 @@
 //! Signed folding and merging of groups: the rows of a batch folded, each with its sign (`+1`
 //! added, `-1` retracted), into per-group accumulators, and a run's delta merged with a group's
 //! stored state (counts and sums add up, a group with no rows left goes, a retracted `min` /
-//! `max` at or beyond the group's extreme makes it be recomputed from the source).
+//! `max` at or beyond the group's extreme, or a float sum that cannot be trusted
+//! ([`FloatSum::merged`](super::float::FloatSum::merged)), makes it be recomputed from the
+//! source).
 
 use super::groups::{Acc, Evaluator, Groups, Num, Outcome, Slot, sum_kind};
 use crate::error::{Error, Result};
@@ -88,7 +90,7 @@ impl Evaluator {
                     (Slot::Sum { n, sum }, Input::Floats(a)) if a.is_valid(r) => {
                         *n += s;
                         if let Num::Float(x) = sum {
-                            *x += a.value(r) * s as f64;
+                            x.fold(a.value(r), s);
                         }
                     }
                     (Slot::Extreme { best, retracted }, Input::Rows(a, rows)) if a.is_valid(r) => {
@@ -128,9 +130,12 @@ impl Evaluator {
                     let n = n1 + n2;
                     let sum = match (s1, s2) {
                         (Num::Int(a), Num::Int(b)) => Num::Int(a + b),
-                        // No value left: exactly zero (no float residue of retractions).
-                        _ if n == 0 => Num::Float(0.0),
-                        (Num::Float(a), Num::Float(b)) => Num::Float(a + b),
+                        // NaN/Inf counts add; the compensated finite sums add unless the
+                        // result cannot be trusted (recomputed from the source).
+                        (Num::Float(a), Num::Float(b)) => match a.merged(b, n) {
+                            Some(f) => Num::Float(f),
+                            None => return Ok(Outcome::Recompute),
+                        },
                         _ => return Err(Error::Internal("sum kinds differ".into())),
                     };
                     Slot::Sum { n, sum }

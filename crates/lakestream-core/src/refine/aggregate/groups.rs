@@ -9,6 +9,7 @@
 //! be recomputed from the source.
 
 use super::filter::RowFilter;
+pub(crate) use super::float::FloatSum;
 use crate::error::{Error, Result};
 use deltalake::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, new_null_array};
 use deltalake::arrow::compute::cast;
@@ -18,13 +19,14 @@ use deltalake::arrow::row::{RowConverter, SortField};
 use lakestream_formats::refine::aggregate::{AggregateConfig, GroupExpr, Measure, MeasureFn};
 use std::sync::Arc;
 
-/// A sum: exact for integers, floating for floats.
+/// A sum: exact for integers; for floats NaN and infinities counted apart and the finite
+/// values compensated ([`FloatSum`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Num {
     /// Integer columns.
     Int(i128),
     /// Float columns.
-    Float(f64),
+    Float(FloatSum),
 }
 
 /// One measure's accumulator.
@@ -275,7 +277,7 @@ impl Evaluator {
                         sum: if sum_kind(&m.input_type) == Some(true) {
                             Num::Int(0)
                         } else {
-                            Num::Float(0.0)
+                            Num::Float(FloatSum::default())
                         },
                     },
                     MeasureFn::Min | MeasureFn::Max => Slot::Extreme {
@@ -335,6 +337,14 @@ impl Evaluator {
     /// The group expressions.
     pub fn exprs(&self) -> &[GroupExpr] {
         &self.exprs
+    }
+
+    /// Whether output column `name` is float state an output written before it existed may
+    /// lack (read as zero, added by the next run).
+    pub fn optional_column(&self, name: &str) -> bool {
+        self.names.iter().zip(&self.measures).any(|(m, spec)| {
+            sum_kind(&spec.input_type) == Some(false) && super::float::optional_column(m, name)
+        })
     }
 }
 

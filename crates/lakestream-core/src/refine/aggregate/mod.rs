@@ -18,12 +18,15 @@
 
 pub(crate) mod changes;
 mod filter;
+mod float;
 mod fold;
 pub(crate) mod groups;
 mod merge;
 mod prune;
 mod rows;
 mod spec;
+#[cfg(test)]
+mod tests;
 
 use super::chunk::ChunkLimits;
 use super::context::{JOB_PROPERTY, RunContext, source_id_property};
@@ -121,7 +124,8 @@ impl ChangePlanner for AggregatePlanner<'_, '_> {
 
         // The output files that can hold a touched group, and the groups' stored states.
         let out_schema: SchemaRef = match state.version {
-            Some(_) => output.arrow_schema()?,
+            // An output written before the float state columns gains them.
+            Some(_) => ev.with_state_columns(&output.arrow_schema()?),
             None => target::nullable_partitions(&ev.output_schema(), &partition_by),
         };
         let stored = if state.version.is_some() && read.delta.len() > 0 {

@@ -49,6 +49,7 @@ pub(super) fn same_spec(
                     f.data_type()
                 ));
             }
+            Err(_) if ev.optional_column(f.name()) => {}
             Err(_) => {
                 return Err(format!(
                     "the output has no column `{}` (the job's definition changed): {rebuild}",

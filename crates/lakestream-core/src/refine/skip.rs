@@ -46,8 +46,8 @@ pub async fn skip_to(
         }
         JobKind::Aggregate(_) => {
             return Err(Error::Config(format!(
-                "refine job `{}`: --skip-to is not supported for aggregates (skipped changes would leave every group inexact); rebuild it instead: delete its output table and run the job, whose first run reads the source's snapshot",
-                cfg.job
+                "refine job `{}`: --skip-to is not supported for aggregates (skipped changes would leave every group inexact); rebuild it instead: `lakestream refine {} --rebuild` (its first run reads the source's snapshot)",
+                cfg.job, cfg.job
             )));
         }
         JobKind::Upsert(_) => {

@@ -70,8 +70,7 @@ fn gone(job: &str, v: u64, after: u64, latest: u64, what: &str) -> String {
     format!(
         "{what} for version {v} is gone (log retention or vacuum); the job is {} version(s) \
          behind (consumed {after}, latest {latest}). An aggregate cannot skip changes: rebuild it \
-         (delete its output table and run `lakestream refine {job}`: the first run reads the \
-         source's snapshot)",
+         with `lakestream refine {job} --rebuild` (its first run reads the source's snapshot)",
         latest.saturating_sub(after)
     )
 }

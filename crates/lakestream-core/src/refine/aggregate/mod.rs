@@ -197,13 +197,14 @@ fn evaluator(
         table: a.source.clone(),
         reason,
     };
-    if state.version.is_some() && consumed.is_none() {
-        // Folding the snapshot into existing groups would count every row twice.
+    // Folding the snapshot into existing groups would count every row twice; an output
+    // emptied by `--rebuild` has no groups left.
+    if state.version.is_some() && consumed.is_none() && output.num_live_files()? > 0 {
         return Err(refuse(format!(
             "the output `{}` exists but records no consumption of this source (its `txn` \
-             expired, or the job's source was renamed): rebuild it (delete the output table \
-             and run the job again)",
-            cfg.output
+             expired, or the job's source was renamed): rebuild it with `lakestream refine {} \
+             --rebuild`",
+            cfg.output, cfg.job
         )));
     }
     let columns = source_columns(source, a)?;

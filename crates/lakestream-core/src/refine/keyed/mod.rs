@@ -25,6 +25,7 @@ pub(crate) mod rewrite;
 mod run;
 pub mod target;
 pub mod tombstones;
+pub mod values;
 
 use super::context::{JOB_PROPERTY, RunContext, source_id_property};
 use super::report::{RunCounts, RunReport, SideReport, UpsertCounts};

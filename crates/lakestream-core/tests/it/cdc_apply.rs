@@ -494,7 +494,15 @@ async fn feed_of(l: &Lake, v: Option<u64>) -> Result<Vec<String>> {
     let (id, val, doc, kind) = (id?, val?, doc?, kind?);
     let g = |c: &Vec<Option<String>>, i: usize| c[i].clone().unwrap_or_else(|| "-".into());
     let mut rows: Vec<String> = (0..b.num_rows())
-        .map(|i| format!("{} {} {} {}", g(&id, i), g(&val, i), g(&doc, i), g(&kind, i)))
+        .map(|i| {
+            format!(
+                "{} {} {} {}",
+                g(&id, i),
+                g(&val, i),
+                g(&doc, i),
+                g(&kind, i)
+            )
+        })
         .collect();
     rows.sort();
     Ok(rows)
@@ -519,13 +527,16 @@ async fn scd1_unchanged_rows_write_nothing_and_toast_placeholders_keep_the_value
         let row = |id: i64, v: &str, doc: &str| -> String {
             format!(r#"{{"id":{id},"v":"{v}","doc":"{doc}"}}"#)
         };
-        let mut step = async |changes: Vec<(&str, &str, String)>| -> Result<(UpsertCounts, Vec<String>)> {
-            let c: Vec<BronzeChange<'_>> =
-                changes.iter().map(|(o, q, r)| (*o, *q, r.as_str())).collect();
-            append_bronze(&l, BRONZE, None, &c, &schema).await?;
-            let (counts, v) = apply_v(&cfg, &l, &s).await?;
-            Ok((counts, feed_of(&l, v).await?))
-        };
+        let step =
+            async |changes: Vec<(&str, &str, String)>| -> Result<(UpsertCounts, Vec<String>)> {
+                let c: Vec<BronzeChange<'_>> = changes
+                    .iter()
+                    .map(|(o, q, r)| (*o, *q, r.as_str()))
+                    .collect();
+                append_bronze(&l, BRONZE, None, &c, &schema).await?;
+                let (counts, v) = apply_v(&cfg, &l, &s).await?;
+                Ok((counts, feed_of(&l, v).await?))
+            };
         step(vec![
             ("r", "s05", row(1, "a", "big")),
             ("r", "s05", row(2, "b", "x")),
@@ -580,7 +591,11 @@ async fn scd1_unchanged_rows_write_nothing_and_toast_placeholders_keep_the_value
         .await?;
         assert_eq!(
             silver_docs(&l).await?,
-            docs(&[["1", "a5", "-", "s14"], ["2", "b2", "x", "s12"], ["3", "new", "-", "s14"]]),
+            docs(&[
+                ["1", "a5", "-", "s14"],
+                ["2", "b2", "x", "s12"],
+                ["3", "new", "-", "s14"]
+            ]),
             "{backend:?}"
         );
     }

@@ -418,7 +418,11 @@ fn assert_timeline(rows: &[Version], what: &str) {
             .collect();
         let n = ids.len();
         ids.dedup();
-        assert_eq!(ids.len(), n, "{what}: as of {t} a key has two versions: {rows:?}");
+        assert_eq!(
+            ids.len(),
+            n,
+            "{what}: as of {t} a key has two versions: {rows:?}"
+        );
     }
 }
 
@@ -450,29 +454,81 @@ async fn scd2_history_is_a_timeline_whatever_the_source_times() -> Result<()> {
                 row(1, "changed", "u", cdc, Some("2025-11-29T11:35:00Z"), ing),
                 // Debezium: a snapshot row (lsn 100) read at 11:50, then a change at lsn 200
                 // committed at 11:45.
-                row(2, "snap", "r", "00000000000000000100", Some("2025-11-29T11:50:00Z"), ing),
-                row(2, "stream", "u", "00000000000000000200", Some("2025-11-29T11:45:00Z"), ing),
+                row(
+                    2,
+                    "snap",
+                    "r",
+                    "00000000000000000100",
+                    Some("2025-11-29T11:50:00Z"),
+                    ing,
+                ),
+                row(
+                    2,
+                    "stream",
+                    "u",
+                    "00000000000000000200",
+                    Some("2025-11-29T11:45:00Z"),
+                    ing,
+                ),
             ])
             .await?;
         apply(&cfg, &l, &s).await?.context("run 1")?;
         // Plain files, no timestamp column: b.csv (later in `__seq`) arrives first.
         let file = |f: &str| format!("0|00000000000000000000|files/t/{f}|000000000001");
         bronze
-            .send_json(&[row(3, "b", "c", &file("b.csv"), None, "2025-11-29T11:05:00Z")])
+            .send_json(&[row(
+                3,
+                "b",
+                "c",
+                &file("b.csv"),
+                None,
+                "2025-11-29T11:05:00Z",
+            )])
             .await?;
         apply(&cfg, &l, &s).await?.context("run 2")?;
         bronze
-            .send_json(&[row(3, "a", "c", &file("a.csv"), None, "2025-11-29T11:10:00Z")])
+            .send_json(&[row(
+                3,
+                "a",
+                "c",
+                &file("a.csv"),
+                None,
+                "2025-11-29T11:10:00Z",
+            )])
             .await?;
         apply(&cfg, &l, &s).await?.context("run 3")?;
         let got = versions(&l).await?;
         assert_timeline(&got, &format!("{b:?}"));
         let want: Vec<Version> = vec![
-            (1, "loaded".into(), load.into(), Some(at(40, 0)), Some(at(40, 0))),
+            (
+                1,
+                "loaded".into(),
+                load.into(),
+                Some(at(40, 0)),
+                Some(at(40, 0)),
+            ),
             (1, "changed".into(), cdc.into(), Some(at(40, 0)), None),
-            (2, "snap".into(), "00000000000000000100".into(), Some(at(50, 0)), Some(at(50, 0))),
-            (2, "stream".into(), "00000000000000000200".into(), Some(at(50, 0)), None),
-            (3, "a".into(), file("a.csv"), Some(at(10, 0)), Some(at(10, 0))),
+            (
+                2,
+                "snap".into(),
+                "00000000000000000100".into(),
+                Some(at(50, 0)),
+                Some(at(50, 0)),
+            ),
+            (
+                2,
+                "stream".into(),
+                "00000000000000000200".into(),
+                Some(at(50, 0)),
+                None,
+            ),
+            (
+                3,
+                "a".into(),
+                file("a.csv"),
+                Some(at(10, 0)),
+                Some(at(10, 0)),
+            ),
             (3, "b".into(), file("b.csv"), Some(at(10, 0)), None),
         ];
         assert_eq!(got, want, "{b:?}");
@@ -480,12 +536,23 @@ async fn scd2_history_is_a_timeline_whatever_the_source_times() -> Result<()> {
         // A late Debezium change of 2 (lsn 150, committed 11:30): placed between, clamped to
         // the snapshot's start; the stored starts give what the raw times give.
         bronze
-            .send_json(&[row(2, "mid", "u", "00000000000000000150", Some("2025-11-29T11:30:00Z"), ing)])
+            .send_json(&[row(
+                2,
+                "mid",
+                "u",
+                "00000000000000000150",
+                Some("2025-11-29T11:30:00Z"),
+                ing,
+            )])
             .await?;
         apply(&cfg, &l, &s).await?.context("run 4")?;
         let got = versions(&l).await?;
         assert_timeline(&got, &format!("{b:?} after the late change"));
-        let two: Vec<_> = got.iter().filter(|r| r.0 == 2).map(|r| (r.1.as_str(), r.3, r.4)).collect();
+        let two: Vec<_> = got
+            .iter()
+            .filter(|r| r.0 == 2)
+            .map(|r| (r.1.as_str(), r.3, r.4))
+            .collect();
         assert_eq!(
             two,
             [
@@ -512,7 +579,11 @@ async fn a_change_that_changes_nothing_makes_no_version() -> Result<()> {
         let mut bronze = Bronze::new(&cfg)?;
         // v1 A, then a re-snapshot of A (`r`, a later position) in the same run.
         bronze
-            .send(&[(Some(1), "A", "c", 10), (Some(1), "A", "r", 20), (Some(2), "x", "c", 11)])
+            .send(&[
+                (Some(1), "A", "c", 10),
+                (Some(1), "A", "r", 20),
+                (Some(2), "x", "c", 11),
+            ])
             .await?;
         let v = apply(&cfg, &l, &s).await?.context("run 1")?;
         assert_eq!(
@@ -525,7 +596,11 @@ async fn a_change_that_changes_nothing_makes_no_version() -> Result<()> {
             .send(&[(Some(1), "A", "r", 25), (Some(2), "x", "r", 25)])
             .await?;
         let v = apply(&cfg, &l, &s).await?.context("run 2")?;
-        assert!(feed(&l, v).await?.is_empty(), "{b:?}: {:?}", feed(&l, v).await?);
+        assert!(
+            feed(&l, v).await?.is_empty(),
+            "{b:?}: {:?}",
+            feed(&l, v).await?
+        );
         // v3 B: A from v1's start to v3, B from v3.
         bronze.send(&[(Some(1), "B", "u", 30)]).await?;
         let v = apply(&cfg, &l, &s).await?.context("run 3")?;
@@ -554,10 +629,20 @@ async fn a_change_that_changes_nothing_makes_no_version() -> Result<()> {
             "{b:?}"
         );
         // Two equal updates of 2 in one run: one version.
-        bronze.send(&[(Some(2), "y", "u", 12), (Some(2), "y", "u", 13)]).await?;
+        bronze
+            .send(&[(Some(2), "y", "u", 12), (Some(2), "y", "u", 13)])
+            .await?;
         apply(&cfg, &l, &s).await?.context("run 5")?;
-        let two: Vec<_> = silver(&l).await?.into_iter().filter(|r| r.0 == "2").collect();
-        assert_eq!(two, t4(&[("2", "x", "11", "12"), ("2", "y", "12", "-")]), "{b:?}");
+        let two: Vec<_> = silver(&l)
+            .await?
+            .into_iter()
+            .filter(|r| r.0 == "2")
+            .collect();
+        assert_eq!(
+            two,
+            t4(&[("2", "x", "11", "12"), ("2", "y", "12", "-")]),
+            "{b:?}"
+        );
         assert_timeline(&versions(&l).await?, &format!("{b:?}"));
     }
     Ok(())
@@ -582,7 +667,11 @@ async fn a_toast_placeholder_is_the_previous_versions_value() -> Result<()> {
             )
         };
         bronze
-            .send_json(&[ch(1, "a", "big text", "c", 10), ch(1, "b", P, "u", 20), ch(2, "x", P, "c", 15)])
+            .send_json(&[
+                ch(1, "a", "big text", "c", 10),
+                ch(1, "b", P, "u", 20),
+                ch(2, "x", P, "c", 15),
+            ])
             .await?;
         apply(&cfg, &l, &s).await?.context("run 1")?;
         bronze.send_json(&[ch(1, "c", P64, "u", 30)]).await?;
@@ -597,11 +686,18 @@ async fn a_toast_placeholder_is_the_previous_versions_value() -> Result<()> {
         };
         let all = read::read_table(&l, "silver/hist", None).await?;
         let want = |r: &[(&str, &str, &str)]| -> Vec<(String, String, String)> {
-            r.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect()
+            r.iter()
+                .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+                .collect()
         };
         assert_eq!(
             docs(&all)?,
-            want(&[("10", "a", "big text"), ("15", "x", "-"), ("20", "b", "big text"), ("30", "c", "big text")]),
+            want(&[
+                ("10", "a", "big text"),
+                ("15", "x", "-"),
+                ("20", "b", "big text"),
+                ("30", "c", "big text")
+            ]),
             "{b:?}"
         );
         let c = lakestream_core::inspect::changes(&l, "silver/hist", v, Some(v)).await?;

@@ -17,9 +17,7 @@ mod template;
 
 pub use column::{CdcColumn, CdcType};
 pub use layout::{bronze, silver};
-pub use source::{
-    CdcSource, DEFAULT_TOAST_PLACEHOLDER, ObjectSource, SourceSettings, TopicSource,
-};
+pub use source::{CdcSource, DEFAULT_TOAST_PLACEHOLDER, ObjectSource, SourceSettings, TopicSource};
 pub use template::topic_matches;
 use template::{check_template, fill, fixed_prefix, unfill};
 

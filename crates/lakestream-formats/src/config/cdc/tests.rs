@@ -297,7 +297,10 @@ fn a_debezium_family_has_a_toast_placeholder_that_reaches_its_apply_jobs() -> an
             _ => anyhow::bail!("not a CDC job"),
         }
     };
-    assert_eq!(placeholder(0)?.as_deref(), Some(super::DEFAULT_TOAST_PLACEHOLDER));
+    assert_eq!(
+        placeholder(0)?.as_deref(),
+        Some(super::DEFAULT_TOAST_PLACEHOLDER)
+    );
     assert_eq!(placeholder(1)?.as_deref(), Some("~toast~"));
     assert_eq!(placeholder(2)?, None);
     assert!(

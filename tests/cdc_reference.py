@@ -10,10 +10,13 @@ Debezium and Kafka do (one message per change, each delete followed by its tombs
 way at-least-once breaks it: some changes re-sent later at a new offset (a connector restart),
 some delivered behind later changes, batches of random size, some batches delivered twice. The
 reference applies what was delivered (by Kafka offset, once):
-- SCD1: per key, the change with the greatest `__seq` (`<lsn, 20 digits>|<offset, 20 digits>`);
-  a delete there leaves no row.
-- SCD2: per key, one row per upsert (`c`, `u`, `r`) in `__seq` order, closed (`__END_SEQ`,
-  `__END_AT`) by the next change of the key, upsert or delete; `__START_AT` = its commit time.
+- SCD2: per key, in `__seq` order (`<lsn, 20 digits>|<offset, 20 digits>`), one row per
+  upsert (`c`, `u`, `r`) whose row values differ from the open version's (an equal one, e.g. a
+  re-sent change, is no version), closed (`__END_SEQ`, `__END_AT`) by the next such upsert or
+  a delete; times on the key's clock: `__START_AT` = the running maximum of the commit times
+  of the key's versions and deletes so far, `__END_AT` = the closing event's.
+- SCD1: per key, the open version of SCD2 (its `__seq` and commit time `__source_ts`); a
+  delete last leaves no row.
 - the change feed: replayed commit by commit onto the previous reference, it gives the next.
 
 `DmsStream` is the same for an AWS DMS table: a full load file, then CDC files (`Op` I/U/D, a
@@ -172,36 +175,47 @@ def msk_event(batches):
             "bootstrapServers": "b-1.crm:9098"}
 
 
+def versions(changes, cols=ROW_COLS):
+    """Per key, in `__seq` order: the versions [(seq, change, start, end_seq, end_at)], an
+    upsert equal to the open version (row values) adding none; times a running maximum."""
+    per_key = {}
+    for seq, c in changes:
+        per_key.setdefault(c.key, {})[seq] = c
+    out = {}
+    for k, by_seq in per_key.items():
+        vs, open_, clock = [], None, None
+        for seq in sorted(by_seq):
+            c = by_seq[seq]
+            if c.op != "d" and open_ is not None and row_of(c.row, cols) == row_of(open_[1].row, cols):
+                continue
+            clock = c.ts_us if clock is None else max(clock, c.ts_us)
+            if open_ is not None:
+                open_[3:] = [seq, clock]
+                open_ = None
+            if c.op != "d":
+                open_ = [seq, c, clock, None, None]
+                vs.append(open_)
+        out[k] = (vs, open_)
+    return out
+
+
 def scd1(changes, cols=ROW_COLS):
     """SCD1 reference: {key: row} with `__seq` and `__source_ts` (µs)."""
-    best = {}
-    for seq, c in changes:
-        if c.key not in best or seq > best[c.key][0]:
-            best[c.key] = (seq, c)
     out = {}
-    for k, (seq, c) in best.items():
-        if c.op != "d":
+    for k, (_, open_) in versions(changes, cols).items():
+        if open_ is not None:
+            seq, c = open_[0], open_[1]
             out[k] = {**row_of(c.row, cols), "__seq": seq, "__source_ts": c.ts_us}
     return out
 
 
 def scd2(changes, cols=ROW_COLS):
     """SCD2 reference: {(key, seq): row} with `__START_AT`, `__END_AT`, `__END_SEQ` (µs)."""
-    per_key = {}
-    for seq, c in changes:
-        per_key.setdefault(c.key, {})[seq] = c
     out = {}
-    for k, by_seq in per_key.items():
-        open_ = None
-        for seq in sorted(by_seq):
-            c = by_seq[seq]
-            if open_ is not None:
-                out[open_].update({"__END_SEQ": seq, "__END_AT": c.ts_us})
-                open_ = None
-            if c.op != "d":
-                open_ = (k, seq)
-                out[open_] = {**row_of(c.row, cols), "__seq": seq, "__START_AT": c.ts_us,
-                              "__END_AT": None, "__END_SEQ": None}
+    for k, (vs, _) in versions(changes, cols).items():
+        for seq, c, start, end_seq, end_at in vs:
+            out[(k, seq)] = {**row_of(c.row, cols), "__seq": seq, "__START_AT": start,
+                             "__END_AT": end_at, "__END_SEQ": end_seq}
     return out
 
 

@@ -2,7 +2,9 @@
 //! out-of-order changes across runs, redelivery, deletes and their tombstones, re-insert,
 //! truncates, a new bronze column, keys from the bronze property or the config; two runs at
 //! once, a compaction racing the apply, a run killed between its tombstone and silver commits;
-//! a family's tables expanded into jobs.
+//! a family's tables expanded into jobs. Issue 37: a change equal to the silver row writes
+//! nothing (a re-snapshot commits no row and no feed row); a TOAST placeholder takes the
+//! previous value (silver row, or an earlier change in the run; null after a delete).
 
 use super::faults::Faults;
 use anyhow::{Context, Result};
@@ -441,6 +443,159 @@ keys = { "sales.items" = ["id"] }
                 "silver/crm/public/users",
                 "silver/crm/sales/items",
             ],
+            "{backend:?}"
+        );
+    }
+    Ok(())
+}
+
+const TOAST: &str = "__debezium_unavailable_value";
+
+/// (id, v, doc, __seq) of silver, sorted; `-` for null.
+async fn silver_docs(l: &Lake) -> Result<Vec<[String; 4]>> {
+    let b = read::read_table(l, SILVER, None).await?;
+    let cols = ["id", "v", "doc", "__seq"].map(|c| strings(&b, c));
+    let [id, v, doc, seq] = cols;
+    let (id, v, doc, seq) = (id?, v?, doc?, seq?);
+    let g = |c: &Vec<Option<String>>, i: usize| c[i].clone().unwrap_or_else(|| "-".into());
+    let mut rows: Vec<[String; 4]> = (0..b.num_rows())
+        .map(|i| [g(&id, i), g(&v, i), g(&doc, i), g(&seq, i)])
+        .collect();
+    rows.sort();
+    Ok(rows)
+}
+
+fn docs(rows: &[[&str; 4]]) -> Vec<[String; 4]> {
+    let mut v: Vec<[String; 4]> = rows.iter().map(|r| r.map(str::to_string)).collect();
+    v.sort();
+    v
+}
+
+/// One apply run: its counts and the silver version it committed.
+async fn apply_v(
+    cfg: &PipelineConfig,
+    l: &Lake,
+    s: &CommitSettings,
+) -> Result<(UpsertCounts, Option<u64>)> {
+    let job = cfg.refine_job("orders").context("job")?;
+    let ctx = RunContext::new(cfg, l, s, chrono::Utc::now());
+    let r = run_job(&ctx, job, 1000).await?;
+    let v = r.runs.iter().filter_map(|r| r.output_version).max();
+    Ok((r.upserted(), v))
+}
+
+/// The feed rows of silver version `v`: "id v doc _change_type", sorted.
+async fn feed_of(l: &Lake, v: Option<u64>) -> Result<Vec<String>> {
+    let Some(v) = v else { return Ok(vec![]) };
+    let c = lakestream_core::inspect::changes(l, SILVER, v, Some(v)).await?;
+    let b = &c.rows;
+    let cols = ["id", "v", "doc", "_change_type"].map(|n| strings(b, n));
+    let [id, val, doc, kind] = cols;
+    let (id, val, doc, kind) = (id?, val?, doc?, kind?);
+    let g = |c: &Vec<Option<String>>, i: usize| c[i].clone().unwrap_or_else(|| "-".into());
+    let mut rows: Vec<String> = (0..b.num_rows())
+        .map(|i| {
+            format!(
+                "{} {} {} {}",
+                g(&id, i),
+                g(&val, i),
+                g(&doc, i),
+                g(&kind, i)
+            )
+        })
+        .collect();
+    rows.sort();
+    Ok(rows)
+}
+
+/// Issue 37 items 2 and 3 in SCD1, with Debezium-shaped bronze rows (PostgreSQL, default
+/// `REPLICA IDENTITY`: an UPDATE that leaves the TOASTed `doc` alone sends the placeholder).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scd1_unchanged_rows_write_nothing_and_toast_placeholders_keep_the_value() -> Result<()> {
+    let schema: SchemaRef = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("v", DataType::Utf8, true),
+        Field::new("doc", DataType::Utf8, true),
+    ]));
+    let p64 = "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==";
+    for backend in backends() {
+        let lake = TestLake::new(backend, "cdc-scd1-values")?;
+        let keys = format!("keys = [\"id\"]\ntoast_placeholder = \"{TOAST}\"");
+        let cfg = config(&lake, &keys)?;
+        let l = Lake::new(&cfg.lake)?;
+        let s: CommitSettings = (&cfg.commit).into();
+        let row = |id: i64, v: &str, doc: &str| -> String {
+            format!(r#"{{"id":{id},"v":"{v}","doc":"{doc}"}}"#)
+        };
+        let step =
+            async |changes: Vec<(&str, &str, String)>| -> Result<(UpsertCounts, Vec<String>)> {
+                let c: Vec<BronzeChange<'_>> = changes
+                    .iter()
+                    .map(|(o, q, r)| (*o, *q, r.as_str()))
+                    .collect();
+                append_bronze(&l, BRONZE, None, &c, &schema).await?;
+                let (counts, v) = apply_v(&cfg, &l, &s).await?;
+                Ok((counts, feed_of(&l, v).await?))
+            };
+        step(vec![
+            ("r", "s05", row(1, "a", "big")),
+            ("r", "s05", row(2, "b", "x")),
+        ])
+        .await?;
+        // An update that leaves doc alone; a re-snapshot row of 2 equal to silver.
+        let (counts, feed) = step(vec![
+            ("u", "s07", row(1, "a2", TOAST)),
+            ("r", "s08", row(2, "b", "x")),
+        ])
+        .await?;
+        assert_eq!(
+            feed,
+            ["1 a big update_preimage", "1 a2 big update_postimage"],
+            "{backend:?}"
+        );
+        assert_eq!((counts.inserted, counts.updated), (0, 1), "{backend:?}");
+        // A re-snapshot of the unchanged table: no row written, no feed row.
+        let (counts, feed) = step(vec![
+            ("r", "s09", row(1, "a2", "big")),
+            ("r", "s09", row(2, "b", "x")),
+        ])
+        .await?;
+        assert!(feed.is_empty(), "{backend:?}: {feed:?}");
+        assert_eq!((counts.inserted, counts.updated), (0, 0), "{backend:?}");
+        assert_eq!(
+            silver_docs(&l).await?,
+            docs(&[["1", "a2", "big", "s07"], ["2", "b", "x", "s05"]]),
+            "{backend:?}"
+        );
+        // In one run: doc changed, then an update leaving it alone (the earlier change's
+        // value); 2 as base64 of the placeholder's bytes (a bytea column without schemas).
+        step(vec![
+            ("u", "s10", row(1, "a3", "big2")),
+            ("u", "s11", row(1, "a4", TOAST)),
+            // A repeat of s11 (a restart's re-emission): the version starts at s11.
+            ("u", "s115", row(1, "a4", "big2")),
+            ("u", "s12", row(2, "b2", p64)),
+        ])
+        .await?;
+        assert_eq!(
+            silver_docs(&l).await?,
+            docs(&[["1", "a4", "big2", "s11"], ["2", "b2", "x", "s12"]]),
+            "{backend:?}"
+        );
+        // After a delete there is no value before: null, never the placeholder.
+        step(vec![
+            ("d", "s13", row(1, "a4", "big2")),
+            ("c", "s14", row(1, "a5", TOAST)),
+            ("c", "s14", row(3, "new", TOAST)),
+        ])
+        .await?;
+        assert_eq!(
+            silver_docs(&l).await?,
+            docs(&[
+                ["1", "a5", "-", "s14"],
+                ["2", "b2", "x", "s12"],
+                ["3", "new", "-", "s14"]
+            ]),
             "{backend:?}"
         );
     }

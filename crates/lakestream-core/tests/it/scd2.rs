@@ -1,7 +1,10 @@
 //! SCD type 2 apply (issue 26): a bronze table of changes applied into silver with history
 //! intervals and Delta's change data feed: in-order history, a late change placed in the
 //! middle, a delete closing the open row, a re-insert opening a new one, a redelivery changing
-//! nothing, a truncate closing every row; the feed rows of each run.
+//! nothing, a truncate closing every row; the feed rows of each run. Issue 37: the history is
+//! a timeline (a running-maximum clock per key) for DMS full load + CDC, Debezium snapshots
+//! and files without a timestamp; a change that changes nothing makes no version; a TOAST
+//! placeholder takes the previous version's value.
 
 use anyhow::{Context, Result};
 use lakestream_core::commit::CommitSettings;
@@ -19,6 +22,7 @@ schema_mode = "merge"
 columns = [
   { name = "id", type = "int64" },
   { name = "v", type = "string" },
+  { name = "doc", type = "string" },
   { name = "__op", type = "string", nullable = false },
   { name = "__seq", type = "string", nullable = false },
   { name = "__source_ts", type = "timestamp" },
@@ -32,6 +36,7 @@ output = "silver/hist"
 source = "raw/bronze"
 keys = ["id"]
 scd = 2
+toast_placeholder = "__debezium_unavailable_value"
 "#;
 
 fn config(lake: &TestLake) -> Result<PipelineConfig> {
@@ -67,6 +72,20 @@ impl Bronze {
             ing: KafkaIngestor::new(cfg.clone(), clock)?,
             off: 0,
         })
+    }
+
+    /// Ingest bronze rows given as JSON objects; none may be dead-lettered.
+    async fn send_json(&mut self, rows: &[String]) -> Result<()> {
+        let records: Vec<SourceRecord> = rows
+            .iter()
+            .map(|json| {
+                self.off += 1;
+                SourceRecord::new("bronze", 0, self.off, 0, json.as_bytes())
+            })
+            .collect();
+        let r = self.ing.ingest(&records).await?;
+        anyhow::ensure!(r.dead_lettered == 0, "dead letters: {r:?}");
+        Ok(())
     }
 
     /// Ingest (id, value, op, seq) changes; none may be dead-lettered.
@@ -338,6 +357,354 @@ async fn a_delete_or_truncate_delivered_first_closes_what_arrives_later() -> Res
             at_35.is_some_and(|t| t.starts_with("2026-01-01T00:01:35")),
             "{b:?}: {at_35:?}"
         );
+    }
+    Ok(())
+}
+
+/// A bronze row: id, value, op, `__seq`, `__source_ts` (None: only `__ingested_at`, `ingested`).
+fn row(id: i64, v: &str, op: &str, seq: &str, ts: Option<&str>, ingested: &str) -> String {
+    let ts = ts.map_or(String::new(), |t| format!(r#""__source_ts":"{t}","#));
+    format!(
+        r#"{{"id":{id},"v":"{v}","__op":"{op}","__seq":"{seq}",{ts}"__ingested_at":"{ingested}"}}"#
+    )
+}
+
+/// Silver rows as (id, v, __seq, __START_AT µs, __END_AT µs), sorted by id then `__seq`.
+type Version = (i64, String, String, Option<i64>, Option<i64>);
+
+async fn versions(l: &Lake) -> Result<Vec<Version>> {
+    let b = read::read_table(l, "silver/hist", None).await?;
+    let ids = lakestream_testkit::int64s(&b, "id")?;
+    let (v, s) = (strings(&b, "v")?, strings(&b, "__seq")?);
+    let (st, en) = (
+        lakestream_testkit::int64s(&b, "__START_AT")?,
+        lakestream_testkit::int64s(&b, "__END_AT")?,
+    );
+    let mut rows: Vec<Version> = (0..b.num_rows())
+        .map(|i| {
+            (
+                ids[i].unwrap_or_default(),
+                v[i].clone().unwrap_or_default(),
+                s[i].clone().unwrap_or_default(),
+                st[i],
+                en[i],
+            )
+        })
+        .collect();
+    rows.sort_by(|a, b| (a.0, &a.2).cmp(&(b.0, &b.2)));
+    Ok(rows)
+}
+
+/// Per key, in `__seq` order: no inverted interval, each version starts where the previous
+/// ended (so none overlap), and an as-of query finds at most one version at every time.
+fn assert_timeline(rows: &[Version], what: &str) {
+    for r in rows {
+        if let (Some(s), Some(e)) = (r.3, r.4) {
+            assert!(s <= e, "{what}: inverted interval {r:?}");
+        }
+    }
+    for w in rows.windows(2) {
+        if w[0].0 == w[1].0 && w[0].4.is_some() {
+            assert!(w[0].4 <= w[1].3, "{what}: {:?} overlaps {:?}", w[0], w[1]);
+        }
+    }
+    let mut times: Vec<i64> = rows.iter().flat_map(|r| [r.3, r.4]).flatten().collect();
+    times.extend(times.clone().iter().flat_map(|t| [t - 1, t + 1]));
+    for t in times {
+        let mut ids: Vec<i64> = rows
+            .iter()
+            .filter(|r| r.3.is_some_and(|s| s <= t) && r.4.is_none_or(|e| t < e))
+            .map(|r| r.0)
+            .collect();
+        let n = ids.len();
+        ids.dedup();
+        assert_eq!(
+            ids.len(),
+            n,
+            "{what}: as of {t} a key has two versions: {rows:?}"
+        );
+    }
+}
+
+/// µs of `2025-11-29T11:mm:ssZ`.
+fn at(mm: u32, ss: u32) -> i64 {
+    1_764_414_000_000_000 + (i64::from(mm) * 60 + i64::from(ss)) * 1_000_000
+}
+
+/// Issue 37 item 1: a DMS full-load row (its timestamp column is the transfer time) followed by
+/// a change committed during the load (an earlier time); a Debezium snapshot row read after a
+/// later-committed change; plain files without a timestamp delivered out of order; and a late
+/// change recomputed from the stored (clamped) starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scd2_history_is_a_timeline_whatever_the_source_times() -> Result<()> {
+    for b in backends() {
+        let lake = TestLake::new(b, "scd2-timeline")?;
+        let cfg = config(&lake)?;
+        let l = Lake::new(&cfg.lake)?;
+        let s = CommitSettings::from(&cfg.commit);
+        let mut bronze = Bronze::new(&cfg)?;
+        let ing = "2025-11-29T12:00:00Z";
+        let load = "0|00001764416400000000|dms/erp/dbo/items/LOAD00000001.csv|000000000001";
+        let cdc = "1|00001764416100000000|dms/erp/dbo/items/20251129-1135000000.csv|000000000001";
+        bronze
+            .send_json(&[
+                // DMS: the full-load row at the transfer time 11:40, then the change committed
+                // at 11:35 during the load, written as CDC after it.
+                row(1, "loaded", "r", load, Some("2025-11-29T11:40:00Z"), ing),
+                row(1, "changed", "u", cdc, Some("2025-11-29T11:35:00Z"), ing),
+                // Debezium: a snapshot row (lsn 100) read at 11:50, then a change at lsn 200
+                // committed at 11:45.
+                row(
+                    2,
+                    "snap",
+                    "r",
+                    "00000000000000000100",
+                    Some("2025-11-29T11:50:00Z"),
+                    ing,
+                ),
+                row(
+                    2,
+                    "stream",
+                    "u",
+                    "00000000000000000200",
+                    Some("2025-11-29T11:45:00Z"),
+                    ing,
+                ),
+            ])
+            .await?;
+        apply(&cfg, &l, &s).await?.context("run 1")?;
+        // Plain files, no timestamp column: b.csv (later in `__seq`) arrives first.
+        let file = |f: &str| format!("0|00000000000000000000|files/t/{f}|000000000001");
+        bronze
+            .send_json(&[row(
+                3,
+                "b",
+                "c",
+                &file("b.csv"),
+                None,
+                "2025-11-29T11:05:00Z",
+            )])
+            .await?;
+        apply(&cfg, &l, &s).await?.context("run 2")?;
+        bronze
+            .send_json(&[row(
+                3,
+                "a",
+                "c",
+                &file("a.csv"),
+                None,
+                "2025-11-29T11:10:00Z",
+            )])
+            .await?;
+        apply(&cfg, &l, &s).await?.context("run 3")?;
+        let got = versions(&l).await?;
+        assert_timeline(&got, &format!("{b:?}"));
+        let want: Vec<Version> = vec![
+            (
+                1,
+                "loaded".into(),
+                load.into(),
+                Some(at(40, 0)),
+                Some(at(40, 0)),
+            ),
+            (1, "changed".into(), cdc.into(), Some(at(40, 0)), None),
+            (
+                2,
+                "snap".into(),
+                "00000000000000000100".into(),
+                Some(at(50, 0)),
+                Some(at(50, 0)),
+            ),
+            (
+                2,
+                "stream".into(),
+                "00000000000000000200".into(),
+                Some(at(50, 0)),
+                None,
+            ),
+            (
+                3,
+                "a".into(),
+                file("a.csv"),
+                Some(at(10, 0)),
+                Some(at(10, 0)),
+            ),
+            (3, "b".into(), file("b.csv"), Some(at(10, 0)), None),
+        ];
+        assert_eq!(got, want, "{b:?}");
+
+        // A late Debezium change of 2 (lsn 150, committed 11:30): placed between, clamped to
+        // the snapshot's start; the stored starts give what the raw times give.
+        bronze
+            .send_json(&[row(
+                2,
+                "mid",
+                "u",
+                "00000000000000000150",
+                Some("2025-11-29T11:30:00Z"),
+                ing,
+            )])
+            .await?;
+        apply(&cfg, &l, &s).await?.context("run 4")?;
+        let got = versions(&l).await?;
+        assert_timeline(&got, &format!("{b:?} after the late change"));
+        let two: Vec<_> = got
+            .iter()
+            .filter(|r| r.0 == 2)
+            .map(|r| (r.1.as_str(), r.3, r.4))
+            .collect();
+        assert_eq!(
+            two,
+            [
+                ("snap", Some(at(50, 0)), Some(at(50, 0))),
+                ("mid", Some(at(50, 0)), Some(at(50, 0))),
+                ("stream", Some(at(50, 0)), None),
+            ],
+            "{b:?}"
+        );
+    }
+    Ok(())
+}
+
+/// Issue 37 item 2: re-emissions and re-snapshots with equal values add no version and no feed
+/// rows; v1 A, v2 A, v3 B are two versions (A from v1, B from v3); after a delete an equal
+/// row is a new version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_that_changes_nothing_makes_no_version() -> Result<()> {
+    for b in backends() {
+        let lake = TestLake::new(b, "scd2-noop")?;
+        let cfg = config(&lake)?;
+        let l = Lake::new(&cfg.lake)?;
+        let s = CommitSettings::from(&cfg.commit);
+        let mut bronze = Bronze::new(&cfg)?;
+        // v1 A, then a re-snapshot of A (`r`, a later position) in the same run.
+        bronze
+            .send(&[
+                (Some(1), "A", "c", 10),
+                (Some(1), "A", "r", 20),
+                (Some(2), "x", "c", 11),
+            ])
+            .await?;
+        let v = apply(&cfg, &l, &s).await?.context("run 1")?;
+        assert_eq!(
+            feed(&l, v).await?,
+            t4(&[("insert", "1", "10", "-"), ("insert", "2", "11", "-")]),
+            "{b:?}"
+        );
+        // A re-snapshot of everything, unchanged, in its own run: no row, no feed row.
+        bronze
+            .send(&[(Some(1), "A", "r", 25), (Some(2), "x", "r", 25)])
+            .await?;
+        let v = apply(&cfg, &l, &s).await?.context("run 2")?;
+        assert!(
+            feed(&l, v).await?.is_empty(),
+            "{b:?}: {:?}",
+            feed(&l, v).await?
+        );
+        // v3 B: A from v1's start to v3, B from v3.
+        bronze.send(&[(Some(1), "B", "u", 30)]).await?;
+        let v = apply(&cfg, &l, &s).await?.context("run 3")?;
+        assert_eq!(
+            feed(&l, v).await?,
+            t4(&[
+                ("insert", "1", "30", "-"),
+                ("update_preimage", "1", "10", "-"),
+                ("update_postimage", "1", "10", "30")
+            ]),
+            "{b:?}"
+        );
+        // A delete, then B again: a new version (nothing was open).
+        bronze
+            .send(&[(Some(1), "B", "d", 40), (Some(1), "B", "c", 45)])
+            .await?;
+        apply(&cfg, &l, &s).await?.context("run 4")?;
+        assert_eq!(
+            silver(&l).await?,
+            t4(&[
+                ("1", "A", "10", "30"),
+                ("1", "B", "30", "40"),
+                ("1", "B", "45", "-"),
+                ("2", "x", "11", "-")
+            ]),
+            "{b:?}"
+        );
+        // Two equal updates of 2 in one run: one version.
+        bronze
+            .send(&[(Some(2), "y", "u", 12), (Some(2), "y", "u", 13)])
+            .await?;
+        apply(&cfg, &l, &s).await?.context("run 5")?;
+        let two: Vec<_> = silver(&l)
+            .await?
+            .into_iter()
+            .filter(|r| r.0 == "2")
+            .collect();
+        assert_eq!(
+            two,
+            t4(&[("2", "x", "11", "12"), ("2", "y", "12", "-")]),
+            "{b:?}"
+        );
+        assert_timeline(&versions(&l).await?, &format!("{b:?}"));
+    }
+    Ok(())
+}
+
+/// Issue 37 item 3: PostgreSQL's unchanged-TOAST placeholder (text, and the base64 of its
+/// bytes as a `bytea` column arrives without schemas) takes the previous version's value, in
+/// silver and in the feed's post-image; with no previous version it is null.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_toast_placeholder_is_the_previous_versions_value() -> Result<()> {
+    const P: &str = "__debezium_unavailable_value";
+    const P64: &str = "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==";
+    for b in backends() {
+        let lake = TestLake::new(b, "scd2-toast")?;
+        let cfg = config(&lake)?;
+        let l = Lake::new(&cfg.lake)?;
+        let s = CommitSettings::from(&cfg.commit);
+        let mut bronze = Bronze::new(&cfg)?;
+        let ch = |id: i64, v: &str, doc: &str, op: &str, seq: u32| {
+            format!(
+                r#"{{"id":{id},"v":"{v}","doc":"{doc}","__op":"{op}","__seq":"{seq:02}","__source_ts":"2026-01-01T00:00:{seq:02}Z"}}"#
+            )
+        };
+        bronze
+            .send_json(&[
+                ch(1, "a", "big text", "c", 10),
+                ch(1, "b", P, "u", 20),
+                ch(2, "x", P, "c", 15),
+            ])
+            .await?;
+        apply(&cfg, &l, &s).await?.context("run 1")?;
+        bronze.send_json(&[ch(1, "c", P64, "u", 30)]).await?;
+        let v = apply(&cfg, &l, &s).await?.context("run 2")?;
+        let docs = |batch: &deltalake::arrow::array::RecordBatch| -> Result<Vec<(String, String, String)>> {
+            let (v, d, k) = (strings(batch, "v")?, strings(batch, "doc")?, strings(batch, "__seq")?);
+            let mut out: Vec<_> = (0..batch.num_rows())
+                .map(|i| (k[i].clone().unwrap_or_default(), v[i].clone().unwrap_or_default(), d[i].clone().unwrap_or_else(|| "-".into())))
+                .collect();
+            out.sort();
+            Ok(out)
+        };
+        let all = read::read_table(&l, "silver/hist", None).await?;
+        let want = |r: &[(&str, &str, &str)]| -> Vec<(String, String, String)> {
+            r.iter()
+                .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            docs(&all)?,
+            want(&[
+                ("10", "a", "big text"),
+                ("15", "x", "-"),
+                ("20", "b", "big text"),
+                ("30", "c", "big text")
+            ]),
+            "{b:?}"
+        );
+        let c = lakestream_core::inspect::changes(&l, "silver/hist", v, Some(v)).await?;
+        let types = strings(&c.rows, "_change_type")?;
+        let post: Vec<_> = docs(&c.rows)?;
+        assert!(types.contains(&Some("insert".into())), "{b:?}");
+        assert!(post.iter().all(|r| r.2 == "big text"), "{b:?}: {post:?}");
     }
     Ok(())
 }

@@ -15,8 +15,8 @@ mod topics;
 pub use access_logs::{AccessLogLayout, AccessLogsConfig, LOG_BUCKETS_ENV, SQS_MAX_RETENTION_DAYS};
 pub use catalog::{CatalogConfig, CatalogForm, pattern_matches};
 pub use cdc::{
-    CdcColumn, CdcFamily, CdcSource, CdcType, FamilyTable, ObjectSource, ScdType, SourceSettings,
-    TopicSource, bronze, silver, topic_matches,
+    CdcColumn, CdcFamily, CdcSource, CdcType, DEFAULT_TOAST_PLACEHOLDER, FamilyTable, ObjectSource,
+    ScdType, SourceSettings, TopicSource, bronze, silver, topic_matches,
 };
 pub use lake::{CommitConfig, LakeConfig};
 pub use topics::{

@@ -24,6 +24,11 @@ pub struct CdcApply {
     /// SCD1: how long a delete's tombstone is kept (processing time).
     #[serde(default = "default_tombstone_retention", deserialize_with = "duration")]
     pub tombstone_retention: Duration,
+    /// The TOAST placeholder of a Debezium source (`unavailable.value.placeholder`): a cell
+    /// holding it takes the key's previous value. A family job: its Debezium family's
+    /// `toast_placeholder`; none for DMS / files; by hand: this key (none by default).
+    #[serde(default)]
+    pub toast_placeholder: Option<String>,
     /// The family the job was expanded from (none when declared by hand).
     #[serde(skip)]
     pub family: Option<String>,
@@ -42,6 +47,9 @@ impl CdcApply {
         }
         if self.keys.iter().any(String::is_empty) {
             return bad(format!("`{key}.cdc.keys` has an empty column name"));
+        }
+        if self.toast_placeholder.as_deref() == Some("") {
+            return bad(format!("`{key}.cdc.toast_placeholder` must not be empty"));
         }
         if !partition_by.is_empty() {
             return bad(format!(
@@ -70,6 +78,7 @@ impl CdcFamily {
                     .unwrap_or_default(),
                 scd: self.scd,
                 tombstone_retention: self.tombstone_retention,
+                toast_placeholder: self.source.toast_placeholder().map(str::to_string),
                 family: Some(self.family.clone()),
             }),
         })

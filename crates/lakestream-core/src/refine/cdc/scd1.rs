@@ -15,11 +15,14 @@ use crate::error::{Error, Result};
 use crate::refine::context::RunContext;
 use crate::refine::keyed::incoming::IncomingRows;
 use crate::refine::keyed::rewrite::Sweep;
+use crate::refine::keyed::unchanged::Values;
+use crate::refine::keyed::values::{self, Before, RowValues, Toast};
 use crate::refine::keyed::{self, KeyedPlan, Planned, empty_report};
 use crate::refine::report::RunReport;
 use crate::table::TableHandle;
 use deltalake::arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray};
 use deltalake::arrow::compute::filter_record_batch;
+use deltalake::arrow::row::{RowConverter, SortField};
 use lakestream_formats::config::{bronze, silver};
 use lakestream_formats::refine::RefineJob;
 use lakestream_formats::refine::cdc::CdcApply;
@@ -87,6 +90,17 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
             None
         };
         let (rows, truncate) = apply_truncate(&changes, before.as_deref())?;
+        let toast = apply.toast_placeholder.as_deref().map(Toast::new);
+        let same_key = same_key(&rows, &keys)?;
+        let rows = match &toast {
+            Some(toast) => resolve_in_run(&rows, &keys, &same_key, toast)?,
+            None => rows,
+        };
+        let values = Values {
+            repeats: repeats(&rows, &same_key)?,
+            toast,
+            keys: keys.clone(),
+        };
         let u = as_upsert(apply, keys);
         let src = IncomingRows::of_rows(cfg, &u, read, rows, &[bronze::INGESTED_AT], &[])?;
         let sweep = Sweep {
@@ -95,6 +109,7 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
                 None => None,
             },
             keep_dropped: true,
+            values: Some(values),
         };
         let (mut plan, images) = keyed::plan(ctx, &src, output, state, consumed, &sweep).await?;
         if let Some(t) = truncate {
@@ -113,6 +128,78 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
         }
         Ok(Planned::Commit(Box::new(plan)))
     }
+}
+
+/// Per change (sorted by key then `__seq`): whether the previous one is of the same key.
+fn same_key(rows: &RecordBatch, keys: &[String]) -> Result<Vec<bool>> {
+    let columns = keys
+        .iter()
+        .map(|k| {
+            rows.column_by_name(k)
+                .cloned()
+                .ok_or_else(|| Error::Internal(format!("changes have no key column `{k}`")))
+        })
+        .collect::<Result<Vec<ArrayRef>>>()?;
+    let fields = columns
+        .iter()
+        .map(|c| SortField::new(c.data_type().clone()));
+    let encoded = RowConverter::new(fields.collect())?.convert_columns(&columns)?;
+    Ok((0..rows.num_rows())
+        .map(|i| i > 0 && encoded.row(i) == encoded.row(i - 1))
+        .collect())
+}
+
+/// The changes' `__op` is a delete, change by change.
+fn deletes(rows: &RecordBatch) -> Result<Vec<bool>> {
+    let op = rows
+        .column_by_name(bronze::OP)
+        .and_then(|c| c.as_string_opt::<i32>())
+        .ok_or_else(|| Error::Internal("changes have no text `__op`".into()))?;
+    Ok((0..rows.num_rows())
+        .map(|i| op.value(i) == bronze::OP_DELETE)
+        .collect())
+}
+
+/// The run's changes (sorted by key then `__seq`) with their TOAST placeholders resolved
+/// against the key's earlier change in the run: after a delete they are null; in the key's
+/// first change they stay, to take the silver row's values in the rewrite
+/// ([`unchanged`](crate::refine::keyed::unchanged)).
+fn resolve_in_run(
+    rows: &RecordBatch,
+    keys: &[String],
+    same_key: &[bool],
+    toast: &Toast,
+) -> Result<RecordBatch> {
+    let mut steps = Vec::new();
+    let mut before = Before::Unknown;
+    for (i, delete) in deletes(rows)?.into_iter().enumerate() {
+        if !same_key[i] {
+            before = Before::Unknown;
+        }
+        if delete {
+            before = Before::Nothing;
+        } else {
+            steps.push((i, before));
+            before = Before::Row(i);
+        }
+    }
+    values::resolve(rows, toast, keys, &steps)
+}
+
+/// Per change: the previous change of its key when both are upserts with equal row values
+/// (the change repeats it: no new version).
+fn repeats(rows: &RecordBatch, same_key: &[bool]) -> Result<Vec<Option<u32>>> {
+    let encoded = RowValues::new(rows)?.encode(rows)?;
+    let deletes = deletes(rows)?;
+    Ok((0..rows.num_rows())
+        .map(|i| {
+            let repeat = same_key[i]
+                && !deletes[i]
+                && !deletes[i - 1]
+                && values::same(&encoded, i, &encoded, i - 1);
+            repeat.then(|| (i - 1) as u32)
+        })
+        .collect())
 }
 
 /// The silver's `lakestream.cdc.truncated_at` (the `__seq` of the last truncate applied).

@@ -30,6 +30,12 @@ pub(crate) struct Incoming {
     pub older: bool,
     /// It replaces (or deletes) a row of the output.
     pub replaces: bool,
+    /// CDC: its row values equal the output row's it would replace: it changes nothing (also
+    /// marked `older`, so nothing is written for it).
+    pub unchanged: bool,
+    /// CDC: the ordering bytes of the key's output row or tombstone it follows (a version
+    /// starts after them: [`version_start`](super::unchanged::version_start)).
+    pub after: Option<Vec<u8>>,
 }
 
 /// Tie texts of incoming rows, by index in the winners, computed only when needed.
@@ -167,6 +173,8 @@ impl<'a> IncomingRows<'a> {
                 delete: self.is_delete(row),
                 older: false,
                 replaces: false,
+                unchanged: false,
+                after: None,
             })
             .collect();
         Ok((incoming, index))
@@ -204,7 +212,7 @@ pub(crate) fn counts(incoming: &[Incoming]) -> UpsertCounts {
         inserted: count(&|w| !w.older && !w.delete && !w.replaces),
         updated: count(&|w| !w.older && !w.delete && w.replaces),
         deleted: count(&|w| !w.older && w.delete && w.replaces),
-        older_ignored: count(&|w| w.older),
+        older_ignored: count(&|w| w.older && !w.unchanged),
     }
 }
 

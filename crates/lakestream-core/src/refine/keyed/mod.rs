@@ -25,6 +25,8 @@ pub(crate) mod rewrite;
 mod run;
 pub mod target;
 pub mod tombstones;
+pub(crate) mod unchanged;
+pub mod values;
 
 use super::context::{JOB_PROPERTY, RunContext, source_id_property};
 use super::report::{RunCounts, RunReport, SideReport, UpsertCounts};
@@ -151,8 +153,9 @@ pub(crate) async fn plan(
         rewrite::Replaced::default()
     };
     let mut adds = replaced.adds;
+    let cdc_values = (&replaced.resolved, sweep.values.as_ref());
     let (new_files, new_rows) =
-        rewrite::write_new_rows(src, &incoming, &schema, &mut writer).await?;
+        rewrite::write_new_rows(src, &incoming, &schema, &mut writer, cdc_values).await?;
     adds.extend(new_files);
     // Deletes that won: their tombstones are the side write, durable before the commit.
     let tombstones = Deletes::of(src, &incoming, &mut ties)?;

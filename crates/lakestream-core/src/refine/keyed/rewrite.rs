@@ -9,11 +9,13 @@
 use super::incoming::{Incoming, IncomingRows, Ties};
 use super::order::{KeyIndex, tie_texts};
 use super::target::{self, TargetFile};
+use super::unchanged::{self, Drops, Resolved, Values, version_start};
+use super::values::null_placeholders;
 use crate::error::{Error, Result};
 use crate::table::TableHandle;
 use crate::table::parquet_read::with_partitions;
 use deltalake::arrow::array::{BooleanArray, RecordBatch, UInt32Array};
-use deltalake::arrow::compute::{filter_record_batch, take_record_batch};
+use deltalake::arrow::compute::{concat_batches, filter_record_batch, take_record_batch};
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::{Add, Remove};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
@@ -27,6 +29,8 @@ pub(crate) struct Sweep {
     pub truncate_before: Option<Vec<u8>>,
     /// Keep the rows dropped from the output (the old images of the change data feed).
     pub keep_dropped: bool,
+    /// CDC: TOAST placeholders and changes that change nothing ([`unchanged`](super::unchanged)).
+    pub values: Option<Values>,
 }
 
 /// The files a run rewrote.
@@ -38,6 +42,8 @@ pub(crate) struct Replaced {
     pub removes: Vec<Remove>,
     /// The rows dropped from the output (in the output's schema), when [`Sweep::keep_dropped`].
     pub dropped: Vec<RecordBatch>,
+    /// Winners' rows resolved against the rows they replace (CDC, [`Sweep::values`]).
+    pub resolved: Resolved,
 }
 
 /// The output a run rewrites: its handle, its schema after the commit and the run's writer.
@@ -89,7 +95,7 @@ pub(crate) async fn replace_older_rows(
     let mut columns: Vec<String> = u.key.iter().chain(&u.order_by).cloned().collect();
     columns.dedup();
     // Per candidate file: the rows (index in the file, index in `incoming`) it replaces.
-    let mut drops: foldhash::HashMap<usize, Vec<(usize, usize)>> = Default::default();
+    let mut drops: Drops = Default::default();
     for (fi, f) in candidates.iter().enumerate() {
         let batch = target::read_columns(output, f, schema, &columns).await?;
         let ek = src.key_enc.rows(&batch, table)?;
@@ -107,7 +113,13 @@ pub(crate) async fn replace_older_rows(
             };
             match eo.row(i).data().cmp(src.order_of(&incoming[w])) {
                 std::cmp::Ordering::Greater => incoming[w].older = true,
-                std::cmp::Ordering::Less => drops.entry(fi).or_default().push((i, w)),
+                std::cmp::Ordering::Less => {
+                    let o = eo.row(i).data();
+                    if incoming[w].after.as_deref().is_none_or(|a| a < o) {
+                        incoming[w].after = Some(o.to_vec());
+                    }
+                    drops.entry(fi).or_default().push((i, w))
+                }
                 // At equal ordering values a delete wins (it carries the row's last image).
                 std::cmp::Ordering::Equal if incoming[w].delete => {
                     drops.entry(fi).or_default().push((i, w))
@@ -129,8 +141,43 @@ pub(crate) async fn replace_older_rows(
             }
         }
     }
-    // A key whose incoming row lost to a newer one keeps all its rows.
-    let mut out = Replaced::default();
+    // CDC: placeholders resolved against the replaced rows; a winner equal to its row keeps it.
+    let resolved = unchanged::check(
+        src,
+        incoming,
+        (output, &candidates, schema),
+        &mut drops,
+        TRUNCATED,
+        sweep,
+    )
+    .await?;
+    let out = Replaced {
+        resolved,
+        ..Default::default()
+    };
+    let out_files = Output {
+        handle: output,
+        schema,
+        writer,
+    };
+    rewrite_losers(incoming, &candidates, &drops, out_files, sweep, out).await
+}
+
+/// Rewrite each candidate file without the rows it loses (`drops`): a truncated row, or one a
+/// winner replaces (a key whose incoming row lost to a newer one keeps all its rows).
+async fn rewrite_losers(
+    incoming: &mut [Incoming],
+    candidates: &[&TargetFile],
+    drops: &Drops,
+    files: Output<'_>,
+    sweep: &Sweep,
+    mut out: Replaced,
+) -> Result<Replaced> {
+    let Output {
+        handle: output,
+        schema,
+        writer,
+    } = files;
     for (fi, f) in candidates.iter().enumerate() {
         let Some(rows) = drops.get(&fi) else { continue };
         let mut drop = Vec::new();
@@ -156,25 +203,48 @@ pub(crate) async fn replace_older_rows(
 }
 
 /// Write the winners that are neither older than what the output has nor deletes, in
-/// `schema`, through `writer` (flushed); the files and the rows written.
+/// `schema`, through `writer` (flushed); the files and the rows written. CDC (`values`):
+/// a winner's `resolved` row is written instead of its source row, and a placeholder left
+/// (no previous value) is written as null.
 pub(crate) async fn write_new_rows(
     src: &IncomingRows<'_>,
     incoming: &[Incoming],
     schema: &SchemaRef,
     writer: &mut RecordBatchWriter,
+    (resolved, values): (&Resolved, Option<&Values>),
 ) -> Result<(Vec<Add>, Option<RecordBatch>)> {
     let table = src.cfg.output.as_str();
-    let mut upserts: Vec<u32> = incoming
+    // (winner's row, the row written: CDC, the change that started its version).
+    let mut upserts: Vec<(u32, u32)> = incoming
         .iter()
         .filter(|w| !w.older && !w.delete)
-        .map(|w| w.row)
+        .map(|w| (w.row, values.map_or(w.row, |v| version_start(src, v, w))))
         .collect();
     upserts.sort_unstable();
     if upserts.is_empty() {
         return Ok((vec![], None));
     }
-    let rows = take_record_batch(&src.stored, &UInt32Array::from(upserts))?;
-    let rows = with_partitions(schema, &rows, &HashMap::new())?;
+    let written: Vec<u32> = upserts.iter().map(|u| u.1).collect();
+    let rows = take_record_batch(&src.stored, &UInt32Array::from(written))?;
+    let mut rows = with_partitions(schema, &rows, &HashMap::new())?;
+    if let Some(better) = &resolved.rows {
+        let n = rows.num_rows();
+        let idx: Vec<u32> = upserts
+            .iter()
+            .enumerate()
+            .map(|(k, (w, _))| resolved.at.get(w).map_or(k, |&j| n + j) as u32)
+            .collect();
+        let both = concat_batches(schema, [&rows, better])?;
+        rows = take_record_batch(&both, &UInt32Array::from(idx))?;
+    }
+    if let Some(Values {
+        toast: Some(toast),
+        keys,
+        ..
+    }) = values
+    {
+        rows = null_placeholders(&rows, toast, keys)?;
+    }
     writer
         .write(rows.clone())
         .await

@@ -76,6 +76,8 @@ pub(crate) async fn keep_out_deleted(
         let cmp = o.as_slice().cmp(src.order_of(inc));
         if cmp.is_gt() || (cmp.is_eq() && !inc.delete) {
             inc.older = true;
+        } else {
+            inc.after = Some(o.clone());
         }
     }
     Ok(())

@@ -17,7 +17,7 @@ mod template;
 
 pub use column::{CdcColumn, CdcType};
 pub use layout::{bronze, silver};
-pub use source::{CdcSource, ObjectSource, SourceSettings, TopicSource};
+pub use source::{CdcSource, DEFAULT_TOAST_PLACEHOLDER, ObjectSource, SourceSettings, TopicSource};
 pub use template::topic_matches;
 use template::{check_template, fill, fixed_prefix, unfill};
 
@@ -252,7 +252,7 @@ impl CdcFamily {
             ));
         }
         match &self.source {
-            SourceSettings::Debezium(TopicSource { topics }) => {
+            SourceSettings::Debezium(TopicSource { topics, .. }) => {
                 if topics.is_empty() {
                     return bad(format!(
                         "`{key}`: a debezium family names `topics` (e.g. [\"crm.public.*\"])"

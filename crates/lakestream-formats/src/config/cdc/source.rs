@@ -50,7 +50,14 @@ pub struct TopicSource {
     /// Topic patterns `<prefix>.<schema>.<table>`; `*` matches one or more characters other
     /// than `.` (e.g. `crm.public.*`, `crm.*.*`).
     pub topics: Vec<String>,
+    /// The connector's `unavailable.value.placeholder` (PostgreSQL: an unchanged TOASTed
+    /// column of an UPDATE): a cell holding it (as text, its UTF-8 bytes, or their base64)
+    /// takes the key's previous value in the apply. Default [`DEFAULT_TOAST_PLACEHOLDER`].
+    pub toast_placeholder: String,
 }
+
+/// Debezium's default `unavailable.value.placeholder`.
+pub const DEFAULT_TOAST_PLACEHOLDER: &str = "__debezium_unavailable_value";
 
 /// The settings of a DMS / files family.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +90,14 @@ impl SourceSettings {
         match self {
             Self::Debezium(t) => &t.topics,
             Self::Dms(_) | Self::Files(_) => &[],
+        }
+    }
+
+    /// Debezium: the TOAST placeholder; `None` for the other sources (they send none).
+    pub fn toast_placeholder(&self) -> Option<&str> {
+        match self {
+            Self::Debezium(t) => Some(&t.toast_placeholder),
+            Self::Dms(_) | Self::Files(_) => None,
         }
     }
 
@@ -130,6 +145,8 @@ pub(super) struct RawFamily {
     csv_delimiter: Option<String>,
     #[serde(default)]
     timestamp_column: Option<String>,
+    #[serde(default)]
+    toast_placeholder: Option<String>,
     #[serde(default = "default_tombstone_retention", deserialize_with = "duration")]
     tombstone_retention: Duration,
     #[serde(default = "default_max_files")]
@@ -176,14 +193,27 @@ impl RawFamily {
                 return Err(self.foreign(key, "dms / files"));
             }
         }
+        let toast_placeholder = self
+            .toast_placeholder
+            .take()
+            .unwrap_or_else(|| DEFAULT_TOAST_PLACEHOLDER.to_string());
+        if toast_placeholder.is_empty() {
+            return Err("`toast_placeholder` must not be empty (Debezium's default is \"__debezium_unavailable_value\")".into());
+        }
         Ok(TopicSource {
             topics: self.topics.take().unwrap_or_default(),
+            toast_placeholder,
         })
     }
 
     fn object_source(&mut self) -> Result<ObjectSource, String> {
-        if self.topics.is_some() {
-            return Err(self.foreign("topics", "debezium"));
+        for (key, set) in [
+            ("topics", self.topics.is_some()),
+            ("toast_placeholder", self.toast_placeholder.is_some()),
+        ] {
+            if set {
+                return Err(self.foreign(key, "debezium"));
+            }
         }
         let Some(location) = self.location.take() else {
             return Err(format!(

@@ -252,6 +252,10 @@ fn a_key_of_another_source_is_refused_naming_the_key_and_the_source() {
             "[[cdc]]\nfamily = \"a\"\nsource = \"files\"\nlocation = \"s3://landing/x/\"\ntopics = [\"a.b.*\"]\n",
             ["`topics`", "files"],
         ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"dms\"\nlocation = \"s3://landing/x/\"\ntoast_placeholder = \"x\"\n",
+            ["`toast_placeholder`", "dms"],
+        ),
     ];
     for (block, want) in cases {
         let got = err_of(block);
@@ -273,5 +277,35 @@ fn each_source_keeps_its_own_settings() -> anyhow::Result<()> {
     assert!(dms.has_csv_header());
     assert_eq!(dms.source.kind(), CdcSource::Dms);
     assert!(err_of("[[cdc]]\nfamily = \"a\"\nsource = \"dms\"\n").contains("location"));
+    Ok(())
+}
+
+#[test]
+fn a_debezium_family_has_a_toast_placeholder_that_reaches_its_apply_jobs() -> anyhow::Result<()> {
+    let cfg = parse(
+        "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\n\
+         [[cdc]]\nfamily = \"b\"\nsource = \"debezium\"\ntopics = [\"b.b.*\"]\ntoast_placeholder = \"~toast~\"\n\
+         [[cdc]]\nfamily = \"c\"\nsource = \"dms\"\nlocation = \"s3://landing/d/\"\n",
+    )?;
+    let t = FamilyTable {
+        schema: "b".into(),
+        table: "t".into(),
+    };
+    let placeholder = |i: usize| -> anyhow::Result<Option<String>> {
+        match cfg.cdc[i].apply_job(&t)?.kind {
+            crate::refine::JobKind::Cdc(a) => Ok(a.toast_placeholder),
+            _ => anyhow::bail!("not a CDC job"),
+        }
+    };
+    assert_eq!(
+        placeholder(0)?.as_deref(),
+        Some(super::DEFAULT_TOAST_PLACEHOLDER)
+    );
+    assert_eq!(placeholder(1)?.as_deref(), Some("~toast~"));
+    assert_eq!(placeholder(2)?, None);
+    assert!(
+        err_of("[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\ntoast_placeholder = \"\"\n")
+            .contains("toast_placeholder")
+    );
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! The change feed of an SCD2 rebuild: the rebuilt rows compared with the touched keys' old
-//! silver rows by (key, `__seq`): a new row is an `insert`, a row whose end changed an
+//! silver rows by (key, `__seq`): a new row is an `insert`, a row whose start or end changed an
 //! `update_preimage` + `update_postimage`, an old row gone a `delete`; and the keys whose rows
 //! changed (only their files are rewritten).
 
@@ -11,19 +11,31 @@ use deltalake::arrow::compute::take_record_batch;
 use deltalake::arrow::datatypes::SchemaRef;
 use std::collections::{HashMap, HashSet};
 
-/// Compare the rebuilt rows with the old ones: the change feed and the changed keys.
-#[allow(clippy::too_many_arguments)]
+/// What the combined rows held before the rebuild, row by row (the old rows first).
+pub(super) struct Old<'a> {
+    /// Encoded keys.
+    pub keys: &'a [Vec<u8>],
+    /// `__seq`.
+    pub seqs: &'a [Option<String>],
+    /// `__END_SEQ`.
+    pub ends: &'a [Option<String>],
+    /// `__START_AT`.
+    pub start_at: &'a [Option<i64>],
+    /// `__END_AT`.
+    pub end_at: &'a [Option<i64>],
+}
+
+/// Compare the rebuilt rows with the old ones: the change feed and the changed keys. A row
+/// whose start or end changed is an update.
 pub(super) fn feed(
     schema: &SchemaRef,
     old: &RecordBatch,
     combined: &RecordBatch,
-    keys: &[Vec<u8>],
-    seqs: &[Option<String>],
-    ends: &[Option<String>],
-    old_end_at: &[Option<i64>],
+    was: &Old<'_>,
     rows: RecordBatch,
     out: &[Built],
 ) -> Result<Rebuilt> {
+    let (keys, seqs, ends) = (was.keys, was.seqs, was.ends);
     let mut old_at: HashMap<(&[u8], &str), usize> = HashMap::new();
     for i in 0..old.num_rows() {
         old_at.insert((&keys[i], seqs[i].as_deref().unwrap_or_default()), i);
@@ -31,7 +43,8 @@ pub(super) fn feed(
     let (mut inserts, mut pre, mut post) = (Vec::new(), Vec::new(), Vec::new());
     let mut changed = HashSet::new();
     let mut kept_old = HashSet::new();
-    for (n, (i, end)) in out.iter().enumerate() {
+    for (n, b) in out.iter().enumerate() {
+        let (i, end) = (&b.row, &b.end);
         let key = (keys[*i].as_slice(), seqs[*i].as_deref().unwrap_or_default());
         match old_at.get(&key) {
             None => {
@@ -41,8 +54,8 @@ pub(super) fn feed(
             Some(&o) => {
                 kept_old.insert(o);
                 let new_end = end.as_ref().map(|e| (e.0.as_str(), e.1));
-                let old_end = ends[o].as_deref().map(|s| (s, old_end_at[o]));
-                if new_end != old_end {
+                let old_end = ends[o].as_deref().map(|s| (s, was.end_at[o]));
+                if new_end != old_end || b.start != was.start_at[o] {
                     pre.push(o as u32);
                     post.push(n as u32);
                     changed.insert(keys[*i].clone());

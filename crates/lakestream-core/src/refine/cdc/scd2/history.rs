@@ -4,10 +4,12 @@
 //! A key's silver rows are turned back into changes (a row = an upsert at its `__seq`; an
 //! `__END_SEQ` no row of the key starts at = a delete), the stored deletes and truncates are
 //! added ([`Stored`]), then the new changes (equal `__seq`: the change already applied wins); a
-//! truncate is a delete of every key, and the intervals are rebuilt in `__seq` order: an upsert
-//! closes the open row and opens its own, a delete closes the open row. The change feed
-//! compares the rebuilt rows with the old ones by (key, `__seq`): new -> `insert`, end changed
-//! -> `update_preimage` + `update_postimage`.
+//! truncate is a delete of every key, and the intervals are rebuilt in `__seq` order
+//! ([`timeline`](super::timeline)): an upsert closes the open row and opens its own (unless its
+//! row values equal the open row's: then it is no version), a delete closes the open row; the
+//! times are a running maximum per key, so the history is a timeline. The change feed
+//! compares the rebuilt rows with the old ones by (key, `__seq`): new -> `insert`, start or end
+//! changed -> `update_preimage` + `update_postimage`, gone -> `delete`.
 //!
 //! A delete that closes nothing leaves no trace in silver: one that arrived before the upserts
 //! it ends, or one that closed a row until an older delete or truncate arrived and closed that
@@ -16,10 +18,11 @@
 //! as [`Stored`], so the history stays a function of the key's set of changes, whatever the
 //! order they arrive in.
 
-use super::compare;
 use super::keys::KeyCodec;
+use super::{compare, timeline};
 use crate::commit::ChangeType;
 use crate::error::{Error, Result};
+use crate::refine::keyed::values::Toast;
 use deltalake::arrow::array::{
     ArrayRef, AsArray, RecordBatch, StringArray, TimestampMicrosecondArray, UInt32Array,
     new_null_array,
@@ -67,11 +70,20 @@ pub struct Rebuilt {
     pub closed: usize,
 }
 
-/// A rebuilt row: its index in the combined rows, and its end (`__END_SEQ`, `__END_AT`).
-pub(super) type Built = (usize, Option<(String, Option<i64>)>);
+/// A rebuilt row: its index in the combined rows, its start (`__START_AT`, on the key's
+/// clock) and its end (`__END_SEQ`, `__END_AT`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Built {
+    /// Index in the combined rows.
+    pub row: usize,
+    /// `__START_AT`.
+    pub start: Option<i64>,
+    /// `__END_SEQ`, `__END_AT` (`None`: open).
+    pub end: Option<(String, Option<i64>)>,
+}
 
 #[derive(Debug, Clone)]
-enum Kind {
+pub(super) enum Kind {
     /// Opens the row at this index of the combined rows.
     Upsert(usize),
     /// Closes the open row; `true`: its only trace would be the row it closes (a new delete,
@@ -80,12 +92,13 @@ enum Kind {
 }
 
 #[derive(Debug, Clone)]
-struct Event {
-    seq: String,
+pub(super) struct Event {
+    pub seq: String,
     /// Already applied (from silver): wins over a redelivery of the same `__seq`.
-    old: bool,
-    kind: Kind,
-    at: Option<i64>,
+    pub old: bool,
+    pub kind: Kind,
+    /// Its time: a silver row's `__START_AT` / `__END_AT` (clamped), else the change's.
+    pub at: Option<i64>,
 }
 
 fn texts(batch: &RecordBatch, name: &str) -> Result<Vec<Option<String>>> {
@@ -139,32 +152,48 @@ fn as_rows(
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
-/// Rebuild the history of the keys of `old` (their silver rows) and `changes` (the run's
-/// changes, `ChangeRead::changes` without truncates), with `truncates` closing every key and
-/// the `stored` deletes and truncates of earlier runs.
+/// The run's changes to rebuild with: `ChangeRead::changes` without truncates, the
+/// truncates, and the Debezium source's TOAST placeholder (none for DMS / files).
+pub struct RunChanges<'a> {
+    /// The upserts and deletes.
+    pub changes: &'a RecordBatch,
+    /// The truncates (they close every key).
+    pub truncates: &'a [Truncate],
+    /// The TOAST placeholder.
+    pub toast: Option<&'a Toast>,
+}
+
+/// Rebuild the history of the keys of `old` (their silver rows) and the run's changes `run`,
+/// with the `stored` deletes and truncates of earlier runs, on the key's clock, without
+/// versions for changes that change nothing ([`timeline`](super::timeline)).
 pub fn rebuild(
     schema: &SchemaRef,
     codec: &KeyCodec,
     old: &RecordBatch,
-    changes: &RecordBatch,
-    truncates: &[Truncate],
+    run: RunChanges<'_>,
     stored: &[Stored],
 ) -> Result<Rebuilt> {
+    let changes = run.changes;
     let c = Combined::new(schema, codec, old, changes)?;
     let ops = texts(changes, bronze::OP)?;
     let mut events = c.events(old.num_rows(), &ops);
     let kept = Kept::new(stored);
-    kept.add_to(&mut events, truncates);
-    let (out, orphans) = intervals(&events, &kept);
-    let rows = with_ends(&c.combined, &out)?;
+    kept.add_to(&mut events, run.truncates);
+    let keys: Vec<String> = codec.fields().map(|(k, _)| k.to_string()).collect();
+    let combined = timeline::resolve_toast(&c.combined, run.toast, &keys, &events, old.num_rows())?;
+    let (out, orphans) = timeline::intervals(&events, &kept, &combined)?;
+    let rows = with_ends(&combined, &out)?;
     let mut rebuilt = compare::feed(
         schema,
         old,
         &c.combined,
-        &c.keys,
-        &c.seqs,
-        &c.ends,
-        &end_at_vec(&c.combined)?,
+        &compare::Old {
+            keys: &c.keys,
+            seqs: &c.seqs,
+            ends: &c.ends,
+            start_at: &c.start_at,
+            end_at: &c.end_at,
+        },
         rows,
         &out,
     )?;
@@ -267,7 +296,7 @@ impl Combined {
 }
 
 /// The stored deletes by key, and the stored truncates (they close every key).
-struct Kept<'s> {
+pub(super) struct Kept<'s> {
     by_key: HashMap<&'s [u8], Vec<&'s Stored>>,
     every: Vec<&'s Stored>,
 }
@@ -315,7 +344,7 @@ impl<'s> Kept<'s> {
     }
 
     /// Whether the delete or truncate at `seq` of `key` is already stored.
-    fn has(&self, key: &[u8], seq: &str) -> bool {
+    pub(super) fn has(&self, key: &[u8], seq: &str) -> bool {
         self.every.iter().any(|s| s.seq == seq)
             || self
                 .by_key
@@ -324,53 +353,24 @@ impl<'s> Kept<'s> {
     }
 }
 
-/// Rebuild the intervals key by key, in `__seq` order (an upsert closes the open row and opens
-/// its own, a delete closes the open row): (combined row, end) per row, and the deletes that
-/// close no row and are not `kept` yet (the orphans).
-fn intervals(events: &BTreeMap<&[u8], Vec<Event>>, kept: &Kept<'_>) -> (Vec<Built>, Vec<Stored>) {
-    let mut out: Vec<Built> = Vec::new();
-    let mut orphans = Vec::new();
-    for (key, list) in events {
-        let mut open: Option<usize> = None;
-        for e in list {
-            let closed = open.take().map(|o| out[o].1 = Some((e.seq.clone(), e.at)));
-            if closed.is_none() && matches!(e.kind, Kind::Delete(true)) && !kept.has(key, &e.seq) {
-                orphans.push(Stored {
-                    key: Some(key.to_vec()),
-                    seq: e.seq.clone(),
-                    at: e.at,
-                });
-            }
-            if let Kind::Upsert(i) = e.kind {
-                open = Some(out.len());
-                out.push((i, None));
-            }
-        }
-    }
-    (out, orphans)
-}
-
-/// The rebuilt rows `out` of `combined`, with their ends (`__END_SEQ`, `__END_AT`).
+/// The rebuilt rows `out` of `combined`, with their starts (`__START_AT`) and ends
+/// (`__END_SEQ`, `__END_AT`).
 fn with_ends(combined: &RecordBatch, out: &[Built]) -> Result<RecordBatch> {
-    let idx = UInt32Array::from(out.iter().map(|(i, _)| *i as u32).collect::<Vec<_>>());
+    let idx = UInt32Array::from(out.iter().map(|b| b.row as u32).collect::<Vec<_>>());
     let mut rows = take_record_batch(combined, &idx)?;
     let end_seq: StringArray = out
         .iter()
-        .map(|(_, e)| e.as_ref().map(|e| e.0.clone()))
+        .map(|b| b.end.as_ref().map(|e| e.0.clone()))
         .collect();
-    let end_at = TimestampMicrosecondArray::from(
-        out.iter()
-            .map(|(_, e)| e.as_ref().and_then(|e| e.1))
-            .collect::<Vec<_>>(),
-    )
-    .with_timezone("UTC");
+    let times = |f: &dyn Fn(&Built) -> Option<i64>| {
+        TimestampMicrosecondArray::from(out.iter().map(f).collect::<Vec<_>>()).with_timezone("UTC")
+    };
+    let start_at = times(&|b| b.start);
+    let end_at = times(&|b| b.end.as_ref().and_then(|e| e.1));
+    rows = replace(&rows, silver::START_AT, Arc::new(start_at))?;
     rows = replace(&rows, silver::END_SEQ, Arc::new(end_seq))?;
     rows = replace(&rows, silver::END_AT, Arc::new(end_at))?;
     Ok(rows)
-}
-
-fn end_at_vec(b: &RecordBatch) -> Result<Vec<Option<i64>>> {
-    micros(b, silver::END_AT)
 }
 
 fn replace(b: &RecordBatch, name: &str, col: ArrayRef) -> Result<RecordBatch> {

@@ -12,9 +12,12 @@
 
 mod compare;
 pub mod history;
+#[cfg(test)]
+mod history_tests;
 pub mod keys;
 mod silver_files;
 mod stored;
+mod timeline;
 
 use super::changes::{ChangeRead, read_changes};
 use crate::commit::{
@@ -24,6 +27,7 @@ use crate::commit::{
 use crate::error::{Error, Result};
 use crate::refine::context::{JOB_PROPERTY, RunContext, source_id_property};
 use crate::refine::keyed::tombstones;
+use crate::refine::keyed::values::Toast;
 use crate::refine::report::{RunCounts, RunReport, SideReport, UpsertCounts};
 use crate::table::TableHandle;
 use deltalake::arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray};
@@ -221,7 +225,13 @@ async fn plan(
     let old = silver_files::old_rows(&files, &incoming, &truncates, &schema)?;
     let tombs = tombstones::table_name(&p.cfg.job);
     let kept = stored::load(p.ctx.lake, &tombs, &codec).await?;
-    let rebuilt = history::rebuild(&schema, &codec, &old, &changes, &truncates, &kept)?;
+    let toast = p.apply.toast_placeholder.as_deref().map(Toast::new);
+    let run = history::RunChanges {
+        changes: &changes,
+        truncates: &truncates,
+        toast: toast.as_ref(),
+    };
+    let rebuilt = history::rebuild(&schema, &codec, &old, run, &kept)?;
     p.pending = stored::to_store(&codec, &rebuilt, &truncates, &kept)?.map(|rows| {
         let schema = rows.schema();
         let columns = schema.fields().iter().map(|f| f.name().clone()).collect();

@@ -116,12 +116,19 @@ def history(rng, clock, name, changes=30, keys=6, snapshot=3, toast=False):
 
 
 def delivery_order(rng, changes, late=0.25, resend=0.1):
-    """The changes in the order they reach Kafka: some behind later ones, some twice."""
+    """The changes in the order they reach Kafka: some behind later ones, some twice. A late
+    change never passes a re-snapshot row of its key (README: a change that changes nothing
+    leaves no trace, so one sorting before it must have arrived first; Kafka keeps a key's
+    changes in order anyway)."""
     order = list(changes)
     for c in list(changes):
         if rng.random() < late:
             i = order.index(c)
-            order.insert(min(len(order), i + rng.randint(2, 7)), order.pop(i))
+            to = min(len(order), i + rng.randint(2, 7))
+            moved = order.pop(i)
+            passed = range(i, min(to, len(order)))
+            blocked = [j for j in passed if order[j].key == c.key and order[j].op == "r"]
+            order.insert(min([to] + blocked), moved)
         if rng.random() < resend:
             i = order.index(c)
             order.insert(min(len(order), i + rng.randint(1, 8)), c)

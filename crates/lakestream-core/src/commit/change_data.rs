@@ -117,3 +117,37 @@ pub async fn write_change_data(
         })
         .collect())
 }
+
+/// A change data file with no rows, for a commit that rewrites files but changes no row's
+/// values (an unchanged re-snapshot only moves `__seq`): with it, readers of the feed read this
+/// commit's changes from its change files (none) instead of its adds and removes (which would
+/// read as every row of the rewritten files deleted and inserted again).
+pub async fn write_empty_change_data(
+    store: &deltalake::logstore::ObjectStoreRef,
+    table: &str,
+    table_schema: &SchemaRef,
+) -> Result<AddCDCFile> {
+    use deltalake::logstore::object_store::{ObjectStoreExt, PutPayload, path::Path};
+    let schema = change_schema(table_schema);
+    let mut buf = Vec::new();
+    let w = deltalake::parquet::arrow::ArrowWriter::try_new(&mut buf, schema, None)
+        .map_err(|e| Error::Internal(format!("an empty change data file: {e}")))?;
+    w.close()
+        .map_err(|e| Error::Internal(format!("an empty change data file: {e}")))?;
+    let path = format!(
+        "{CHANGE_DATA_DIR}/cdc-{}.c000.snappy.parquet",
+        uuid::Uuid::new_v4()
+    );
+    let size = buf.len() as i64;
+    store
+        .put(&Path::from(path.as_str()), PutPayload::from(buf))
+        .await
+        .map_err(|e| Error::data_put(table, e))?;
+    Ok(AddCDCFile {
+        path,
+        size,
+        partition_values: std::collections::HashMap::new(),
+        data_change: false,
+        tags: None,
+    })
+}

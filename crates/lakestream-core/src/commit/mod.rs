@@ -23,7 +23,9 @@ mod put;
 pub mod run;
 
 pub use change::{Change, Conflict, ReadScope};
-pub use change_data::{CHANGE_TYPE, ChangeType, change_schema, write_change_data};
+pub use change_data::{
+    CHANGE_TYPE, ChangeType, change_schema, write_change_data, write_empty_change_data,
+};
 pub use land::{Failure, Landed};
 pub use put::{ENABLE_CDF, NewTable, cdf_enabled, cdf_guard};
 pub use run::{ChangePlanner, Decision, Fixed, Proposal, Ran, run};

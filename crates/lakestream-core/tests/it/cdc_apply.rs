@@ -511,7 +511,8 @@ async fn feed_of(l: &Lake, v: Option<u64>) -> Result<Vec<String>> {
 /// Issue 37 items 2 and 3 in SCD1, with Debezium-shaped bronze rows (PostgreSQL, default
 /// `REPLICA IDENTITY`: an UPDATE that leaves the TOASTed `doc` alone sends the placeholder).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn scd1_unchanged_rows_write_nothing_and_toast_placeholders_keep_the_value() -> Result<()> {
+async fn scd1_unchanged_rows_have_no_feed_rows_and_toast_placeholders_keep_the_value() -> Result<()>
+{
     let schema: SchemaRef = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, true),
         Field::new("v", DataType::Utf8, true),
@@ -553,33 +554,43 @@ async fn scd1_unchanged_rows_write_nothing_and_toast_placeholders_keep_the_value
             ["1 a big update_preimage", "1 a2 big update_postimage"],
             "{backend:?}"
         );
-        assert_eq!((counts.inserted, counts.updated), (0, 1), "{backend:?}");
-        // A re-snapshot of the unchanged table: no row written, no feed row.
+        // 2's row takes s08 (silver holds a key's greatest `__seq`), with no feed row.
+        assert_eq!((counts.inserted, counts.updated), (0, 2), "{backend:?}");
+        // A re-snapshot of the unchanged table: no feed row; the rows take its `__seq`, so a
+        // change older than it arriving later stays out.
         let (counts, feed) = step(vec![
             ("r", "s09", row(1, "a2", "big")),
             ("r", "s09", row(2, "b", "x")),
         ])
         .await?;
         assert!(feed.is_empty(), "{backend:?}: {feed:?}");
-        assert_eq!((counts.inserted, counts.updated), (0, 0), "{backend:?}");
+        assert_eq!((counts.inserted, counts.updated), (0, 2), "{backend:?}");
         assert_eq!(
             silver_docs(&l).await?,
-            docs(&[["1", "a2", "big", "s07"], ["2", "b", "x", "s05"]]),
+            docs(&[["1", "a2", "big", "s09"], ["2", "b", "x", "s09"]]),
             "{backend:?}"
+        );
+        // A change older than the re-snapshot, arriving after it: out.
+        let (_, feed) = step(vec![("u", "s085", row(2, "late", "x"))]).await?;
+        assert!(feed.is_empty(), "{backend:?}: {feed:?}");
+        assert_eq!(
+            silver_docs(&l).await?,
+            docs(&[["1", "a2", "big", "s09"], ["2", "b", "x", "s09"]]),
+            "{backend:?}: the late change stays out"
         );
         // In one run: doc changed, then an update leaving it alone (the earlier change's
         // value); 2 as base64 of the placeholder's bytes (a bytea column without schemas).
         step(vec![
             ("u", "s10", row(1, "a3", "big2")),
             ("u", "s11", row(1, "a4", TOAST)),
-            // A repeat of s11 (a restart's re-emission): the version starts at s11.
+            // A repeat of s11 with a newer position: silver holds the greatest `__seq`.
             ("u", "s115", row(1, "a4", "big2")),
             ("u", "s12", row(2, "b2", p64)),
         ])
         .await?;
         assert_eq!(
             silver_docs(&l).await?,
-            docs(&[["1", "a4", "big2", "s11"], ["2", "b2", "x", "s12"]]),
+            docs(&[["1", "a4", "big2", "s115"], ["2", "b2", "x", "s12"]]),
             "{backend:?}"
         );
         // After a delete there is no value before: null, never the placeholder.

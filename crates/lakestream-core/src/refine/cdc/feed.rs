@@ -3,7 +3,9 @@
 //! only the touched keys appear, whatever else the rewritten files held:
 //! - a key with a new row and no old one: `insert`;
 //! - a key with both: `update_preimage` (old) and `update_postimage` (new);
-//! - a key with an old row and no new one (delete, truncate): `delete` (old values).
+//! - a key with an old row and no new one (delete, truncate): `delete` (old values);
+//! - a key whose new row has the old row's values (every column but `__*`): nothing (an
+//!   unchanged re-snapshot or re-emission only moves `__seq` / `__source_ts`).
 //!
 //! A change that lost (older than silver or a tombstone) drops and writes nothing, so it has no
 //! rows here.
@@ -12,9 +14,10 @@ use crate::commit::{ChangeType, change_schema};
 use crate::error::Result;
 use crate::refine::keyed::Images;
 use crate::refine::keyed::order::Encoder;
-use deltalake::arrow::array::{ArrayRef, RecordBatch, StringArray};
-use deltalake::arrow::compute::concat_batches;
-use std::collections::HashSet;
+use crate::refine::keyed::values::{RowValues, same};
+use deltalake::arrow::array::{ArrayRef, BooleanArray, RecordBatch, StringArray};
+use deltalake::arrow::compute::{concat_batches, filter_record_batch};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// The feed rows (the table's columns + [`CHANGE_TYPE`](crate::commit::CHANGE_TYPE)) of a commit whose dropped and written
@@ -26,6 +29,7 @@ pub fn change_rows(keys: &Encoder, table: &str, images: &Images) -> Result<Optio
         Some(b) => b.clone(),
         None => RecordBatch::new_empty(schema.clone()),
     };
+    let (old, new) = without_unchanged(keys, table, old, new)?;
     if old.num_rows() == 0 && new.num_rows() == 0 {
         return Ok(None);
     }
@@ -61,6 +65,45 @@ pub fn change_rows(keys: &Encoder, table: &str, images: &Images) -> Result<Optio
     };
     let parts = [with_type(&old, old_types)?, with_type(&new, new_types)?];
     Ok(Some(concat_batches(&out, &parts)?))
+}
+
+/// `old` and `new` without the keys whose new row has the old row's values (columns but `__*`).
+fn without_unchanged(
+    keys: &Encoder,
+    table: &str,
+    old: RecordBatch,
+    new: RecordBatch,
+) -> Result<(RecordBatch, RecordBatch)> {
+    if old.num_rows() == 0 || new.num_rows() == 0 {
+        return Ok((old, new));
+    }
+    let values = RowValues::new(&old)?;
+    let (old_values, new_values) = (values.encode(&old)?, values.encode(&new)?);
+    let (old_keys, new_keys) = (keys.encode(&old, table)?, keys.encode(&new, table)?);
+    let new_at: HashMap<&[u8], usize> = new_keys
+        .iter()
+        .enumerate()
+        .map(|(j, k)| (k.as_slice(), j))
+        .collect();
+    let unchanged: HashSet<&[u8]> = old_keys
+        .iter()
+        .enumerate()
+        .filter(|(i, k)| {
+            new_at
+                .get(k.as_slice())
+                .is_some_and(|&j| same(&old_values, *i, &new_values, j))
+        })
+        .map(|(_, k)| k.as_slice())
+        .collect();
+    if unchanged.is_empty() {
+        return Ok((old, new));
+    }
+    let keep = |b: &RecordBatch, ks: &[Vec<u8>]| -> Result<RecordBatch> {
+        let mask =
+            BooleanArray::from_iter(ks.iter().map(|k| Some(!unchanged.contains(k.as_slice()))));
+        Ok(filter_record_batch(b, &mask)?)
+    };
+    Ok((keep(&old, &old_keys)?, keep(&new, &new_keys)?))
 }
 
 #[cfg(test)]

@@ -10,13 +10,13 @@
 
 use super::changes::{ChangeRead, read_changes};
 use super::feed;
-use crate::commit::{TableState, write_change_data};
+use crate::commit::{TableState, write_change_data, write_empty_change_data};
 use crate::error::{Error, Result};
 use crate::refine::context::RunContext;
 use crate::refine::keyed::incoming::IncomingRows;
 use crate::refine::keyed::rewrite::Sweep;
 use crate::refine::keyed::unchanged::Values;
-use crate::refine::keyed::values::{self, Before, RowValues, Toast};
+use crate::refine::keyed::values::{self, Before, Toast};
 use crate::refine::keyed::{self, KeyedPlan, Planned, empty_report};
 use crate::refine::report::RunReport;
 use crate::table::TableHandle;
@@ -97,7 +97,6 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
             None => rows,
         };
         let values = Values {
-            repeats: repeats(&rows, &same_key)?,
             toast,
             keys: keys.clone(),
         };
@@ -122,6 +121,11 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
         if let Some(rows) = feed::change_rows(&src.key_enc, &cfg.output, &images)? {
             plan.proposal.change.cdc_files =
                 write_change_data(ctx.lake, &cfg.output, images.schema.clone(), &[], &rows).await?;
+        } else if plan.proposal.change.removes.iter().any(|r| r.data_change) {
+            // Rows rewritten with their values unchanged (only `__seq` moved): no feed rows.
+            let store = output.object_store();
+            let empty = write_empty_change_data(&store, &cfg.output, &images.schema).await?;
+            plan.proposal.change.cdc_files = vec![empty];
         }
         if let Some(create) = plan.proposal.create.as_mut() {
             create.change_data_feed = true;
@@ -184,22 +188,6 @@ fn resolve_in_run(
         }
     }
     values::resolve(rows, toast, keys, &steps)
-}
-
-/// Per change: the previous change of its key when both are upserts with equal row values
-/// (the change repeats it: no new version).
-fn repeats(rows: &RecordBatch, same_key: &[bool]) -> Result<Vec<Option<u32>>> {
-    let encoded = RowValues::new(rows)?.encode(rows)?;
-    let deletes = deletes(rows)?;
-    Ok((0..rows.num_rows())
-        .map(|i| {
-            let repeat = same_key[i]
-                && !deletes[i]
-                && !deletes[i - 1]
-                && values::same(&encoded, i, &encoded, i - 1);
-            repeat.then(|| (i - 1) as u32)
-        })
-        .collect())
 }
 
 /// The silver's `lakestream.cdc.truncated_at` (the `__seq` of the last truncate applied).

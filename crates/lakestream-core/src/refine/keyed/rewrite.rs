@@ -9,7 +9,7 @@
 use super::incoming::{Incoming, IncomingRows, Ties};
 use super::order::{KeyIndex, tie_texts};
 use super::target::{self, TargetFile};
-use super::unchanged::{self, Drops, Resolved, Values, version_start};
+use super::unchanged::{self, Drops, Resolved, Values};
 use super::values::null_placeholders;
 use crate::error::{Error, Result};
 use crate::table::TableHandle;
@@ -218,7 +218,7 @@ pub(crate) async fn write_new_rows(
     let mut upserts: Vec<(u32, u32)> = incoming
         .iter()
         .filter(|w| !w.older && !w.delete)
-        .map(|w| (w.row, values.map_or(w.row, |v| version_start(src, v, w))))
+        .map(|w| (w.row, w.row))
         .collect();
     upserts.sort_unstable();
     if upserts.is_empty() {

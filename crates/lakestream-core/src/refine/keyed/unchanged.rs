@@ -1,13 +1,10 @@
 //! The CDC apply's look at the output rows a winner replaces ([`Values`] in the [`Sweep`]):
 //! its TOAST placeholder cells take the replaced row's values, and a winner whose row values
-//! then equal the row's changes nothing: the row stays as it is (its `__seq` too), nothing is
-//! written for the key and the change feed has no row for it. Only files that lose a row to
-//! a newer winner are read whole (they are rewritten anyway).
-//!
-//! A version starts at the first of a run of equal changes: the row written for a winner is
-//! the earliest change of the key in the run that it repeats (nothing different and no delete
-//! between, newer than the key's output row or tombstone), so silver's `__seq` is the same
-//! whether the repeats came in one run or several ([`version_start`]).
+//! then equal the row's is *unchanged*: it still replaces the row (silver holds the greatest
+//! `__seq` of its key, so a change older than it, arriving later, stays out whatever order the
+//! changes came in), but the change feed has no row for it (`refine/cdc/feed.rs` compares the
+//! images). Only files that lose a row to a newer winner are read whole (they are rewritten
+//! anyway).
 
 use super::incoming::{Incoming, IncomingRows};
 use super::rewrite::Sweep;
@@ -20,7 +17,7 @@ use deltalake::arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use deltalake::arrow::compute::kernels::zip::zip;
 use deltalake::arrow::compute::{concat_batches, take_record_batch};
 use deltalake::arrow::datatypes::SchemaRef;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// How a CDC apply reads change values (none for the plain upsert).
 #[derive(Debug, Clone)]
@@ -29,23 +26,6 @@ pub(crate) struct Values {
     pub toast: Option<Toast>,
     /// The key columns (never a placeholder).
     pub keys: Vec<String>,
-    /// Per source row: the previous change of its key in the run when both are upserts with
-    /// equal row values (placeholders resolved in the run), else `None`.
-    pub repeats: Vec<Option<u32>>,
-}
-
-/// The row whose change started winner `w`'s version: back from `w` along the changes it
-/// repeats, while they are newer than what the key's output row or tombstone holds.
-pub(crate) fn version_start(src: &IncomingRows<'_>, values: &Values, w: &Incoming) -> u32 {
-    let mut r = w.row;
-    while let Some(p) = values.repeats.get(r as usize).copied().flatten() {
-        let order = src.orders.row(p as usize);
-        if w.after.as_deref().is_some_and(|a| order.data() <= a) {
-            break;
-        }
-        r = p;
-    }
-    r
 }
 
 /// Winners' rows with their placeholders resolved against the rows they replace, to write
@@ -93,10 +73,7 @@ pub(crate) async fn check(
         let all = target::read_all(output, candidates[fi], schema).await?;
         let take_old = UInt32Array::from(replaced.iter().map(|r| r.0 as u32).collect::<Vec<_>>());
         let old = take_record_batch(&all, &take_old)?;
-        let take_new: Vec<u32> = replaced
-            .iter()
-            .map(|r| version_start(src, values, &incoming[r.1]))
-            .collect();
+        let take_new: Vec<u32> = replaced.iter().map(|r| incoming[r.1].row).collect();
         let new = take_record_batch(&src.stored, &UInt32Array::from(take_new))?;
         let new = with_partitions(schema, &new, &HashMap::new())?;
         let new = match &values.toast {
@@ -105,21 +82,14 @@ pub(crate) async fn check(
         };
         let encoder = RowValues::new(&new)?;
         let (a, b) = (encoder.encode(&new)?, encoder.encode(&old)?);
-        let mut gone = HashSet::new();
-        for (n, &(i, w)) in replaced.iter().enumerate() {
-            if same(&a, n, &b, n) {
-                incoming[w].older = true;
-                incoming[w].unchanged = true;
-                gone.insert((i, w));
-            } else {
-                resolved.at.insert(incoming[w].row, base + n);
-            }
+        for (n, &(_, w)) in replaced.iter().enumerate() {
+            // Equal values: the row is still replaced (its `__seq` moves to the winner's, so a
+            // change older than the winner stays out), but the feed has no row for it.
+            incoming[w].unchanged = same(&a, n, &b, n);
+            resolved.at.insert(incoming[w].row, base + n);
         }
         base += new.num_rows();
         parts.push(new);
-        if let Some(list) = drops.get_mut(&fi) {
-            list.retain(|d| !gone.contains(d));
-        }
     }
     if !parts.is_empty() {
         resolved.rows = Some(concat_batches(schema, &parts)?);

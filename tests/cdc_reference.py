@@ -443,7 +443,9 @@ DMS_COLS = ("commit_ts", "id", "v", "n")
 
 class DmsStream:
     """One DMS table: `LOAD00000001.csv` (no header: commit_ts, id, v, n), then CDC files
-    (`Op` first) named by time; `files` are the objects, `delivered` what bronze read."""
+    (`Op` first) named by time; `files` are the objects, `delivered` what bronze read; a task
+    reload (`reload`) writes `LOAD00000001.csv` again with the table as it is then, at a later
+    transfer time."""
 
     def __init__(self, rng, prefix, schema, table, files=3, keys=6):
         self.prefix, self.schema, self.table = prefix, schema, table
@@ -471,8 +473,10 @@ class DmsStream:
                 rows.append((op, t, k, *state[k]))
             name = dt.datetime.fromtimestamp(rows[0][1] / 1e6, dt.timezone.utc).strftime("%Y%m%d-%H%M%S") + f"{f:03}.csv"
             self.files.append(self._file(name, rows, load=False))
-        self.delivered = {}  # object key -> rows
-        self.written = {}  # object key -> when it was put (µs), told by the test
+        t += rng.randint(1, 10**6)
+        self.reload = self._file("LOAD00000001.csv", [("r", t, k, *state[k]) for k in sorted(state)], load=True)
+        self.delivered = {}  # (object key, etag) -> rows
+        self.written = {}  # (object key, etag) -> when it was put (µs), told by the test
 
     def _file(self, name, rows, load):
         key = f"{self.prefix}{self.schema}/{self.table}/{name}"
@@ -488,17 +492,17 @@ class DmsStream:
 
     def changes(self):
         out = []
-        for key, (rows, load) in self.delivered.items():
+        for (key, tag), (rows, load) in self.delivered.items():
             for op, row, t, k, v, n in rows:
-                seq = f"2|{self.written[key]:020}|{0 if load else 1}|{key}|{row:012}"
+                seq = f"2|{self.written[(key, tag)]:020}|{0 if load else 1}|{key}|{row:012}"
                 row = {"commit_ts": t, "id": k, "v": v, "n": n}
                 out.append((seq, Change(k, op, None, t // 1000, row, ts_us=t)))
         return out
 
-    def landed(self, key):
-        for k, body, rows, load in self.files:
-            if k == key:
-                self.delivered[k] = (rows, load)
+    def landed(self, key, body):
+        for k, b, rows, load in self.files + [self.reload]:
+            if (k, b) == (key, body):
+                self.delivered[(k, etag(b))] = (rows, load)
 
 
 def etag(body):

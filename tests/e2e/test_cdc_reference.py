@@ -18,7 +18,7 @@ import shutil
 
 import pytest
 
-from cdc_reference import (DMS_COLS, EPOCH, STREAMS_CONF, Checker, DmsStream, LsnClock, Stream, msk_event,
+from cdc_reference import (DMS_COLS, EPOCH, STREAMS_CONF, Checker, DmsStream, LsnClock, Stream, etag, msk_event,
                            random_schedule, silver_name, sqs_event, two_families)
 from lake_support import S3_BUCKET, backends, run_all
 from test_duckdb import connect
@@ -150,30 +150,39 @@ def test_a_family_of_70_debezium_tables_and_one_of_70_dms_tables_apply_end_to_en
         for s in crm:
             checker.check("crm", 1, s, f"after event {n}")
 
-    # DMS: every full load in one SQS event, then every CDC file, shuffled, delivered twice.
+    # DMS: every full load in one SQS event, then every CDC file, shuffled, delivered twice,
+    # then a task reload of every table (the full load written again, later).
     for s in erp:
         for key, body, _, _ in s.files:
-            s.written[key] = put(key, body)
+            s.written[(key, etag(body))] = put(key, body)
     loads = [(key, body) for s in erp for key, body, _, load in s.files if load]
     cdc = [(key, body) for s in erp for key, body, _, load in s.files if not load]
+    reloads = [(s.reload[0], s.reload[1]) for s in erp]
     rng.shuffle(cdc)
-    for n, objs in enumerate((loads, cdc, cdc)):
+    for n, objs in enumerate((loads, cdc, cdc, reloads)):
+        if objs is reloads:
+            for s in erp:
+                key, body = s.reload[0], s.reload[1]
+                s.written[(key, etag(body))] = put(key, body)
         path = tmp_path / f"erp-{n}.json"
         path.write_text(json.dumps(sqs_event(bucket, objs)))
         out = lake.invoke(path, "s3-logs", objects_arg) if env is None else json.loads(
             lake.cli("invoke", "s3-logs", "--event", path, env=env))
         assert out["response"]["batchItemFailures"] == [], out
         for s in erp:
-            for key, _ in objs:
-                s.landed(key)
+            for key, body in objs:
+                s.landed(key, body)
         lake.cli("refine")
         for s in erp:
             dms.check("erp", 2, s, f"after delivery {n}")
     # Every DMS row landed once in bronze (rows in = bronze rows; nothing was bad).
     for s in erp[:5]:
         rows = lake.read(f"bronze/erp/dbo/{s.table}").to_pylist()
-        assert sorted((r["__object"], r["__row"]) for r in rows) == sorted(
-            (f"{bucket}/{k}", row[1]) for k, (rs, _) in s.delivered.items() for row in rs)
+        assert sorted((r["__object"], r["__etag"], r["__row"]) for r in rows) == sorted(
+            (f"{bucket}/{k}", tag, row[1]) for (k, tag), (rs, _) in s.delivered.items() for row in rs)
+        # The reload's values are silver's current rows.
+        current = {r["id"]: r["v"] for r in lake.read(f"silver/erp/dbo/{s.table}").to_pylist() if r["__END_SEQ"] is None}
+        assert current == {k: v for _, _, _, k, v, _ in s.reload[2]}, s.table
     names = lake.cli("tables")
     assert sum(f"silver/crm/public/t{i:02}" in names for i in range(70)) == 70
     assert sum(f"silver/erp/dbo/t{i:02}" in names for i in range(70)) == 70

@@ -116,6 +116,7 @@ fn core_error_type(e: &lakestream_core::Error) -> &'static str {
         Error::Schema { .. } => "Lakestream.SchemaMismatch",
         Error::Source { .. } => "Lakestream.SourceError",
         Error::SourceRewritten { .. } => "Lakestream.SourceRewritten",
+        Error::PositionsWentBack { .. } => "Lakestream.PositionsWentBack",
         Error::VersionUnavailable { .. } => "Lakestream.VersionUnavailable",
         Error::CommitGone { .. } => "Lakestream.CommitGone",
         Error::DeletionVectors { .. } => "Lakestream.DeletionVectors",

@@ -127,6 +127,20 @@ pub enum Error {
         path: String,
     },
 
+    /// A change of a key ranks below one of the key committed before it: its source position is
+    /// lower, its commit time later (a MySQL binlog restart: `RESET MASTER`, a fail-over to a
+    /// server with its own binlog). Applying it would drop it as older; the job stops instead.
+    /// Not retryable: the operator declares the reset (`position_resets`), then it applies.
+    #[error("refine job `{job}`, source `{table}`: the source's positions went back: {reason}")]
+    PositionsWentBack {
+        /// The refine job.
+        job: String,
+        /// The bronze table.
+        table: String,
+        /// The two changes, their commit times and what to declare.
+        reason: String,
+    },
+
     /// Arrow failed while assembling a batch (a bug, not bad input: bad input is dead-lettered).
     #[error("arrow error: {0}")]
     Arrow(#[from] deltalake::arrow::error::ArrowError),

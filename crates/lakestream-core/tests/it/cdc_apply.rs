@@ -570,8 +570,9 @@ async fn scd1_unchanged_rows_have_no_feed_rows_and_toast_placeholders_keep_the_v
             docs(&[["1", "a2", "big", "s09"], ["2", "b", "x", "s09"]]),
             "{backend:?}"
         );
-        // A change older than the re-snapshot, arriving after it: out.
-        let (_, feed) = step(vec![("u", "s085", row(2, "late", "x"))]).await?;
+        // A change older than the re-snapshot (position and commit time), arriving after it:
+        // out.
+        let (_, feed) = step(vec![("u", "s08a", row(2, "late", "x"))]).await?;
         assert!(feed.is_empty(), "{backend:?}: {feed:?}");
         assert_eq!(
             silver_docs(&l).await?,

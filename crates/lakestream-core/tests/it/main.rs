@@ -29,6 +29,7 @@ mod inspect;
 mod load;
 mod maintenance;
 mod partition_values;
+mod position_resets;
 mod redrive;
 mod refine;
 mod refine_readers;

@@ -29,10 +29,55 @@ pub struct CdcApply {
     /// `toast_placeholder`; none for DMS / files; by hand: this key (none by default).
     #[serde(default)]
     pub toast_placeholder: Option<String>,
+    /// The times (µs since the epoch, ascending) at which the source's positions started
+    /// again (a MySQL `RESET MASTER` or a fail-over to a server with its own binlog): a change
+    /// whose `__source_ts` is at or after the k-th ranks after every change before it
+    /// (ARCHITECTURE.md "Position resets"). A family job: its family's `position_resets`;
+    /// by hand: this key (RFC 3339 texts).
+    #[serde(default, deserialize_with = "position_resets")]
+    pub position_resets: Vec<i64>,
     /// The family the job was expanded from (none when declared by hand).
     #[serde(skip)]
     pub family: Option<String>,
 }
+
+/// `position_resets` written as RFC 3339 texts, ascending.
+fn position_resets<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Vec<i64>, D::Error> {
+    let texts = Vec::<String>::deserialize(d)?;
+    parse_position_resets(&texts).map_err(serde::de::Error::custom)
+}
+
+/// RFC 3339 times (`"2026-12-04T10:00:00Z"`) -> µs since the epoch, strictly ascending; at
+/// most [`MAX_POSITION_RESETS`].
+pub fn parse_position_resets(texts: &[String]) -> std::result::Result<Vec<i64>, String> {
+    if texts.len() > MAX_POSITION_RESETS {
+        return Err(format!(
+            "`position_resets` lists {} times; at most {MAX_POSITION_RESETS}",
+            texts.len()
+        ));
+    }
+    let mut out: Vec<i64> = Vec::with_capacity(texts.len());
+    for t in texts {
+        let at = chrono::DateTime::parse_from_rfc3339(t.trim()).map_err(|e| {
+            format!(
+                "`position_resets`: {t:?} is not an RFC 3339 time ({e}); write e.g. \"2026-12-04T10:00:00Z\""
+            )
+        })?;
+        let us = at.timestamp_micros();
+        if out.last().is_some_and(|prev| *prev >= us) {
+            return Err(format!(
+                "`position_resets` must be in ascending order without repeats ({t:?} is not after the time before it)"
+            ));
+        }
+        out.push(us);
+    }
+    Ok(out)
+}
+
+/// The most position resets a family may list (each adds a prefix rank to `__seq`).
+pub const MAX_POSITION_RESETS: usize = 9999;
 
 fn default_tombstone_retention() -> Duration {
     Duration::from_secs(30 * 86_400)
@@ -79,6 +124,7 @@ impl CdcFamily {
                 scd: self.scd,
                 tombstone_retention: self.tombstone_retention,
                 toast_placeholder: self.source.toast_placeholder().map(str::to_string),
+                position_resets: self.source.position_resets().to_vec(),
                 family: Some(self.family.clone()),
             }),
         })

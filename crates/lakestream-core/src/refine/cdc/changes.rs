@@ -2,8 +2,10 @@
 //! one chunk reader, [`read_next`]; the first run reads bronze's snapshot, [`read_snapshot`]), with its key columns resolved (the job's `keys`, else the
 //! bronze property `lakestream.cdc.keys`), the lineage columns dropped, one change per
 //! (key, `__seq`) (a redelivered change is kept once) and the result sorted by key then
-//! `__seq`. SCD1 and SCD2 both start here.
+//! `__seq`, each `__seq` ranked by the family's position resets and the run checked for
+//! positions that went back ([`positions`]). SCD1 and SCD2 both start here.
 
+use super::positions;
 use crate::error::{Error, Result};
 use crate::refine::context::RunContext;
 use crate::refine::source::{SourceRead, read_next, read_snapshot};
@@ -58,12 +60,22 @@ pub(crate) async fn read_changes(
     let rows = read.rows()?;
     read.batches = Vec::new();
     let changes = project(&rows, &keys, &apply.source, &cfg.job)?;
+    let changes = positions::apply_resets(&changes, &apply.position_resets)?;
     let changes = one_per_key_and_seq(&changes, &keys, &apply.source)?;
+    positions::check(&changes, None, &keys, who(cfg, apply))?;
     Ok(Some(ChangeRead {
         read,
         keys,
         changes,
     }))
+}
+
+/// The job, its bronze table and its family: who a [`positions`] error names.
+pub(crate) fn who<'a>(
+    cfg: &'a RefineJob,
+    apply: &'a CdcApply,
+) -> (&'a str, &'a str, Option<&'a str>) {
+    (&cfg.job, &apply.source, apply.family.as_deref())
 }
 
 /// The job's key columns, else the bronze table's `lakestream.cdc.keys` property.

@@ -3,6 +3,7 @@
 //!
 //! - `changes`: what bronze gained since the silver `txn`, keys resolved, one change per
 //!   (key, `__seq`), sorted by key then `__seq` (shared by both SCD types).
+//! - `positions`: position resets and the check that positions never silently went back.
 //! - `scd1`: SCD type 1 on the upsert's machinery, with truncates.
 //! - [`feed`]: the change data feed rows of a commit's touched keys.
 //! - `scd2`: SCD type 2 (history rebuilt per touched key).
@@ -11,6 +12,7 @@
 pub(crate) mod changes;
 pub mod family;
 pub mod feed;
+pub(crate) mod positions;
 mod scd1;
 pub(crate) mod scd2;
 

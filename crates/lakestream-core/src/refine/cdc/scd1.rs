@@ -109,6 +109,7 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
             },
             keep_dropped: true,
             values: Some(values),
+            positions: Some((cfg.job.clone(), apply.source.clone(), apply.family.clone())),
         };
         let (mut plan, images) = keyed::plan(ctx, &src, output, state, consumed, &sweep).await?;
         if let Some(t) = truncate {

@@ -12,14 +12,16 @@ use super::target::{self, TargetFile};
 use super::unchanged::{self, Drops, Resolved, Values};
 use super::values::null_placeholders;
 use crate::error::{Error, Result};
+use crate::refine::cdc::positions;
 use crate::table::TableHandle;
 use crate::table::parquet_read::with_partitions;
-use deltalake::arrow::array::{BooleanArray, RecordBatch, UInt32Array};
+use deltalake::arrow::array::{AsArray, BooleanArray, RecordBatch, StringArray, UInt32Array};
 use deltalake::arrow::compute::{concat_batches, filter_record_batch, take_record_batch};
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::{Add, Remove};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use futures::TryStreamExt;
+use lakestream_formats::config::{bronze, silver};
 use std::collections::HashMap;
 
 /// What a run does to the output besides replacing the incoming keys' rows.
@@ -31,6 +33,9 @@ pub(crate) struct Sweep {
     pub keep_dropped: bool,
     /// CDC: TOAST placeholders and changes that change nothing ([`unchanged`](super::unchanged)).
     pub values: Option<Values>,
+    /// CDC: (job, bronze table, family) when a winner older than its row is checked for
+    /// positions that went back ([`positions`](crate::refine::cdc::positions)).
+    pub positions: Option<(String, String, Option<String>)>,
 }
 
 /// The files a run rewrote.
@@ -56,6 +61,92 @@ pub(crate) struct Output<'o> {
     pub writer: &'o mut RecordBatchWriter,
 }
 
+/// SCD1: a winner at a lower position than its key's row, committed after it, proves the
+/// source's positions went back ([`positions`](crate::refine::cdc::positions)).
+struct WentBack<'s> {
+    who: &'s (String, String, Option<String>),
+    seq: &'s StringArray,
+    at: Vec<Option<i64>>,
+    op: &'s StringArray,
+}
+
+impl<'s> WentBack<'s> {
+    fn new(src: &'s IncomingRows<'_>, who: &'s (String, String, Option<String>)) -> Result<Self> {
+        let text = |name: &str| {
+            src.rows
+                .column_by_name(name)
+                .and_then(|c| c.as_string_opt::<i32>())
+                .ok_or_else(|| Error::Internal(format!("CDC changes have no text `{name}`")))
+        };
+        Ok(Self {
+            who,
+            seq: text(bronze::SEQ)?,
+            at: positions::times(&src.rows, bronze::SOURCE_TS)?,
+            op: text(bronze::OP)?,
+        })
+    }
+
+    /// `Err` when incoming row `w` went back against the output's row `i` of `batch`.
+    fn row(&self, batch: &RecordBatch, i: usize, w: usize) -> Result<()> {
+        let stored_seq = batch
+            .column_by_name(silver::SEQ)
+            .and_then(|c| c.as_string_opt::<i32>())
+            .ok_or_else(|| Error::Internal("silver has no text `__seq`".into()))?;
+        let stored_at = positions::times(batch, silver::SOURCE_TS)?[i];
+        let later = (self.seq.value(w), self.at[w], self.op.value(w));
+        let earlier = (stored_seq.value(i), stored_at);
+        if positions::pair_went_back(later, earlier) {
+            let (job, table, family) = self.who;
+            let who = (job.as_str(), table.as_str(), family.as_deref());
+            return Err(positions::pair_error(who, (later.0, later.1), earlier));
+        }
+        Ok(())
+    }
+}
+
+/// The output files that can hold a winner's key (every file for a truncate).
+fn candidate_files<'f>(
+    src: &IncomingRows<'_>,
+    incoming: &[Incoming],
+    files: &'f [TargetFile],
+    sweep: &Sweep,
+) -> Result<Vec<&'f TargetFile>> {
+    let key = &src.u.key[0];
+    if sweep.truncate_before.is_some() {
+        return Ok(files.iter().collect());
+    }
+    let first_key = src
+        .rows
+        .column_by_name(key)
+        .ok_or_else(|| Error::Internal("key".into()))?;
+    let winners_first = deltalake::arrow::compute::take(
+        first_key,
+        &UInt32Array::from(incoming.iter().map(|w| w.row).collect::<Vec<_>>()),
+        None,
+    )?;
+    target::candidates(files, key, &winners_first)
+}
+
+/// The output columns a run reads to compare (keys, ordering, and `__source_ts` when CDC
+/// checks positions), and the check.
+fn target_columns<'s>(
+    src: &'s IncomingRows<'_>,
+    sweep: &'s Sweep,
+    schema: &SchemaRef,
+) -> Result<(Vec<String>, Option<WentBack<'s>>)> {
+    let u = src.u;
+    let mut columns: Vec<String> = u.key.iter().chain(&u.order_by).cloned().collect();
+    columns.dedup();
+    let went_back = match &sweep.positions {
+        Some(who) if schema.column_with_name(silver::SOURCE_TS).is_some() => {
+            columns.push(silver::SOURCE_TS.to_string());
+            Some(WentBack::new(src, who)?)
+        }
+        _ => None,
+    };
+    Ok((columns, went_back))
+}
+
 /// A target row dropped by the truncate (not by an incoming key).
 const TRUNCATED: usize = usize::MAX;
 
@@ -78,22 +169,8 @@ pub(crate) async fn replace_older_rows(
     } = out;
     let (u, table) = (src.u, src.cfg.output.as_str());
     let files = target::live_files(output, &u.key[0])?;
-    let first_key = src
-        .rows
-        .column_by_name(&u.key[0])
-        .ok_or_else(|| Error::Internal("key".into()))?;
-    let winners_first = deltalake::arrow::compute::take(
-        first_key,
-        &UInt32Array::from(incoming.iter().map(|w| w.row).collect::<Vec<_>>()),
-        None,
-    )?;
-    let candidates = match sweep.truncate_before {
-        Some(_) => files.iter().collect(),
-        None => target::candidates(&files, &u.key[0], &winners_first)?,
-    };
-    drop(winners_first);
-    let mut columns: Vec<String> = u.key.iter().chain(&u.order_by).cloned().collect();
-    columns.dedup();
+    let candidates = candidate_files(src, incoming, &files, sweep)?;
+    let (columns, went_back) = target_columns(src, sweep, schema)?;
     // Per candidate file: the rows (index in the file, index in `incoming`) it replaces.
     let mut drops: Drops = Default::default();
     for (fi, f) in candidates.iter().enumerate() {
@@ -112,7 +189,12 @@ pub(crate) async fn replace_older_rows(
                 continue;
             };
             match eo.row(i).data().cmp(src.order_of(&incoming[w])) {
-                std::cmp::Ordering::Greater => incoming[w].older = true,
+                std::cmp::Ordering::Greater => {
+                    if let Some(check) = &went_back {
+                        check.row(&batch, i, incoming[w].row as usize)?;
+                    }
+                    incoming[w].older = true
+                }
                 std::cmp::Ordering::Less => {
                     let o = eo.row(i).data();
                     if incoming[w].after.as_deref().is_none_or(|a| a < o) {

@@ -54,6 +54,9 @@ pub struct TopicSource {
     /// column of an UPDATE): a cell holding it (as text, its UTF-8 bytes, or their base64)
     /// takes the key's previous value in the apply. Default [`DEFAULT_TOAST_PLACEHOLDER`].
     pub toast_placeholder: String,
+    /// When the source's positions started again (µs since the epoch, ascending): see
+    /// [`CdcApply::position_resets`](crate::refine::cdc::CdcApply::position_resets).
+    pub position_resets: Vec<i64>,
 }
 
 /// Debezium's default `unavailable.value.placeholder`.
@@ -98,6 +101,15 @@ impl SourceSettings {
         match self {
             Self::Debezium(t) => Some(&t.toast_placeholder),
             Self::Dms(_) | Self::Files(_) => None,
+        }
+    }
+
+    /// Debezium: the position resets; empty for the other sources (their `__seq` is not a
+    /// source position).
+    pub fn position_resets(&self) -> &[i64] {
+        match self {
+            Self::Debezium(t) => &t.position_resets,
+            Self::Dms(_) | Self::Files(_) => &[],
         }
     }
 
@@ -147,6 +159,8 @@ pub(super) struct RawFamily {
     timestamp_column: Option<String>,
     #[serde(default)]
     toast_placeholder: Option<String>,
+    #[serde(default)]
+    position_resets: Option<Vec<String>>,
     #[serde(default = "default_tombstone_retention", deserialize_with = "duration")]
     tombstone_retention: Duration,
     #[serde(default = "default_max_files")]
@@ -200,9 +214,13 @@ impl RawFamily {
         if toast_placeholder.is_empty() {
             return Err("`toast_placeholder` must not be empty (Debezium's default is \"__debezium_unavailable_value\")".into());
         }
+        let position_resets = crate::refine::cdc::parse_position_resets(
+            &self.position_resets.take().unwrap_or_default(),
+        )?;
         Ok(TopicSource {
             topics: self.topics.take().unwrap_or_default(),
             toast_placeholder,
+            position_resets,
         })
     }
 
@@ -210,6 +228,7 @@ impl RawFamily {
         for (key, set) in [
             ("topics", self.topics.is_some()),
             ("toast_placeholder", self.toast_placeholder.is_some()),
+            ("position_resets", self.position_resets.is_some()),
         ] {
             if set {
                 return Err(self.foreign(key, "debezium"));

@@ -309,3 +309,45 @@ fn a_debezium_family_has_a_toast_placeholder_that_reaches_its_apply_jobs() -> an
     );
     Ok(())
 }
+
+#[test]
+fn position_resets_are_rfc3339_ascending_debezium_only_and_reach_the_apply_job()
+-> anyhow::Result<()> {
+    let cfg = parse(
+        "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\n\
+         position_resets = [\"2026-12-04T10:00:00Z\", \"2026-12-05T00:00:00+01:00\"]\n",
+    )?;
+    let t = FamilyTable {
+        schema: "b".into(),
+        table: "t".into(),
+    };
+    let resets = match cfg.cdc[0].apply_job(&t)?.kind {
+        crate::refine::JobKind::Cdc(a) => a.position_resets,
+        _ => anyhow::bail!("not a CDC job"),
+    };
+    assert_eq!(resets, [1_796_378_400_000_000, 1_796_425_200_000_000]);
+    let family = "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\n";
+    for (resets, want) in [
+        ("[\"yesterday\"]", "RFC 3339"),
+        (
+            "[\"2026-12-05T00:00:00Z\", \"2026-12-04T00:00:00Z\"]",
+            "ascending",
+        ),
+        (
+            "[\"2026-12-04T00:00:00Z\", \"2026-12-04T00:00:00Z\"]",
+            "ascending",
+        ),
+    ] {
+        let got = err_of(&format!("{family}position_resets = {resets}\n"));
+        assert!(got.contains(want), "{resets} -> {got}");
+    }
+    let dms = "[[cdc]]\nfamily = \"a\"\nsource = \"dms\"\nlocation = \"s3://landing/d/\"\n";
+    let got = err_of(&format!(
+        "{dms}position_resets = [\"2026-12-04T00:00:00Z\"]\n"
+    ));
+    assert!(
+        got.contains("`position_resets`") && got.contains("debezium"),
+        "{got}"
+    );
+    Ok(())
+}

@@ -223,6 +223,10 @@ async fn plan(
         None => Vec::new(),
     };
     let old = silver_files::old_rows(&files, &incoming, &truncates, &schema)?;
+    // A stored version starts no earlier than its change's commit: a change at a lower position
+    // committed after it proves the positions went back.
+    let who = super::changes::who(p.cfg, p.apply);
+    super::positions::check(&changes, Some((&old, silver::START_AT)), &read.keys, who)?;
     let tombs = tombstones::table_name(&p.cfg.job);
     let kept = stored::load(p.ctx.lake, &tombs, &codec).await?;
     let toast = p.apply.toast_placeholder.as_deref().map(Toast::new);

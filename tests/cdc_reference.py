@@ -8,7 +8,8 @@ updates, deletes and re-inserts of a few keys, and a column added half way, in c
 each change at its own log position (`lsn`) and commit time; the snapshot rows carry their read
 time, later than the commit times of the first streaming changes (source time is not monotone
 in `lsn` order); a re-snapshot two thirds in re-sends every live row unchanged as `r` at a new
-position; in a `toast` stream a PostgreSQL UPDATE that leaves the large `doc` column alone sends
+position; the database restarts its positions once (`LsnClock`: far lower positions from then on,
+declared in the family's `position_resets`); in a `toast` stream a PostgreSQL UPDATE that leaves the large `doc` column alone sends
 the placeholder `__debezium_unavailable_value` for it (such a stream is delivered in order, as
 Kafka delivers one key's changes). `Delivery` sends it the way
 Debezium and Kafka do (one message per change, each delete followed by its tombstone) and the
@@ -16,7 +17,8 @@ way at-least-once breaks it: some changes re-sent later at a new offset (a conne
 some delivered behind later changes, batches of random size, some batches delivered twice. The
 reference applies what was delivered (by Kafka offset, once):
 - per key, the changes in `__seq` order (`<lsn, 20 digits>`: the log position alone, so a
-  change re-sent at a new offset is the same change, kept once); a `doc` placeholder takes the
+  change re-sent at a new offset is the same change, kept once; after `e<k:04>|` when committed
+  at or after the k-th declared position reset); a `doc` placeholder takes the
   previous change's `doc` (none, or a delete before: null);
 - SCD1: the change with the greatest `__seq` (values, `__seq`, `__source_ts`); a delete there
   leaves no row;
@@ -43,22 +45,51 @@ import json
 import pyarrow as pa
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-BASE_MS = 1_795_939_200_000  # 2026-11-30T00:00:00Z
+BASE_MS = 1_795_939_200_000  # 2026-11-29T08:00:00Z
 LSN0 = 24_000_000
 ROW_COLS = ("id", "v", "n", "note", "doc")
 PLACEHOLDER = "__debezium_unavailable_value"
 
 
 class LsnClock:
-    """PostgreSQL's log position, shared by every table of a database (ever increasing)."""
+    """A database's log position, shared by every table of it, and its commit clock (ms). The
+    position grows with the clock, except at `reset_ms`: there the source starts its positions
+    again (a MySQL binlog restart, a PostgreSQL cluster rebuilt), far below where they were,
+    while the clock goes on."""
 
-    def __init__(self, rng):
+    def __init__(self, rng, reset_ms=None):
         self.rng = rng
         self.lsn = LSN0
+        self.ms = BASE_MS
+        self.reset_ms = reset_ms
+        self.resets = [] if reset_ms is None else [reset_ms * 1000]  # µs, as declared
 
-    def tick(self):
-        self.lsn += self.rng.randint(8, 400)
-        return self.lsn, BASE_MS + (self.lsn - LSN0) * 10
+    def tick(self, snapshot=False):
+        """The next change's (position, commit ms). A snapshot is never cut by the restart: its
+        ticks stop just before it."""
+        step = self.rng.randint(8, 400)
+        ms = self.ms + step * 10
+        if self.reset_ms is not None and ms >= self.reset_ms:
+            if snapshot:
+                ms = max(self.ms, self.reset_ms - 1)
+            else:
+                self.lsn, self.reset_ms = LSN0 // 1000, None  # positions start again
+        self.lsn += step
+        self.ms = ms
+        return self.lsn, self.ms
+
+    def read_time(self, first_ms):
+        """A snapshot's read time: 20 s after its first row's position, before the restart
+        when that is still to come (a snapshot is read within one life of the positions)."""
+        t = first_ms + 20_000
+        return t if self.reset_ms is None else min(t, self.reset_ms - 1)
+
+
+def ranked_seq(lsn, ts_us, resets):
+    """`__seq` of a change (README "CDC: position resets"): its position, after `e<k:04>|` when
+    it was committed at or after the k-th declared reset."""
+    k = sum(1 for r in resets if r <= ts_us)
+    return (f"e{k:04}|" if k else "") + f"{lsn:020}"
 
 
 class Change:
@@ -77,8 +108,8 @@ def history(rng, clock, name, changes=30, keys=6, snapshot=3, toast=False):
     state, out = {}, []
     read_time = None
     for k in range(1, snapshot + 1):
-        lsn, ts = clock.tick()
-        read_time = read_time or ts + 20_000  # the snapshot's rows carry its read time
+        lsn, ts = clock.tick(snapshot=True)
+        read_time = read_time or clock.read_time(ts)  # the snapshot's rows carry its read time
         state[k] = {"id": k, "v": f"{name}-{k}-{lsn}", "n": rng.randint(0, 999), "doc": f"doc-{k}-{lsn}"}
         out.append(Change(k, "r", lsn, read_time, dict(state[k])))
     for i in range(changes):
@@ -149,6 +180,7 @@ class Stream:
                 self.messages.append((len(self.messages), None))
         self.cursor = 0
         self.delivered = {}  # offset -> Change, what bronze holds
+        self.resets = clock.resets  # the family's `position_resets` (µs)
 
     def take(self, n):
         """The next `n` messages (fewer at the end)."""
@@ -189,7 +221,7 @@ class Stream:
 
     def changes(self):
         """What bronze holds, as (seq, change)."""
-        return [(f"{c.lsn:020}", c) for off, c in self.delivered.items()]
+        return [(ranked_seq(c.lsn, c.ts_us, self.resets), c) for off, c in self.delivered.items()]
 
 
 def b64(obj):
@@ -378,27 +410,36 @@ class Checker:
 
 # --- the random schedule ---------------------------------------------------------------------
 
+# When each family's source restarts its positions (`LsnClock`): 30 s into `shop` (within its
+# first table's changes), 100 s into `audit` (within its second table's, when it has one).
+SHOP_RESET_MS = BASE_MS + 30_000
+AUDIT_RESET_MS = BASE_MS + 100_000
+
 STREAMS_CONF = """
 [[cdc]]
 family = "shop"
 source = "debezium"
 topics = ["shop.public.*"]
+position_resets = ["2026-11-29T08:00:30Z"]
 
 [[cdc]]
 family = "audit"
 source = "debezium"
 topics = ["audit.public.*"]
 scd = 2
+position_resets = ["2026-11-29T08:01:40Z"]
 """
 
 
 def two_families(rng, changes=30, tables=3):
     """`shop` (SCD1: orders, users, items) and `audit` (SCD2: accounts, grants, roles), the
     first `tables` of each, as `STREAMS_CONF` declares them: [(family, scd, [Stream])]."""
-    clock = LsnClock(rng)
+    # One database per family, each restarting its positions once (`STREAMS_CONF`).
+    clock = LsnClock(rng, SHOP_RESET_MS)
     # The first table of each family is a PostgreSQL table with a TOASTed column.
     shop = [Stream(rng, clock, "shop", "public", t, changes, toast=i == 0)
             for i, t in enumerate(("orders", "users", "items")[:tables])]
+    clock = LsnClock(rng, AUDIT_RESET_MS)
     audit = [Stream(rng, clock, "audit", "public", t, changes, toast=i == 0)
              for i, t in enumerate(("accounts", "grants", "roles")[:tables])]
     return [("shop", 1, shop), ("audit", 2, audit)]

@@ -186,6 +186,7 @@ impl Planner for LoadPlanner {
             schema,
             partition_columns: self.partition_columns.clone(),
             txns: vec![Transaction::new(self.app_id.clone(), 0)],
+            set_properties: vec![],
             table_properties: vec![],
             commit_if_empty: false,
         }))

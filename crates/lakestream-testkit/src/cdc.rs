@@ -119,6 +119,7 @@ impl Planner for Append {
             schema,
             partition_columns: vec![],
             txns: vec![],
+            set_properties: vec![],
             table_properties: self.properties.clone(),
             commit_if_empty: false,
         }))

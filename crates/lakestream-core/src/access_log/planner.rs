@@ -59,6 +59,7 @@ impl Planner for ObjectPlanner<'_> {
             partition_columns,
             txns,
             commit_if_empty: false,
+            set_properties: vec![],
             table_properties: vec![(
                 "delta.setTransactionRetentionDuration".into(),
                 format!("interval {} days", self.retention_days),

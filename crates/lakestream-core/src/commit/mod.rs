@@ -115,8 +115,10 @@ pub struct Planned {
     pub txns: Vec<Transaction>,
     /// Table properties set when this commit creates the table.
     pub table_properties: Vec<(String, String)>,
-    /// Commit the `txn`s even when there are no rows (a refine run that consumed source
-    /// versions but produced nothing still records how far it read).
+    /// Table properties this commit sets on an existing table (a `metaData` action).
+    pub set_properties: Vec<(String, String)>,
+    /// Commit the `txn`s (or `set_properties`) even when there are no rows (a refine run that
+    /// consumed source versions but produced nothing still records how far it read).
     pub commit_if_empty: bool,
 }
 
@@ -232,7 +234,8 @@ impl<P: Planner> ChangePlanner for AppendPlanner<'_, P> {
             return Ok(None);
         };
         let txns_only = plan.commit_if_empty && !plan.txns.is_empty();
-        if plan.batch.num_rows() == 0 && !txns_only {
+        let properties_only = plan.commit_if_empty && !plan.set_properties.is_empty();
+        if plan.batch.num_rows() == 0 && !txns_only && !properties_only {
             return Ok(None);
         }
         let exists = state.version.is_some();
@@ -251,7 +254,7 @@ impl<P: Planner> ChangePlanner for AppendPlanner<'_, P> {
         } else {
             plan.partition_columns.clone()
         };
-        let change = Change::append(
+        let mut change = Change::append(
             state.version,
             DeltaOperation::Write {
                 mode: SaveMode::Append,
@@ -261,6 +264,7 @@ impl<P: Planner> ChangePlanner for AppendPlanner<'_, P> {
             adds,
             plan.txns.clone(),
         );
+        change.properties = plan.set_properties.clone();
         let mut configuration = vec![(
             "delta.checkpointInterval".to_string(),
             self.checkpoint_interval.to_string(),

@@ -188,6 +188,7 @@ impl Planner for DeadLetterPlanner<'_> {
             partition_columns: vec![DATE_COLUMN.into()],
             txns,
             commit_if_empty: false,
+            set_properties: vec![],
             table_properties: vec![(
                 "delta.setTransactionRetentionDuration".into(),
                 DEAD_LETTER_TXN_RETENTION.into(),

@@ -91,18 +91,23 @@ pub(super) fn bronze_layout(table: &str) -> TableLayout {
     }
 }
 
+/// Table properties as (key, value) pairs.
+pub(super) type Properties = Vec<(String, String)>;
+
 /// Decode the records `todo` (indexes into `records`) for bronze table `schema`: the decoded
-/// rows (indexes into `todo`, like JSON decoding) and the properties of a new table.
+/// rows (indexes into `todo`, like JSON decoding), the properties of a new table, and the
+/// first source column whose type changed (`lakestream.cdc.type_change`).
 pub(super) fn decode_bronze(
     target: &BronzeTarget,
     records: &[SourceRecord],
     todo: &[usize],
     schema: &SchemaRef,
     now: DateTime<Utc>,
-) -> Result<(Decoded, Vec<(String, String)>)> {
+) -> Result<(Decoded, Properties, Option<String>)> {
     let recs: Vec<&SourceRecord> = todo.iter().filter_map(|&i| records.get(i)).collect();
     let d = decode(target, &recs, schema, now)?;
     let properties = target.properties(&d.keys);
+    let type_change = d.type_changes.first().cloned();
     Ok((
         Decoded {
             batch: d.batch,
@@ -112,5 +117,6 @@ pub(super) fn decode_bronze(
             new_fields: d.new_fields,
         },
         properties,
+        type_change,
     ))
 }

@@ -21,7 +21,7 @@ use deltalake::arrow::compute::filter_record_batch;
 use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::kernel::Transaction;
-use lakestream_formats::config::KafkaMetadataColumn;
+use lakestream_formats::config::{KafkaMetadataColumn, bronze};
 use lakestream_formats::record::{RecordValue, SourceRecord, app_id};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -44,6 +44,8 @@ pub(super) struct TopicPlanner<'a> {
     cdc: Option<Arc<BronzeTarget>>,
     /// Table properties of a new table (CDC bronze: family, table, keys).
     properties: Vec<(String, String)>,
+    /// Table properties this commit sets (CDC bronze: a source column's type change).
+    set_properties: Vec<(String, String)>,
     records: &'a [SourceRecord],
     /// Indexes (into `records`) of this table's records.
     pub(super) idx: Vec<usize>,
@@ -90,6 +92,7 @@ impl<'a> TopicPlanner<'a> {
             layout,
             cdc,
             properties: vec![],
+            set_properties: vec![],
             records,
             idx,
             app_ids,
@@ -160,9 +163,15 @@ impl<'a> TopicPlanner<'a> {
         }
         let mut decoded = match self.cdc.clone() {
             Some(target) => {
-                let (decoded, properties) =
+                let (decoded, properties, type_change) =
                     decode_bronze(&target, self.records, &todo, &schema, self.processing_time)?;
                 self.properties = properties;
+                // Sticky across attempts: a later attempt skips the records already
+                // dead-lettered, and with them the type change they showed.
+                if let Some(t) = type_change {
+                    self.set_properties = vec![(bronze::TYPE_CHANGE_PROPERTY.to_string(), t)];
+                }
+                self.properties.extend(self.set_properties.iter().cloned());
                 decoded
             }
             None => self.decode_json(&schema, &todo)?,
@@ -224,7 +233,9 @@ impl<'a> TopicPlanner<'a> {
             schema,
             partition_columns: self.layout.partition_columns.clone(),
             txns,
-            commit_if_empty: false,
+            // A type change is recorded even when every record of the batch was refused.
+            commit_if_empty: !self.set_properties.is_empty(),
+            set_properties: self.set_properties.clone(),
             table_properties: self.properties.clone(),
         };
         Ok(Plan {

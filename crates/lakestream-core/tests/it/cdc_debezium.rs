@@ -516,3 +516,80 @@ async fn an_msk_event_of_debezium_records_decodes_keys_and_tombstones() -> Resul
     );
     Ok(())
 }
+
+/// Issue 37 (5): a change whose value does not fit its column (the source column changed type:
+/// `email` text -> int) is dead-lettered with its bytes, bronze records the type change (also
+/// when every record of the batch was refused), and the table's apply job stops loudly instead
+/// of applying the other changes around the missing one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_type_change_stops_the_tables_apply_instead_of_diverging() -> Result<()> {
+    use lakestream_core::refine::cdc::family::all_jobs;
+    use lakestream_core::refine::{RunContext, run_job};
+    for b in backends() {
+        let cfg = config()?;
+        let lake = TestLake::with_config(b, "dbz-type-change", cfg)?;
+        let cfg = lake.config.clone();
+        let ing = lake.ingestor()?;
+        let l = Lake::new(&cfg.lake)?;
+        let s: lakestream_core::commit::CommitSettings = (&cfg.commit).into();
+        let apply = async || -> lakestream_core::Result<()> {
+            let jobs = all_jobs(&l, &cfg).await?;
+            let job = jobs
+                .iter()
+                .find(|j| j.job == "cdc-crm/public.customers")
+                .ok_or_else(|| lakestream_core::Error::Config("no job".into()))?;
+            let ctx = RunContext::new(&cfg, &l, &s, chrono::Utc::now());
+            run_job(&ctx, job, 10).await.map(|_| ())
+        };
+        let first = [rec(
+            CUSTOMERS,
+            0,
+            Some(fx!("pg_customers_1005.key.json")),
+            Some(fx!("pg_customers_c.json")),
+        )];
+        check(first.len(), &ing.ingest(&first).await?, 1, 0, 0, 0);
+        apply().await?;
+        assert_eq!(
+            property(&lake, BRONZE, bronze::TYPE_CHANGE_PROPERTY).await?,
+            None
+        );
+        // A batch of only the changed-type record: refused, and still recorded.
+        let conflict = [rec(
+            CUSTOMERS,
+            1,
+            Some(fx!("pg_customers_1007.key.json")),
+            Some(fx!("pg_customers_c_conflict.json")),
+        )];
+        let r = ing.ingest(&conflict).await?;
+        check(conflict.len(), &r, 0, 0, 1, 0);
+        let recorded = property(&lake, BRONZE, bronze::TYPE_CHANGE_PROPERTY).await?;
+        let recorded = recorded.context("the type change is recorded on bronze")?;
+        assert!(
+            recorded.contains("email") && recorded.contains("Utf8") && !recorded.contains("42"),
+            "{b:?}: {recorded}"
+        );
+        let dead = lake.read("dead_letters").await?;
+        let reasons = strings(&dead, "error")?;
+        assert!(
+            reasons
+                .iter()
+                .flatten()
+                .any(|r| r.contains("changed type") && r.contains("CDC: schema changes")),
+            "{b:?}: {reasons:?}"
+        );
+        // The apply stops, naming the fix, whatever else bronze gains.
+        ing.ingest(&[rec(
+            CUSTOMERS,
+            2,
+            Some(fx!("pg_customers_1005.key.json")),
+            Some(fx!("pg_customers_d.json")),
+        )])
+        .await?;
+        let e = apply().await.err().context("the apply must stop")?;
+        assert!(
+            e.to_string().contains("CDC: schema changes") && e.to_string().contains("email"),
+            "{b:?}: {e}"
+        );
+    }
+    Ok(())
+}

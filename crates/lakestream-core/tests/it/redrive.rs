@@ -407,6 +407,7 @@ impl lakestream_core::commit::Planner for Foreign {
             schema: self.0.schema(),
             partition_columns: vec![],
             txns: vec![],
+            set_properties: vec![],
             table_properties: vec![],
             commit_if_empty: false,
         }))

@@ -10,7 +10,7 @@ use deltalake::arrow::array::{
 use deltalake::arrow::datatypes::{DataType, TimeUnit};
 use std::sync::Arc;
 
-fn kind(c: &Cell) -> &'static str {
+pub(super) fn kind(c: &Cell) -> &'static str {
     match c {
         Cell::Null => "null",
         Cell::Bool(_) => "a boolean",

@@ -104,6 +104,11 @@ pub struct DecodedBronze {
     pub new_fields: Vec<Field>,
     /// The record key's field names (of the first record with a key).
     pub keys: Vec<String>,
+    /// Source columns whose type changed (a value that does not fit the column's type, in a
+    /// well-formed change): `<column>: <bronze type> -> <what came>`, no values. Their
+    /// records are in `rejects`; the bronze commit records the first in
+    /// [`bronze::TYPE_CHANGE_PROPERTY`] and the table's apply job stops on it.
+    pub type_changes: Vec<String>,
 }
 
 /// The key bytes of a record (`Err`: a key that could not even be unwrapped).
@@ -146,6 +151,7 @@ pub fn decode(
         .map(|(i, (n, _))| (n.to_lowercase(), i))
         .collect();
     let mut rejects = Vec::new();
+    let mut type_changes: Vec<String> = Vec::new();
     let mut good: Vec<Good<'_>> = Vec::with_capacity(records.len());
     for (j, r) in records.iter().enumerate() {
         let parsed = match (&r.value, &key_bytes(r)) {
@@ -162,8 +168,22 @@ pub fn decode(
         };
         let (placed, new) = match place_row(std::mem::take(&mut change.row), &meta, &cols, &index) {
             Ok(p) => p,
-            Err(why) => {
+            Err(Refusal::Record(why)) => {
                 rejects.push((j, why));
+                continue;
+            }
+            Err(Refusal::TypeChange { summary, why }) => {
+                rejects.push((
+                    j,
+                    format!(
+                        "{why}: the source column changed type ({summary}); the table's apply \
+                         job stops until its bronze and silver are rebuilt (README \"CDC: \
+                         schema changes\")"
+                    ),
+                ));
+                if !type_changes.contains(&summary) {
+                    type_changes.push(summary);
+                }
                 continue;
             }
         };
@@ -190,7 +210,17 @@ pub fn decode(
             .map(|(n, dt)| Field::new(n, dt.clone(), true))
             .collect(),
         keys,
+        type_changes,
     })
+}
+
+/// Why a record's row cannot be placed.
+enum Refusal {
+    /// The record itself is bad (dead-lettered; the table goes on).
+    Record(String),
+    /// A well-formed change whose value does not fit its column's type: the source column
+    /// changed type (`summary` names the column and both types, never the value).
+    TypeChange { summary: String, why: String },
 }
 
 /// One record's cells by column index, and the columns it adds (name, type).
@@ -204,24 +234,24 @@ fn place_row(
     meta: &HashSet<String>,
     cols: &[(String, DataType)],
     index: &HashMap<String, usize>,
-) -> std::result::Result<Placed, String> {
+) -> std::result::Result<Placed, Refusal> {
     let mut new: Vec<(String, DataType)> = vec![];
     let mut placed: Vec<(usize, Cell)> = vec![];
     let mut seen: HashMap<String, String> = HashMap::with_capacity(row.len());
     for (name, (natural, cell)) in row {
         let lower = name.to_lowercase();
         if let Some(first) = seen.insert(lower.clone(), name.clone()) {
-            return Err(format!(
+            return Err(Refusal::Record(format!(
                 "the row has columns `{first}` and `{name}`, which differ only in case: Delta \
                  column names are case-insensitive, so one would overwrite the other; rename \
                  one at the source (or with a Debezium column rename SMT)"
-            ));
+            )));
         }
         if meta.contains(&lower) {
-            return Err(format!(
+            return Err(Refusal::Record(format!(
                 "column `{name}` has the name of a bronze column; rename it in the source \
                  (or with a Debezium column rename SMT)"
-            ));
+            )));
         }
         let col = match index.get(&lower) {
             Some(&c) => c,
@@ -232,7 +262,7 @@ fn place_row(
                     None => continue,
                     Some(dt) => {
                         if let Some(w) = unwritable_name(&name) {
-                            return Err(w);
+                            return Err(Refusal::Record(w));
                         }
                         new.push((name.clone(), dt));
                         cols.len() + new.len() - 1
@@ -247,9 +277,15 @@ fn place_row(
         else {
             continue;
         };
+        let came = columns::kind(&cell);
         match convert(cell, dt) {
             Ok(c) => placed.push((col, c)),
-            Err(e) => return Err(format!("column `{name}`: {e}")),
+            Err(e) => {
+                return Err(Refusal::TypeChange {
+                    summary: format!("column `{name}`: {dt} -> {came}"),
+                    why: format!("column `{name}`: {e}"),
+                });
+            }
         }
     }
     Ok((placed, new))

@@ -97,6 +97,7 @@ impl Planner for ChunkPlanner<'_> {
             schema,
             partition_columns: vec![],
             txns,
+            set_properties: vec![],
             table_properties: self.properties.clone(),
             commit_if_empty: true,
         }))

@@ -56,6 +56,7 @@ pub(crate) async fn read_changes(
     let Some(mut read) = read else {
         return Ok(None);
     };
+    refuse_type_change(cfg, apply, &read)?;
     let keys = resolve_keys(cfg, apply, &read)?;
     let rows = read.rows()?;
     read.batches = Vec::new();
@@ -76,6 +77,31 @@ pub(crate) fn who<'a>(
     apply: &'a CdcApply,
 ) -> (&'a str, &'a str, Option<&'a str>) {
     (&cfg.job, &apply.source, apply.family.as_deref())
+}
+
+/// `Err` while bronze records a source column's type change
+/// ([`bronze::TYPE_CHANGE_PROPERTY`]): a change of it was dead-lettered, so applying the rest
+/// would let silver diverge from the source without a word.
+fn refuse_type_change(cfg: &RefineJob, apply: &CdcApply, read: &SourceRead) -> Result<()> {
+    let snapshot = read.handle.snapshot()?;
+    let Some(change) = snapshot
+        .metadata()
+        .configuration()
+        .get(bronze::TYPE_CHANGE_PROPERTY)
+    else {
+        return Ok(());
+    };
+    Err(Error::Schema {
+        table: apply.source.clone(),
+        reason: format!(
+            "refine job `{}` stops: a change did not fit its bronze column ({change}), so the \
+             source column changed type. That change is in the dead-letter table with its bytes; \
+             applying the others would let silver diverge from the source. Rebuild the table \
+             with the new type (README \"CDC: schema changes\": remove bronze `{}`, silver `{}` \
+             and the job's side table, then re-snapshot the source table)",
+            cfg.job, apply.source, cfg.output
+        ),
+    })
 }
 
 /// The job's key columns, else the bronze table's `lakestream.cdc.keys` property.

@@ -231,6 +231,7 @@ impl Planner for JoinPlanner<'_> {
             schema: out_schema,
             partition_columns: self.cfg.partition_by.clone(),
             txns,
+            set_properties: vec![],
             table_properties: properties,
             commit_if_empty: true,
         }))

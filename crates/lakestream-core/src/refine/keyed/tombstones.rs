@@ -153,6 +153,7 @@ impl Planner for Write {
             schema,
             partition_columns: vec!["date".into()],
             txns: vec![],
+            set_properties: vec![],
             table_properties: vec![],
             commit_if_empty: false,
         }))

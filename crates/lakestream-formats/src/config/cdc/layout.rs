@@ -57,6 +57,10 @@ pub mod bronze {
     pub const TABLE_PROPERTY: &str = "lakestream.cdc.table";
     /// Key columns, comma separated (from the Debezium record key or the config).
     pub const KEYS_PROPERTY: &str = "lakestream.cdc.keys";
+    /// Set by the bronze commit that dead-letters a change whose value does not fit its
+    /// column's type (the source column changed type): `<column>: <bronze type> -> <what
+    /// came>`. The table's apply job stops while it is set (README "CDC: schema changes").
+    pub const TYPE_CHANGE_PROPERTY: &str = "lakestream.cdc.type_change";
 }
 
 /// Silver table columns added to the row's own columns.

@@ -162,18 +162,7 @@ impl<'a> TopicPlanner<'a> {
             }
         }
         let mut decoded = match self.cdc.clone() {
-            Some(target) => {
-                let (decoded, properties, type_change) =
-                    decode_bronze(&target, self.records, &todo, &schema, self.processing_time)?;
-                self.properties = properties;
-                // Sticky across attempts: a later attempt skips the records already
-                // dead-lettered, and with them the type change they showed.
-                if let Some(t) = type_change {
-                    self.set_properties = vec![(bronze::TYPE_CHANGE_PROPERTY.to_string(), t)];
-                }
-                self.properties.extend(self.set_properties.iter().cloned());
-                decoded
-            }
+            Some(target) => self.decode_cdc(&target, &schema, &todo)?,
             None => self.decode_json(&schema, &todo)?,
         };
         self.unknown_ignored = decoded.unknown_fields_ignored;
@@ -245,6 +234,26 @@ impl<'a> TopicPlanner<'a> {
             rows,
             already_committed,
         })
+    }
+
+    /// A CDC topic's records into bronze rows; the table properties of a new table and the
+    /// type change they show, if any.
+    fn decode_cdc(
+        &mut self,
+        target: &BronzeTarget,
+        schema: &SchemaRef,
+        todo: &[usize],
+    ) -> Result<Decoded> {
+        let (decoded, properties, type_change) =
+            decode_bronze(target, self.records, todo, schema, self.processing_time)?;
+        self.properties = properties;
+        // Sticky across attempts: a later attempt skips the records already dead-lettered,
+        // and with them the type change they showed.
+        if let Some(t) = type_change {
+            self.set_properties = vec![(bronze::TYPE_CHANGE_PROPERTY.to_string(), t)];
+        }
+        self.properties.extend(self.set_properties.iter().cloned());
+        Ok(decoded)
     }
 
     /// JSON rows: decode the values against the table's value columns.

@@ -40,5 +40,6 @@ mod schema_case;
 mod table_paths;
 mod table_reset;
 mod table_seams;
+mod tombstone_expiry;
 mod upsert;
 mod vacuum_guards;

@@ -38,7 +38,10 @@ pub(crate) async fn run_once(
 ) -> Result<RunReport> {
     let app = ctx.app_id(&cfg.job, &apply.source);
     let plan = Scd1Plan { ctx, cfg, apply };
-    let expire = Some(apply.tombstone_retention);
+    let expire = Some(keyed::Expiry {
+        retention: apply.tombstone_retention,
+        horizon: Some(bronze::SEQ),
+    });
     keyed::run_keyed(ctx, &cfg.job, app, plan, output, expire).await
 }
 

@@ -41,7 +41,7 @@ use incoming::{IncomingRows, Ties};
 use lakestream_formats::refine::RefineJob;
 use lakestream_formats::refine::upsert::UpsertConfig;
 use rewrite::Sweep;
-pub(crate) use run::{KeyedPlan, run_keyed};
+pub(crate) use run::{Expiry, KeyedPlan, run_keyed};
 use std::sync::Arc;
 pub(crate) use tombstones::Deletes;
 
@@ -152,6 +152,10 @@ pub(crate) async fn plan(
     } else {
         rewrite::Replaced::default()
     };
+    // CDC, an incremental run: a change that may be older than a forgotten delete stays out.
+    if sweep.values.is_some() && consumed.is_some() {
+        tombstones::keep_out_forgotten(ctx.lake, src, &mut incoming).await?;
+    }
     let mut adds = replaced.adds;
     let cdc_values = (&replaced.resolved, sweep.values.as_ref());
     let (new_files, new_rows) =

@@ -69,15 +69,27 @@ impl<P: KeyedPlan> ChangePlanner for KeyedPlanner<'_, '_, P> {
     }
 }
 
+/// How a keyed job's tombstones expire.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Expiry {
+    /// How long a tombstone is kept (processing time).
+    pub retention: std::time::Duration,
+    /// CDC: the ordering column whose greatest expired value is kept as the horizon below
+    /// which a change for a key without row or tombstone stays out
+    /// ([`tombstones::keep_out_forgotten`]).
+    pub horizon: Option<&'static str>,
+}
+
 /// Run a keyed job once on the one commit loop (re-planned from a fresh snapshot on conflict),
-/// consuming its source as `app`; after a commit lands, tombstones older than `expire` go.
+/// consuming its source as `app`; after a commit lands, tombstones older than `expire`'s
+/// retention go (CDC: recording the greatest `__seq` removed, [`Expiry::horizon`]).
 pub(crate) async fn run_keyed<P: KeyedPlan>(
     ctx: &RunContext<'_>,
     job: &str,
     app: String,
     inner: P,
     mut output: TableHandle,
-    expire: Option<std::time::Duration>,
+    expire: Option<Expiry>,
 ) -> Result<RunReport> {
     let mut planner = KeyedPlanner {
         ctx,
@@ -92,9 +104,9 @@ pub(crate) async fn run_keyed<P: KeyedPlan>(
     report.attempts = ran.attempts;
     if let Some(landed) = ran.landed {
         report.output_version = Some(landed.version);
-        if let Some(retention) = expire {
+        if let Some(Expiry { retention, horizon }) = expire {
             let tombs = tombstones::table_name(job);
-            tombstones::expire(ctx.lake, &tombs, ctx.settings, ctx.now, retention).await?;
+            tombstones::expire(ctx.lake, &tombs, ctx.settings, ctx.now, retention, horizon).await?;
         }
     }
     Ok(report)

@@ -2,8 +2,13 @@
 //! its tie-break text go to the job's tombstone table (`_lakestream/<job>/tombstones`, a Delta
 //! table partitioned by the processing `date`), so a late, older insert of that key is not
 //! brought back. Tombstones expire `tombstone_retention` after they were written (whole `date`
-//! partitions are removed by the job itself); a row for the key older than the delete that
-//! arrives later than that is upserted again.
+//! partitions are removed by the job itself). For a CDC job (`__seq` order) the expiry
+//! records the greatest `__seq` it removed on the tombstone table
+//! ([`EXPIRED_THROUGH_PROPERTY`]), and an incremental run keeps out a change at or below it
+//! for a key with neither a row nor a tombstone ([`keep_out_forgotten`]): it may be older
+//! than a delete that was forgotten, and a deleted key must not come back. A plain upsert has
+//! no such horizon: a row for the key older than the delete that arrives after expiry is
+//! upserted again.
 
 use super::incoming::{Incoming, IncomingRows, Ties};
 use super::order::Encoder;
@@ -16,7 +21,7 @@ use crate::storage::Lake;
 use crate::table::TableHandle;
 use chrono::{DateTime, Utc};
 use deltalake::arrow::array::{
-    ArrayRef, AsArray, RecordBatch, StringArray, TimestampMicrosecondArray, UInt32Array,
+    Array, ArrayRef, AsArray, RecordBatch, StringArray, TimestampMicrosecondArray, UInt32Array,
 };
 use deltalake::arrow::compute::take_record_batch;
 use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
@@ -29,6 +34,9 @@ use std::sync::Arc;
 pub fn table_name(job: &str) -> String {
     lakestream_formats::tables::tombstone_table(job)
 }
+
+/// Tombstone table property: the greatest `__seq` of the tombstones expired so far (CDC jobs).
+pub const EXPIRED_THROUGH_PROPERTY: &str = "lakestream.tombstones.expired_through";
 
 /// Key -> (ordering bytes, tie text) of the newest tombstone per key.
 pub type Tombstones = HashMap<Vec<u8>, (Vec<u8>, String)>;
@@ -81,6 +89,55 @@ pub(crate) async fn keep_out_deleted(
         }
     }
     Ok(())
+}
+
+/// CDC, after the winners met the output's rows: keep out a winner that is not a delete, has
+/// neither an output row nor a tombstone, and whose `__seq` is at or below the expired
+/// tombstones' greatest ([`EXPIRED_THROUGH_PROPERTY`]): it may be older than a forgotten delete
+/// of its key. Plain-file `__seq`s (`0|<row time>|...`) order by the rows' own times, which a
+/// back-fill may set in the past, so they are not kept out. Returns how many were kept out.
+pub(crate) async fn keep_out_forgotten(
+    lake: &Lake,
+    src: &IncomingRows<'_>,
+    incoming: &mut [Incoming],
+) -> Result<usize> {
+    let table = table_name(&src.cfg.job);
+    let handle = match TableHandle::open_existing(lake, &table).await {
+        Ok(h) => h,
+        Err(Error::TableNotFound(_)) => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let Some(horizon) = handle.property(EXPIRED_THROUGH_PROPERTY)? else {
+        return Ok(0);
+    };
+    let seq_column = src
+        .u
+        .order_by
+        .first()
+        .map(String::as_str)
+        .unwrap_or_default();
+    let at = RecordBatch::try_from_iter([(
+        seq_column,
+        Arc::new(StringArray::from(vec![horizon])) as ArrayRef,
+    )])?;
+    let horizon = src.order_enc.encode(&at, &table)?.remove(0);
+    let seq = src
+        .rows
+        .column_by_name(seq_column)
+        .and_then(|c| c.as_string_opt::<i32>())
+        .ok_or_else(|| Error::Internal("CDC changes have no text `__seq`".into()))?;
+    let mut kept_out = 0;
+    for inc in incoming.iter_mut() {
+        let forgotten = !inc.older && !inc.delete && !inc.replaces && inc.after.is_none();
+        if forgotten
+            && src.order_of(inc) <= horizon.as_slice()
+            && !seq.value(inc.row as usize).starts_with("0|")
+        {
+            inc.older = true;
+            kept_out += 1;
+        }
+    }
+    Ok(kept_out)
 }
 
 /// The deletes that won, to be recorded as tombstones before the output commit.
@@ -219,13 +276,16 @@ pub async fn write(
     Ok(())
 }
 
-/// Remove tombstones written before `now - retention` (whole `date` partitions).
+/// Remove tombstones written before `now - retention` (whole `date` partitions); with
+/// `horizon` (a CDC job's `__seq` column) the greatest value removed is kept in
+/// [`EXPIRED_THROUGH_PROPERTY`] in the same commit.
 pub async fn expire(
     lake: &Lake,
     table: &str,
     settings: &CommitSettings,
     now: DateTime<Utc>,
     retention: std::time::Duration,
+    horizon: Option<&str>,
 ) -> Result<usize> {
     let mut handle = TableHandle::open(lake, table)?;
     if !handle.refresh().await? {
@@ -250,9 +310,16 @@ pub async fn expire(
     }
     let n = removes.len();
     let schema = handle.arrow_schema()?;
+    let properties = match horizon {
+        Some(column) => expired_through(lake, &handle, column, &cutoff)
+            .await?
+            .map(|h| vec![(EXPIRED_THROUGH_PROPERTY.to_string(), h)])
+            .unwrap_or_default(),
+        None => vec![],
+    };
     let change = Change {
         read_version: handle.version(),
-        properties: vec![],
+        properties,
         operation: DeltaOperation::Delete {
             predicate: Some(format!("date < '{cutoff}'")),
         },
@@ -274,4 +341,34 @@ pub async fn expire(
         Err(e) if e.is_retryable() => Ok(0),
         Err(e) => Err(e),
     }
+}
+
+/// The greatest `column` value of the tombstones dated before `cutoff`, or the one recorded
+/// before when that is greater.
+async fn expired_through(
+    lake: &Lake,
+    handle: &TableHandle,
+    column: &str,
+    cutoff: &str,
+) -> Result<Option<String>> {
+    let table = handle.name();
+    let rows = read_table(lake, table, handle.version()).await?;
+    let (Some(values), Some(dates)) = (
+        rows.column_by_name(column)
+            .and_then(|c| c.as_string_opt::<i32>()),
+        rows.column_by_name("date")
+            .and_then(|c| c.as_string_opt::<i32>()),
+    ) else {
+        return Ok(None);
+    };
+    let removed = (0..rows.num_rows())
+        .filter(|&i| dates.is_valid(i) && values.is_valid(i) && dates.value(i) < cutoff)
+        .map(|i| values.value(i))
+        .max();
+    let before = handle.property(EXPIRED_THROUGH_PROPERTY)?;
+    Ok(match (removed, before) {
+        (Some(r), Some(b)) => Some(b.max(r.to_string())),
+        (Some(r), None) => Some(r.to_string()),
+        (None, b) => b,
+    })
 }

@@ -7,7 +7,7 @@
 use super::context::RunContext;
 use super::keyed::incoming::IncomingRows;
 use super::keyed::rewrite::Sweep;
-use super::keyed::{KeyedPlan, Planned, empty_report, plan, run_keyed};
+use super::keyed::{Expiry, KeyedPlan, Planned, empty_report, plan, run_keyed};
 use super::report::RunReport;
 use super::source::read_next;
 use crate::commit::TableState;
@@ -58,7 +58,10 @@ pub(crate) async fn run_once(
     output: TableHandle,
 ) -> Result<RunReport> {
     let app = ctx.app_id(&cfg.job, &u.source);
-    let expire = u.op.is_some().then_some(u.tombstone_retention);
+    let expire = u.op.is_some().then_some(Expiry {
+        retention: u.tombstone_retention,
+        horizon: None,
+    });
     run_keyed(
         ctx,
         &cfg.job,

@@ -20,6 +20,9 @@ Lambda binary, see `warm.py`):
 - `optimize-all`: `optimize --all --min-files 2`, the maintenance function's one table list
   (every table of the pipeline, the upsert's tombstones and the access-log table included);
 - `refine`: the CDC upsert `raw/cdc` -> `refined/cdc` (`latest`), re-run until it succeeds;
+- `cdc-rebuild`: both apply jobs `refine JOB --rebuild`, half the time after bronze's early
+  commits were removed behind a checkpoint (log cleanup, day 31): silver equals the reference
+  of everything bronze holds;
 - `dbz` / `cdc-apply`: a CDC family pair (`[[cdc]]` `shop`, SCD1, and `audit`, SCD2, one
   Debezium topic each, the random streams of tests/cdc_reference.py: late and re-sent changes,
   deletes with tombstones) ingested into bronze, and both apply jobs run (sometimes two at
@@ -292,6 +295,14 @@ class Generator:
             c = self.cdc_r
             if "cdc" in OFF:
                 return
+            if n > 0 and c.random() < 0.12:
+                # Both apply jobs rebuilt (`refine JOB --rebuild`), half the time after
+                # bronze's early log was cleaned (day 31): silver is emptied and built again
+                # from bronze's snapshot, alone on the family's tables.
+                bronzes = [bronze_of(st) for st in self.streams]
+                take({"op": "cdc-rebuild", "clean": c.random() < 0.5, "bronze": bronzes},
+                     *bronzes, *(silver_of(f, st) for f, _, ss in self.families for st in ss))
+                return
             if n == 0 or c.random() < 0.5:
                 if self.dbz_sent and c.random() < 0.15:
                     batch = c.choice(self.dbz_sent)  # an exact redelivery of an older batch
@@ -404,6 +415,8 @@ def describe(op):
         return f"ingest {spans or 'nothing new'}{' (twice at once)' if op['copies'] > 1 else ''}{tail}"
     if o == "cdc-apply":
         return f"refine {' '.join(CDC_JOBS)}{' (twice at once)' if op['copies'] > 1 else ''}{tail}"
+    if o == "cdc-rebuild":
+        return f"refine --rebuild {' and '.join(CDC_JOBS)}{' after bronze log cleanup' if op['clean'] else ''}"
     if o == "gold":
         return f"refine {' '.join(GOLD_JOBS)}{' (twice at once)' if op['copies'] > 1 else ''}{tail}"
     return f"{o} latest{tail}"
@@ -526,6 +539,17 @@ class Lake(LakeBase):
             path.write_bytes(body)
             return hashlib.md5(body).hexdigest()
         return self.s3().put_object(Bucket=self.log_bucket, Key=M.log_key(k), Body=body)["ETag"].strip('"')
+
+    def remove_log_before(self, table, version):
+        """Commit files 0..version-1 of `table` removed, as log cleanup leaves them."""
+        names = [f"_delta_log/{v:020}.json" for v in range(version)]
+        if self.backend == "fs":
+            for n in names:
+                pathlib.Path(self.uri(table), n).unlink(missing_ok=True)
+            return
+        keys = [{"Key": f"{self.prefix}/{table}/{n}"} for n in names]
+        for i in range(0, len(keys), 1000):
+            self.s3().delete_objects(Bucket=BUCKET, Delete={"Objects": keys[i:i + 1000]})
 
     def remove_table(self, table):
         if self.backend == "fs":
@@ -660,6 +684,17 @@ def execute(lake, op, r):
             note = "crashed, " if "crash point" in out.stderr else f"no crash (exit {out.returncode}), "
         out = json.loads(lake.deliver(args).stdout)
         return note + f"written {out.get('written')}, duplicates {out.get('duplicates')}"
+    if o == "cdc-rebuild":
+        notes = []
+        for table in op["bronze"] if op["clean"] else []:
+            lake.deliver(["checkpoint", table])
+            v = lake.delta(table).version()
+            lake.remove_log_before(table, v)
+            notes.append(f"{table}: commits before v{v} removed")
+        for job in CDC_JOBS:
+            out = lake.deliver(["refine", job, "--rebuild"])
+            notes.append(out.stdout.strip().splitlines()[0] if out.stdout.strip() else job)
+        return "; ".join(notes)
     if o == "cdc-apply":
         note = ""
         if op["crash"]:
@@ -743,7 +778,7 @@ def apply(model, ops):
         if op["op"] == "dbz":
             for st, messages in op["batch"]:
                 st.landed(messages)
-    if any(op["op"] == "cdc-apply" for op in ops):
+    if any(op["op"] in ("cdc-apply", "cdc-rebuild") for op in ops):
         model.cdc_applied = {st.topic: dict(st.delivered) for st in model.cdc_streams}
 
 
@@ -759,6 +794,8 @@ def tables_of(op):
         return {bronze_of(st) for st, _ in op["batch"]}
     if op["op"] == "cdc-apply":
         return {t for t in CDC_TABLES if t.startswith("silver/")}
+    if op["op"] == "cdc-rebuild":
+        return {t for t in CDC_TABLES if t.startswith("silver/") or op["clean"]}
     if op["op"] == "gold":
         return set(GOLDS)
     return {op["table"]}

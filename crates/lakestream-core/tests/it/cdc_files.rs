@@ -650,3 +650,55 @@ async fn case_only_twin_columns_are_refused_not_merged() -> Result<()> {
     );
     Ok(())
 }
+
+/// Issue 37 (5): a value that no longer parses as its declared column type (the source column
+/// changed type, e.g. a decimal now text) is dead-lettered with its row, and bronze records the
+/// type change in the same commit; the table's apply job then stops loudly instead of applying
+/// the other rows around the missing one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_type_change_stops_the_tables_apply() -> Result<()> {
+    use lakestream_core::refine::cdc::family::all_jobs;
+    use lakestream_core::refine::{RunContext, run_job};
+    for backend in backends() {
+        let s = Setup::new(backend, "cdc-files-type-change")?;
+        let body = b"U,2026-11-29 11:34:01.000000,1,Widget,10.00,true\n\
+U,2026-11-29 11:34:02.000000,5,Sprocket,ten,true\n";
+        let obj = s.put(CDC_KEY, body)?;
+        let r = s
+            .ingestor(1000)?
+            .ingest(std::slice::from_ref(&obj), &s.source())
+            .await?;
+        assert_eq!(
+            r.objects[0].1,
+            ObjectOutcome::Committed {
+                rows: 1,
+                dead_lettered: 1
+            },
+            "{r:?}"
+        );
+        let h = TableHandle::open_existing(&s.lake.lake()?, ITEMS).await?;
+        let recorded = h.property(bronze::TYPE_CHANGE_PROPERTY)?;
+        assert!(
+            recorded
+                .as_deref()
+                .is_some_and(|t| t.contains("amount") && !t.contains("ten")),
+            "{backend:?}: {recorded:?}"
+        );
+        let cfg = s.lake.config.clone();
+        let l = s.lake.lake()?;
+        let settings: lakestream_core::commit::CommitSettings = (&cfg.commit).into();
+        let jobs = all_jobs(&l, &cfg).await?;
+        let job = jobs
+            .iter()
+            .find(|j| j.job == "cdc-erp/dbo.items")
+            .ok_or_else(|| anyhow::anyhow!("no job in {jobs:?}"))?;
+        let ctx = RunContext::new(&cfg, &l, &settings, chrono::Utc::now());
+        let e = run_job(&ctx, job, 10).await.err();
+        assert!(
+            e.as_ref()
+                .is_some_and(|e| e.to_string().contains("CDC: schema changes")),
+            "{backend:?}: {e:?}"
+        );
+    }
+    Ok(())
+}

@@ -279,6 +279,12 @@ impl CdcFileIngestor {
                 last_row: chunk.last_row,
                 eof: chunk.eof,
                 properties: properties.clone(),
+                set_properties: chunk
+                    .bad
+                    .iter()
+                    .find_map(|b| b.type_change.clone())
+                    .map(|t| vec![(bronze::TYPE_CHANGE_PROPERTY.to_string(), t)])
+                    .unwrap_or_default(),
                 written: 0,
             };
             let outcome = commit::append(&self.lake, h, &self.settings, &mut planner).await?;

@@ -196,6 +196,7 @@ impl ParquetDecoder {
                     row: rows[r],
                     raw: row_json(&batch, r),
                     reason,
+                    type_change: None,
                 }),
                 None => {
                     good.ops.push(ops[r]);

@@ -51,6 +51,8 @@ pub struct ChunkPlanner<'a> {
     pub eof: bool,
     /// Table properties when the commit creates the table.
     pub properties: Vec<(String, String)>,
+    /// Table properties the commit sets (a source column's type change).
+    pub set_properties: Vec<(String, String)>,
     /// Rows the last plan wrote.
     pub written: usize,
 }
@@ -97,8 +99,13 @@ impl Planner for ChunkPlanner<'_> {
             schema,
             partition_columns: vec![],
             txns,
-            set_properties: vec![],
-            table_properties: self.properties.clone(),
+            set_properties: self.set_properties.clone(),
+            table_properties: self
+                .properties
+                .iter()
+                .chain(&self.set_properties)
+                .cloned()
+                .collect(),
             commit_if_empty: true,
         }))
     }

@@ -25,6 +25,10 @@ pub struct BadRow {
     pub raw: Vec<u8>,
     /// Why, and what to do.
     pub reason: String,
+    /// A value that does not parse as its column's declared type: the source column changed
+    /// type (`<column>: <type> -> ...`, never the value); the bronze commit records it and the
+    /// table's apply job stops (README "CDC: schema changes").
+    pub type_change: Option<String>,
 }
 
 /// The Arrow type of a declared column type.
@@ -126,7 +130,12 @@ impl TextChunk {
     /// Refuse a row.
     pub fn reject(&mut self, row: i64, raw: Vec<u8>, reason: String) {
         self.bytes += raw.len();
-        self.bad.push(BadRow { row, raw, reason });
+        self.bad.push(BadRow {
+            row,
+            raw,
+            reason,
+            type_change: None,
+        });
     }
 
     /// Typed rows and every bad row (ordered by row); `timestamp_column` fills the rows'
@@ -134,6 +143,7 @@ impl TextChunk {
     pub fn finish(self, timestamp_column: Option<&str>) -> Result<(DecodedRows, Vec<BadRow>)> {
         let n = self.rows.len();
         let mut bad: Vec<Option<String>> = vec![None; n];
+        let mut changed: Vec<Option<String>> = vec![None; n];
         let safe = CastOptions::default();
         let mut fields = Vec::with_capacity(self.names.len());
         let mut cols: Vec<ArrayRef> = Vec::with_capacity(self.names.len());
@@ -144,9 +154,12 @@ impl TextChunk {
             for (r, slot) in bad.iter_mut().enumerate() {
                 if text.is_valid(r) && !typed.is_valid(r) && slot.is_none() {
                     *slot = Some(format!(
-                        "column `{name}`: the value does not parse as {t}; fix the row or \
-                         declare the column's type in the family's `columns`"
+                        "column `{name}`: the value does not parse as {t}: the source column \
+                         changed type, or the family's `columns` declares the wrong one; the \
+                         table's apply job stops until the table is rebuilt (README \"CDC: \
+                         schema changes\")"
                     ));
+                    changed[r] = Some(format!("column `{name}`: {t} -> text that is not {t}"));
                 }
             }
             if timestamp_column.is_some_and(|c| c.eq_ignore_ascii_case(name)) {
@@ -185,6 +198,7 @@ impl TextChunk {
                     row: self.rows[r],
                     raw,
                     reason,
+                    type_change: changed[r].take(),
                 }),
                 None => {
                     ops.push(self.ops[r]);

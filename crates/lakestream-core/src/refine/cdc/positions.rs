@@ -80,27 +80,64 @@ pub(crate) struct Seen<'a> {
     pub checked: bool,
 }
 
+/// Where a `__seq` sits in the source's positions: its reset rank and, for a MySQL position
+/// (`file.pos.row`), its binlog file number. A MySQL event's time is when its statement
+/// started, so two transactions of one key can have their times inverted across a binlog
+/// rotation or within a file; only a change in a lower file with a later time proves a
+/// restart (`RESET MASTER` starts again at file 1). PostgreSQL and SQL Server send commit
+/// times, which follow the positions of a key's changes.
+fn life(seq: &str) -> (&str, Option<&str>) {
+    let (rank, rest) = match seq.strip_prefix('e').and_then(|r| r.split_once('|')) {
+        Some((rank, rest)) => (rank, rest),
+        None => ("", seq),
+    };
+    let b = rest.as_bytes();
+    let mysql = b.len() == 42
+        && b[10] == b'.'
+        && b[31] == b'.'
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| i == 10 || i == 31 || c.is_ascii_digit());
+    (rank, mysql.then(|| &rest[..10]))
+}
+
 /// The first pair (later-committed change, earlier-committed change of its key at a higher
 /// position) that proves the positions went back, if any.
 pub(crate) fn went_back<'a>(mut seen: Vec<Seen<'a>>) -> Option<(Seen<'a>, Seen<'a>)> {
     seen.sort_by(|a, b| a.key.cmp(b.key).then_with(|| b.seq.cmp(a.seq)));
-    // Per key, from the highest position down: the earliest commit time above.
-    let mut earliest_above: Option<&Seen<'a>> = None;
-    for (i, s) in seen.iter().enumerate() {
+    // Per key, from the highest position down (indexes into `seen`): the earliest commit time
+    // above, and the earliest in a higher binlog file (or an earlier life), for MySQL.
+    let earlier = |a: Option<usize>, b: usize| match a {
+        Some(a) if seen[a].at <= seen[b].at => Some(a),
+        _ if seen[b].at.is_some() => Some(b),
+        _ => a,
+    };
+    let (mut above, mut above_files, mut in_file) = (None, None, None);
+    let mut file: Option<(&str, Option<&str>)> = None;
+    for i in 0..seen.len() {
+        let s = &seen[i];
         if i > 0 && seen[i - 1].key != s.key {
-            earliest_above = None;
+            (above, above_files, in_file, file) = (None, None, None, None);
         }
+        let here = life(s.seq);
+        if file != Some(here) {
+            above_files = match in_file {
+                Some(f) => earlier(above_files, f),
+                None => above_files,
+            };
+            (in_file, file) = (None, Some(here));
+        }
+        let against = if here.1.is_some() { above_files } else { above };
         if s.checked
             && bare_position(s.seq)
-            && let (Some(at), Some(e)) = (s.at, earliest_above)
-            && e.at.is_some_and(|above| at > above)
+            && let (Some(at), Some(e)) = (s.at, against.map(|e| &seen[e]))
+            && e.at.is_some_and(|t| at > t)
             && e.seq > s.seq
         {
             return Some((s.clone(), e.clone()));
         }
-        if s.at.is_some() && earliest_above.is_none_or(|e| s.at < e.at) {
-            earliest_above = Some(s);
-        }
+        above = earlier(above, i);
+        in_file = earlier(in_file, i);
     }
     None
 }
@@ -208,8 +245,11 @@ pub(crate) fn pair_went_back(
     earlier: (&str, Option<i64>),
 ) -> bool {
     let (seq, at, op) = later;
+    let (l, e) = (life(seq), life(earlier.0));
+    let other_file = l.0 != e.0 || l.1.is_none() || e.1.is_none() || l.1 < e.1;
     op != bronze::OP_SNAPSHOT
         && bare_position(seq)
+        && other_file
         && earlier.0 > seq
         && matches!((at, earlier.1), (Some(a), Some(e)) if a > e)
 }
@@ -310,6 +350,58 @@ mod tests {
         ] {
             assert!(went_back(seen).is_none());
         }
+    }
+
+    #[test]
+    fn mysql_times_inverted_within_a_binlog_file_are_not_a_restart() {
+        // Statement start times: a long transaction's event can carry an earlier time than a
+        // short one committed before it, in the same file (or the next).
+        let same_file = vec![
+            s(
+                b"a",
+                "0000000005.00000000000000000900.0000000000",
+                100,
+                false,
+            ),
+            s(
+                b"a",
+                "0000000005.00000000000000000100.0000000000",
+                200,
+                true,
+            ),
+        ];
+        assert!(went_back(same_file).is_none());
+        assert!(!pair_went_back(
+            ("0000000005.00000000000000000100.0000000000", Some(200), "u"),
+            ("0000000005.00000000000000000900.0000000000", Some(100)),
+        ));
+        // A lower file, later: the restart.
+        assert!(pair_went_back(
+            ("0000000001.00000000000000000100.0000000000", Some(200), "u"),
+            ("0000000005.00000000000000000900.0000000000", Some(100)),
+        ));
+        // An earlier-timed change in a higher file counts even past same-file ones.
+        let mixed = vec![
+            s(
+                b"a",
+                "0000000006.00000000000000000001.0000000000",
+                50,
+                false,
+            ),
+            s(
+                b"a",
+                "0000000005.00000000000000000900.0000000000",
+                300,
+                false,
+            ),
+            s(
+                b"a",
+                "0000000005.00000000000000000100.0000000000",
+                200,
+                true,
+            ),
+        ];
+        assert!(went_back(mixed).is_some_and(|(l, e)| l.at == Some(200) && e.at == Some(50)));
     }
 
     #[test]

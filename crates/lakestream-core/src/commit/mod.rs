@@ -80,6 +80,8 @@ pub struct TableState {
     pub schema: Option<SchemaRef>,
     /// Committed `txn` version per appId asked for (absent = never committed).
     pub committed: HashMap<String, i64>,
+    /// The table's properties (its `metaData` configuration).
+    pub properties: HashMap<String, String>,
 }
 
 impl TableState {
@@ -92,12 +94,14 @@ impl TableState {
                 version: None,
                 schema: None,
                 committed: HashMap::new(),
+                properties: HashMap::new(),
             });
         }
         Ok(Self {
             version: handle.version(),
             schema: Some(handle.arrow_schema()?),
             committed: handle.committed(app_ids).await?,
+            properties: handle.snapshot()?.metadata().configuration().clone(),
         })
     }
 }
@@ -233,8 +237,16 @@ impl<P: Planner> ChangePlanner for AppendPlanner<'_, P> {
         let Some(plan) = self.inner.plan(state).await? else {
             return Ok(None);
         };
+        // Properties the table already has are not set again (a `metaData` action conflicts
+        // with every concurrent writer).
+        let set_properties: Vec<(String, String)> = plan
+            .set_properties
+            .iter()
+            .filter(|(k, v)| state.properties.get(k) != Some(v))
+            .cloned()
+            .collect();
         let txns_only = plan.commit_if_empty && !plan.txns.is_empty();
-        let properties_only = plan.commit_if_empty && !plan.set_properties.is_empty();
+        let properties_only = plan.commit_if_empty && !set_properties.is_empty();
         if plan.batch.num_rows() == 0 && !txns_only && !properties_only {
             return Ok(None);
         }
@@ -264,7 +276,7 @@ impl<P: Planner> ChangePlanner for AppendPlanner<'_, P> {
             adds,
             plan.txns.clone(),
         );
-        change.properties = plan.set_properties.clone();
+        change.properties = set_properties;
         let mut configuration = vec![(
             "delta.checkpointInterval".to_string(),
             self.checkpoint_interval.to_string(),

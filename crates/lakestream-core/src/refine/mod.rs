@@ -88,6 +88,17 @@ pub async fn run_once(ctx: &RunContext<'_>, cfg: &RefineJob) -> Result<RunReport
     match &cfg.kind {
         JobKind::Join(join) => join::run_once(ctx, cfg, join, output).await,
         JobKind::Upsert(upsert) => upsert::run_once(ctx, cfg, upsert, output).await,
+        JobKind::Cdc(apply)
+            if output.exists()
+                && cdc::positions::resets_changed(&output, &apply.position_resets)? =>
+        {
+            // The family's `position_resets` changed: silver's rows were ranked under others,
+            // so it is rebuilt from bronze with the new ranks.
+            tracing::warn!(job = %cfg.job, "position_resets changed: rebuilding the output from bronze's snapshot");
+            rebuild::rebuild(ctx, cfg).await?;
+            let output = ctx.load(&cfg.output).await?;
+            cdc::run_once(ctx, cfg, apply, output).await
+        }
         JobKind::Cdc(apply) => match cdc::run_once(ctx, cfg, apply, output).await {
             // Another writer removed rows from bronze (a GDPR erasure): silver is rebuilt from
             // bronze's snapshot, so it holds exactly what bronze holds now.

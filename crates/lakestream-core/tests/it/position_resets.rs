@@ -49,6 +49,20 @@ fn rec(offset: i64, value: &[u8]) -> SourceRecord {
         .with_key(fx!("mysql_products_101.key.json"))
 }
 
+/// A change of product 102.
+fn rec_102(offset: i64, value: &[u8]) -> SourceRecord {
+    SourceRecord::new(TOPIC, 0, offset, 1_764_412_400_000, value)
+        .with_key(fx!("mysql_products_102.key.json"))
+}
+
+/// After `RESET MASTER`, before 101's change: product 102 created and updated in file 1.
+fn new_key_after_restart() -> Vec<SourceRecord> {
+    vec![
+        rec_102(12, fx!("mysql_products_102_c_after_reset.json")),
+        rec_102(13, fx!("mysql_products_102_u_after_reset.json")),
+    ]
+}
+
 /// Before the restart: created in binlog file 3, updated in file 4 (ts 1764412900).
 fn before_restart() -> Vec<SourceRecord> {
     vec![
@@ -57,9 +71,10 @@ fn before_restart() -> Vec<SourceRecord> {
     ]
 }
 
-/// After `RESET MASTER`: binlog file 1 again, committed at 1764413000 (100 s later).
+/// After `RESET MASTER`: binlog file 1 again, committed at 10:53:20 (11 min 40 s after 101's
+/// last change).
 fn after_restart() -> Vec<SourceRecord> {
-    vec![rec(12, fx!("mysql_products_u_after_reset.json"))]
+    vec![rec(14, fx!("mysql_products_u_after_reset.json"))]
 }
 
 async fn apply(cfg: &PipelineConfig, l: &Lake) -> lakestream_core::Result<()> {
@@ -76,7 +91,13 @@ async fn apply(cfg: &PipelineConfig, l: &Lake) -> lakestream_core::Result<()> {
 
 /// The current weight of product 101 (SCD2: the open version's).
 async fn weight(l: &Lake, scd: u8) -> Result<Vec<String>> {
+    weight_of(l, scd, "101").await
+}
+
+/// The current weight of product `id` (SCD2: the open version's).
+async fn weight_of(l: &Lake, scd: u8, id: &str) -> Result<Vec<String>> {
     let b = read::read_table(l, SILVER, None).await?;
+    let ids = strings(&b, "id")?;
     let w = strings(&b, "weight")?;
     let open: Vec<bool> = if scd == 2 {
         strings(&b, "__END_SEQ")?
@@ -87,7 +108,7 @@ async fn weight(l: &Lake, scd: u8) -> Result<Vec<String>> {
         vec![true; b.num_rows()]
     };
     Ok((0..b.num_rows())
-        .filter(|i| open[*i])
+        .filter(|i| open[*i] && ids[*i].as_deref() == Some(id))
         .map(|i| w[i].clone().unwrap_or_default())
         .collect())
 }
@@ -95,7 +116,7 @@ async fn weight(l: &Lake, scd: u8) -> Result<Vec<String>> {
 fn went_back(e: &lakestream_core::Error) -> bool {
     matches!(e, Error::PositionsWentBack { .. })
         && e.to_string().contains("position_resets")
-        && e.to_string().contains("committed 2025-11-29T10:43:20")
+        && e.to_string().contains("committed 2025-11-29T10:53:20")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -112,22 +133,50 @@ async fn a_change_after_a_binlog_restart_stops_the_job_until_the_reset_is_declar
                     apply(&cfg, &l).await?;
                     assert_eq!(weight(&l, scd).await?, ["3.5"], "{b:?} scd{scd}");
                 }
+                // Product 102 is created and updated after the restart: no earlier change of
+                // it, so nothing proves the restart yet and (in its own run) it applies.
+                ing.ingest(&new_key_after_restart()).await?;
+                if !same_run {
+                    apply(&cfg, &l).await?;
+                    assert_eq!(weight_of(&l, scd, "102").await?, ["1.5"], "{b:?} scd{scd}");
+                }
                 ing.ingest(&after_restart()).await?;
                 let e = apply(&cfg, &l).await.err().context("the apply must stop")?;
                 assert!(went_back(&e), "{b:?} scd{scd} same run {same_run}: {e}");
-                // Declared: the restart happened between the two commits.
-                let cfg = config(&lake, scd, "position_resets = [\"2025-11-29T10:43:00Z\"]")?;
+                // Declared: the restart happened between the two commits. Silver is rebuilt
+                // from bronze with the new ranks (102's rows were applied unranked).
+                let cfg = config(&lake, scd, "position_resets = [\"2025-11-29T10:50:00Z\"]")?;
                 apply(&cfg, &l).await?;
+                let want = |w: &str| vec![w.to_string()];
                 assert_eq!(
                     weight(&l, scd).await?,
-                    ["3.75"],
+                    want("3.75"),
                     "{b:?} scd{scd} same run {same_run}"
                 );
-                // A redelivery of the change from before the restart stays older.
-                ing.ingest(&[rec(13, fx!("mysql_products_u_rollover.json"))])
-                    .await?;
+                assert_eq!(
+                    weight_of(&l, scd, "102").await?,
+                    want("1.5"),
+                    "{b:?} scd{scd}"
+                );
+                let h = lakestream_core::table::TableHandle::open_existing(&l, SILVER).await?;
+                assert!(
+                    h.property("lakestream.cdc.position_resets")?.is_some(),
+                    "{b:?} scd{scd}: silver records the resets it was ranked with"
+                );
+                // Redeliveries: 101's change from before the restart stays older; 102's create,
+                // re-emitted after the reset was declared, does not pass its update.
+                ing.ingest(&[
+                    rec(15, fx!("mysql_products_u_rollover.json")),
+                    rec_102(16, fx!("mysql_products_102_c_after_reset.json")),
+                ])
+                .await?;
                 apply(&cfg, &l).await?;
-                assert_eq!(weight(&l, scd).await?, ["3.75"], "{b:?} scd{scd}");
+                assert_eq!(weight(&l, scd).await?, want("3.75"), "{b:?} scd{scd}");
+                assert_eq!(
+                    weight_of(&l, scd, "102").await?,
+                    want("1.5"),
+                    "{b:?} scd{scd}"
+                );
             }
         }
     }

@@ -67,12 +67,25 @@ async fn silver(l: &Lake) -> Result<Vec<String>> {
     Ok(rows)
 }
 
+/// When the runs that write tombstones run: 4 s into 2026-01-01, after the changes `s01`..`s03`
+/// (the bronze helper commits `sNN` at second NN of 2026-01-01) and before `s05`.
+fn writes_deletes_at() -> DateTime<Utc> {
+    DateTime::from_timestamp(1_767_225_604, 0).unwrap_or_default()
+}
+
+fn went_back(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<lakestream_core::Error>(),
+        Some(lakestream_core::Error::PositionsWentBack { .. })
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_tombstone_never_brings_a_deleted_key_back() -> Result<()> {
     for backend in backends() {
         let lake = TestLake::new(backend, "tombstone-expiry")?;
         let (cfg, l) = (config(&lake)?, lake.lake()?);
-        let day0 = Utc::now();
+        let day0 = writes_deletes_at();
         append(&l, &[("c", "s01", r#"{"id":1,"v":"a"}"#)]).await?;
         apply_at(&cfg, &l, day0).await?;
         append(&l, &[("d", "s03", r#"{"id":1,"v":"a"}"#)]).await?;
@@ -108,6 +121,44 @@ async fn an_expired_tombstone_never_brings_a_deleted_key_back() -> Result<()> {
             ["1 again s07", "2 b s05", "3 c s06"],
             "{backend:?}"
         );
+    }
+    Ok(())
+}
+
+/// Review of issue 37: after an undeclared restart of the source's positions, a change that
+/// sorts below a tombstone or the expiry horizon but was committed after it was written is not
+/// dropped as older: the run stops with `PositionsWentBack`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_committed_after_a_delete_but_ranked_below_it_stops_the_run() -> Result<()> {
+    for backend in backends() {
+        for expired in [false, true] {
+            let lake = TestLake::new(backend, &format!("tombstone-went-back-{expired}"))?;
+            let (cfg, l) = (config(&lake)?, lake.lake()?);
+            let day0 = writes_deletes_at();
+            append(&l, &[("c", "s01", r#"{"id":1,"v":"a"}"#)]).await?;
+            apply_at(&cfg, &l, day0).await?;
+            append(&l, &[("d", "s03", r#"{"id":1,"v":"a"}"#)]).await?;
+            apply_at(&cfg, &l, day0).await?;
+            let now = if expired {
+                let day40 = day0 + Duration::days(40);
+                append(&l, &[("c", "s05", r#"{"id":2,"v":"b"}"#)]).await?;
+                apply_at(&cfg, &l, day40).await?;
+                day40
+            } else {
+                day0
+            };
+            // `s025` sorts below the delete `s03` but was committed at second 25, after the
+            // delete's tombstone was written (second 4): key 1 re-inserted (tombstone live), or
+            // a new key 4 (tombstone expired).
+            let id = if expired { 4 } else { 1 };
+            let row = format!(r#"{{"id":{id},"v":"after-restart"}}"#);
+            append(&l, &[("c", "s025", row.as_str())]).await?;
+            let e = apply_at(&cfg, &l, now).await.err();
+            assert!(
+                e.as_ref().is_some_and(went_back),
+                "{backend:?} expired {expired}: {e:?}"
+            );
+        }
     }
     Ok(())
 }

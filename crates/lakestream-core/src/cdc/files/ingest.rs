@@ -19,7 +19,7 @@ use crate::s3_object::{ObjectIngestReport, ObjectOutcome, ObjectSource, ObjectVe
 use crate::storage::Lake;
 use crate::table::{TableHandle, WarmHandles};
 use lakestream_formats::config::PipelineConfig;
-use lakestream_formats::config::{CdcFamily, FamilyTable, bronze};
+use lakestream_formats::config::{CdcFamily, CdcSource, FamilyTable, bronze};
 use lakestream_formats::notification::LogObject;
 use std::sync::Arc;
 
@@ -279,9 +279,12 @@ impl CdcFileIngestor {
                 last_row: chunk.last_row,
                 eof: chunk.eof,
                 properties: properties.clone(),
+                // DMS: a value that no longer parses is the source column's type change
+                // (the table's apply stops); a plain file's is a bad row of that file.
                 set_properties: chunk
                     .bad
                     .iter()
+                    .filter(|_| family.source.kind() == CdcSource::Dms)
                     .find_map(|b| b.type_change.clone())
                     .map(|t| vec![(bronze::TYPE_CHANGE_PROPERTY.to_string(), t)])
                     .unwrap_or_default(),

@@ -154,10 +154,10 @@ impl TextChunk {
             for (r, slot) in bad.iter_mut().enumerate() {
                 if text.is_valid(r) && !typed.is_valid(r) && slot.is_none() {
                     *slot = Some(format!(
-                        "column `{name}`: the value does not parse as {t}: the source column \
-                         changed type, or the family's `columns` declares the wrong one; the \
-                         table's apply job stops until the table is rebuilt (README \"CDC: \
-                         schema changes\")"
+                        "column `{name}`: the value does not parse as {t}: fix the row, or \
+                         the source column changed type or the family's `columns` declares the \
+                         wrong one (a DMS table's apply job then stops until the table is \
+                         rebuilt: README \"CDC: schema changes\")"
                     ));
                     changed[r] = Some(format!("column `{name}`: {t} -> text that is not {t}"));
                 }

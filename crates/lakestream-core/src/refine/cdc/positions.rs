@@ -18,10 +18,43 @@
 
 use super::scd2::keys::KeyCodec;
 use crate::error::{Error, Result};
+use crate::table::TableHandle;
 use deltalake::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
 use deltalake::arrow::datatypes::TimestampMicrosecondType;
 use lakestream_formats::config::bronze;
 use std::sync::Arc;
+
+/// Silver table property: the `position_resets` (µs, comma separated) its rows were ranked
+/// with. A silver applied under other resets is rebuilt from bronze before the next run
+/// ([`resets_changed`]): rows written before a reset was declared carry unranked positions,
+/// and a re-emission ranked after the reset would pass them.
+pub const RESETS_PROPERTY: &str = "lakestream.cdc.position_resets";
+
+fn resets_text(resets: &[i64]) -> String {
+    resets
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Whether `output` (an existing silver) was applied under other resets than `resets`.
+pub(crate) fn resets_changed(output: &TableHandle, resets: &[i64]) -> Result<bool> {
+    let recorded = output.property(RESETS_PROPERTY)?.unwrap_or_default();
+    Ok(recorded != resets_text(resets))
+}
+
+/// The property a commit of `output` sets so that it records `resets` (none when it does).
+pub(crate) fn resets_property(
+    output: &TableHandle,
+    resets: &[i64],
+) -> Result<Option<(String, String)>> {
+    let exists = output.exists();
+    if (!exists && resets.is_empty()) || (exists && !resets_changed(output, resets)?) {
+        return Ok(None);
+    }
+    Ok(Some((RESETS_PROPERTY.to_string(), resets_text(resets))))
+}
 
 /// The `__seq` rank prefix of changes after the `k`-th position reset (`k >= 1`).
 pub fn rank_prefix(k: usize) -> String {
@@ -101,6 +134,17 @@ fn life(seq: &str) -> (&str, Option<&str>) {
     (rank, mysql.then(|| &rest[..10]))
 }
 
+/// How much later (µs) a change at a lower position must be to prove a restart: for MySQL,
+/// whose event times are statement start times, longer than a transaction waits for a row
+/// lock (`innodb_lock_wait_timeout`, 50 s by default) with room to spare; PostgreSQL and SQL
+/// Server send commit times, which follow the positions of a key's changes.
+fn margin(life: (&str, Option<&str>)) -> i64 {
+    if life.1.is_some() { MYSQL_MARGIN_US } else { 0 }
+}
+
+/// [`margin`] for MySQL positions: 5 minutes.
+pub const MYSQL_MARGIN_US: i64 = 300_000_000;
+
 /// The first pair (later-committed change, earlier-committed change of its key at a higher
 /// position) that proves the positions went back, if any.
 pub(crate) fn went_back<'a>(mut seen: Vec<Seen<'a>>) -> Option<(Seen<'a>, Seen<'a>)> {
@@ -131,7 +175,7 @@ pub(crate) fn went_back<'a>(mut seen: Vec<Seen<'a>>) -> Option<(Seen<'a>, Seen<'
         if s.checked
             && bare_position(s.seq)
             && let (Some(at), Some(e)) = (s.at, against.map(|e| &seen[e]))
-            && e.at.is_some_and(|t| at > t)
+            && e.at.is_some_and(|t| at > t.saturating_add(margin(here)))
             && e.seq > s.seq
         {
             return Some((s.clone(), e.clone()));
@@ -202,11 +246,12 @@ fn error(who: (&str, &str, Option<&str>), later: &Seen<'_>, earlier: &Seen<'_>) 
         table: table.to_string(),
         reason: format!(
             "the change at `{ls}` (committed {la}) ranks below `{es}` (committed {ea}) of the \
-             same key. The source restarted its positions (MySQL: `RESET MASTER`, or a \
-             fail-over to a server with its own binlog). Add the time of the restart (after \
-             {ea}, at or before {la}: the server's log has it) to `position_resets` of the \
-             family{family} (README \"CDC: position resets\"); the job then applies every \
-             change from that time on after the ones before it"
+             same key: the source restarted its positions (MySQL: `RESET MASTER`, or a \
+             fail-over to a server with its own binlog); check the server's log for it. Add the \
+             time of the restart (after \
+             {ea}, at or before {la}) to `position_resets` of the family{family} (README \
+             \"CDC: position resets\"); the next run rebuilds silver from bronze with every \
+             change from that time on ranked after the ones before it"
         ),
     }
 }
@@ -251,7 +296,7 @@ pub(crate) fn pair_went_back(
         && bare_position(seq)
         && other_file
         && earlier.0 > seq
-        && matches!((at, earlier.1), (Some(a), Some(e)) if a > e)
+        && matches!((at, earlier.1), (Some(a), Some(e)) if a > e.saturating_add(margin(l)))
 }
 
 /// The error of a pair found by [`pair_went_back`].
@@ -276,143 +321,5 @@ pub(crate) fn pair_error(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn s<'a>(key: &'a [u8], seq: &'a str, at: i64, checked: bool) -> Seen<'a> {
-        Seen {
-            key,
-            seq,
-            at: Some(at),
-            checked,
-        }
-    }
-
-    #[test]
-    fn a_lower_position_committed_later_went_back() {
-        let found = went_back(vec![
-            s(
-                b"a",
-                "0000000005.00000000000000000100.0000000000",
-                100,
-                false,
-            ),
-            s(
-                b"a",
-                "0000000001.00000000000000000004.0000000000",
-                200,
-                true,
-            ),
-        ]);
-        assert!(found.is_some_and(|(l, e)| l.at == Some(200) && e.at == Some(100)));
-    }
-
-    #[test]
-    fn other_keys_snapshot_rows_offsets_and_equal_times_do_not() {
-        // Another key's later change, a snapshot row (read time), a DMS/offset seq, equal times.
-        for seen in [
-            vec![
-                s(
-                    b"a",
-                    "0000000005.00000000000000000100.0000000000",
-                    100,
-                    false,
-                ),
-                s(
-                    b"b",
-                    "0000000001.00000000000000000004.0000000000",
-                    200,
-                    true,
-                ),
-            ],
-            vec![
-                s(
-                    b"a",
-                    "0000000005.00000000000000000100.0000000000",
-                    100,
-                    true,
-                ),
-                s(
-                    b"a",
-                    "0000000001.00000000000000000004.0000000000",
-                    200,
-                    false,
-                ),
-            ],
-            vec![
-                s(b"a", "2|00000000000000000009|1|k|000000000001", 100, true),
-                s(b"a", "2|00000000000000000001|1|k|000000000001", 200, true),
-            ],
-            vec![
-                s(b"a", "00000000000000000200", 100, true),
-                s(b"a", "00000000000000000100", 100, true),
-            ],
-        ] {
-            assert!(went_back(seen).is_none());
-        }
-    }
-
-    #[test]
-    fn mysql_times_inverted_within_a_binlog_file_are_not_a_restart() {
-        // Statement start times: a long transaction's event can carry an earlier time than a
-        // short one committed before it, in the same file (or the next).
-        let same_file = vec![
-            s(
-                b"a",
-                "0000000005.00000000000000000900.0000000000",
-                100,
-                false,
-            ),
-            s(
-                b"a",
-                "0000000005.00000000000000000100.0000000000",
-                200,
-                true,
-            ),
-        ];
-        assert!(went_back(same_file).is_none());
-        assert!(!pair_went_back(
-            ("0000000005.00000000000000000100.0000000000", Some(200), "u"),
-            ("0000000005.00000000000000000900.0000000000", Some(100)),
-        ));
-        // A lower file, later: the restart.
-        assert!(pair_went_back(
-            ("0000000001.00000000000000000100.0000000000", Some(200), "u"),
-            ("0000000005.00000000000000000900.0000000000", Some(100)),
-        ));
-        // An earlier-timed change in a higher file counts even past same-file ones.
-        let mixed = vec![
-            s(
-                b"a",
-                "0000000006.00000000000000000001.0000000000",
-                50,
-                false,
-            ),
-            s(
-                b"a",
-                "0000000005.00000000000000000900.0000000000",
-                300,
-                false,
-            ),
-            s(
-                b"a",
-                "0000000005.00000000000000000100.0000000000",
-                200,
-                true,
-            ),
-        ];
-        assert!(went_back(mixed).is_some_and(|(l, e)| l.at == Some(200) && e.at == Some(50)));
-    }
-
-    #[test]
-    fn a_reset_rank_puts_a_change_after_every_earlier_one() {
-        let old = "0000000005.00000000000000000100.0000000000";
-        let new = format!(
-            "{}0000000001.00000000000000000004.0000000000",
-            rank_prefix(1)
-        );
-        assert!(new.as_str() > old);
-        assert!(went_back(vec![s(b"a", old, 100, false), s(b"a", &new, 200, true)]).is_none());
-        assert!(bare_position(&new));
-    }
-}
+#[path = "positions_tests.rs"]
+mod tests;

@@ -121,6 +121,8 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
                 .properties
                 .push((silver::TRUNCATED_AT_PROPERTY.to_string(), t));
         }
+        let resets = super::positions::resets_property(output, &apply.position_resets)?;
+        plan.proposal.change.properties.extend(resets);
         // Silver has the change data feed on; each commit carries its touched keys' rows.
         if let Some(rows) = feed::change_rows(&src.key_enc, &cfg.output, &images)? {
             plan.proposal.change.cdc_files =

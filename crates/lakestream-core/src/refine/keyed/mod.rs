@@ -19,6 +19,7 @@
 //! data feed) and the commit loop of `run.rs`. The upsert, CDC and aggregate folders import
 //! from here, never from each other.
 
+mod expiry;
 pub(crate) mod incoming;
 pub mod order;
 pub(crate) mod rewrite;
@@ -120,7 +121,8 @@ pub(crate) async fn plan(
     let (mut incoming, index) = src.winners()?;
     let mut ties = Ties::new();
     if u.op.is_some() {
-        tombstones::keep_out_deleted(ctx.lake, src, &mut incoming).await?;
+        tombstones::keep_out_deleted(ctx.lake, src, &mut incoming, sweep.positions.as_ref())
+            .await?;
     }
 
     let current = if exists {
@@ -153,8 +155,10 @@ pub(crate) async fn plan(
         rewrite::Replaced::default()
     };
     // CDC, an incremental run: a change that may be older than a forgotten delete stays out.
-    if sweep.values.is_some() && consumed.is_some() {
-        tombstones::keep_out_forgotten(ctx.lake, src, &mut incoming).await?;
+    if let Some(who) = &sweep.positions
+        && consumed.is_some()
+    {
+        tombstones::keep_out_forgotten(ctx.lake, src, &mut incoming, who).await?;
     }
     let mut adds = replaced.adds;
     let cdc_values = (&replaced.resolved, sweep.values.as_ref());

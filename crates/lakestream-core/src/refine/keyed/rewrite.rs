@@ -87,20 +87,33 @@ impl<'s> WentBack<'s> {
     }
 
     /// `Err` when incoming row `w` went back against the output's row `i` of `batch`.
-    fn row(&self, batch: &RecordBatch, i: usize, w: usize) -> Result<()> {
-        let stored_seq = batch
-            .column_by_name(silver::SEQ)
-            .and_then(|c| c.as_string_opt::<i32>())
-            .ok_or_else(|| Error::Internal("silver has no text `__seq`".into()))?;
-        let stored_at = positions::times(batch, silver::SOURCE_TS)?[i];
+    fn row(&self, file: &FileTimes<'_>, i: usize, w: usize) -> Result<()> {
         let later = (self.seq.value(w), self.at[w], self.op.value(w));
-        let earlier = (stored_seq.value(i), stored_at);
+        let earlier = (file.seq.value(i), file.at[i]);
         if positions::pair_went_back(later, earlier) {
             let (job, table, family) = self.who;
             let who = (job.as_str(), table.as_str(), family.as_deref());
             return Err(positions::pair_error(who, (later.0, later.1), earlier));
         }
         Ok(())
+    }
+}
+
+/// One output file's `__seq` and `__source_ts`, read once for [`WentBack::row`].
+struct FileTimes<'b> {
+    seq: &'b StringArray,
+    at: Vec<Option<i64>>,
+}
+
+impl<'b> FileTimes<'b> {
+    fn of(batch: &'b RecordBatch) -> Result<Self> {
+        Ok(Self {
+            seq: batch
+                .column_by_name(silver::SEQ)
+                .and_then(|c| c.as_string_opt::<i32>())
+                .ok_or_else(|| Error::Internal("silver has no text `__seq`".into()))?,
+            at: positions::times(batch, silver::SOURCE_TS)?,
+        })
     }
 }
 
@@ -178,6 +191,7 @@ pub(crate) async fn replace_older_rows(
         let ek = src.key_enc.rows(&batch, table)?;
         let eo = src.order_enc.rows(&batch, table)?;
         let mut tied = Vec::new();
+        let mut file_times: Option<FileTimes<'_>> = None;
         for i in 0..ek.num_rows() {
             if let Some(t) = &sweep.truncate_before
                 && eo.row(i).data() < t.as_slice()
@@ -191,7 +205,12 @@ pub(crate) async fn replace_older_rows(
             match eo.row(i).data().cmp(src.order_of(&incoming[w])) {
                 std::cmp::Ordering::Greater => {
                     if let Some(check) = &went_back {
-                        check.row(&batch, i, incoming[w].row as usize)?;
+                        if file_times.is_none() {
+                            file_times = Some(FileTimes::of(&batch)?);
+                        }
+                        if let Some(f) = &file_times {
+                            check.row(f, i, incoming[w].row as usize)?;
+                        }
                     }
                     incoming[w].older = true
                 }

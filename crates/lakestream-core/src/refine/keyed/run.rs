@@ -106,7 +106,8 @@ pub(crate) async fn run_keyed<P: KeyedPlan>(
         report.output_version = Some(landed.version);
         if let Some(Expiry { retention, horizon }) = expire {
             let tombs = tombstones::table_name(job);
-            tombstones::expire(ctx.lake, &tombs, ctx.settings, ctx.now, retention, horizon).await?;
+            super::expiry::expire(ctx.lake, &tombs, ctx.settings, ctx.now, retention, horizon)
+                .await?;
         }
     }
     Ok(report)

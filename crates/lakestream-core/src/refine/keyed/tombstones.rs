@@ -12,20 +12,19 @@
 
 use super::incoming::{Incoming, IncomingRows, Ties};
 use super::order::Encoder;
-use crate::commit::{
-    self, Change, CommitSettings, Fixed, Planned, Planner, Proposal, ReadScope, TableState, run,
-};
+use crate::commit::{self, CommitSettings, Planned, Planner, TableState};
 use crate::error::{Error, Result};
 use crate::read::read_table;
+use crate::refine::cdc::positions;
 use crate::storage::Lake;
 use crate::table::TableHandle;
 use chrono::{DateTime, Utc};
 use deltalake::arrow::array::{
-    Array, ArrayRef, AsArray, RecordBatch, StringArray, TimestampMicrosecondArray, UInt32Array,
+    ArrayRef, AsArray, RecordBatch, StringArray, TimestampMicrosecondArray, UInt32Array,
 };
 use deltalake::arrow::compute::take_record_batch;
 use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
-use deltalake::protocol::DeltaOperation;
+use lakestream_formats::config::bronze;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -37,9 +36,23 @@ pub fn table_name(job: &str) -> String {
 
 /// Tombstone table property: the greatest `__seq` of the tombstones expired so far (CDC jobs).
 pub const EXPIRED_THROUGH_PROPERTY: &str = "lakestream.tombstones.expired_through";
+/// Tombstone table property: when the newest of the expired tombstones was written (µs).
+pub const EXPIRED_AT_PROPERTY: &str = "lakestream.tombstones.expired_through_at";
 
-/// Key -> (ordering bytes, tie text) of the newest tombstone per key.
-pub type Tombstones = HashMap<Vec<u8>, (Vec<u8>, String)>;
+/// The newest tombstone of a key.
+#[derive(Debug, Clone)]
+pub struct Tomb {
+    /// Its ordering bytes.
+    pub order: Vec<u8>,
+    /// Its tie text.
+    pub tie: String,
+    /// CDC: its `__seq` and when it was written (µs): a change committed after that cannot be
+    /// older than the delete ([`positions`](crate::refine::cdc::positions)).
+    pub seq_at: Option<(String, i64)>,
+}
+
+/// Key -> the newest tombstone per key.
+pub type Tombstones = HashMap<Vec<u8>, Tomb>;
 
 /// Load every live tombstone of the table (it only holds deletes within the retention).
 pub async fn load(lake: &Lake, table: &str, key: &Encoder, order: &Encoder) -> Result<Tombstones> {
@@ -55,12 +68,28 @@ pub async fn load(lake: &Lake, table: &str, key: &Encoder, order: &Encoder) -> R
         .ok_or_else(|| Error::Internal(format!("tombstone table `{table}` has no `tie`")))?
         .as_string::<i32>()
         .clone();
+    let seqs = batch
+        .column_by_name(bronze::SEQ)
+        .and_then(|c| c.as_string_opt::<i32>());
+    let written = batch
+        .column_by_name("deleted_at")
+        .map(|_| positions::times(&batch, "deleted_at"))
+        .transpose()?;
     let mut out = Tombstones::new();
     for (i, (k, o)) in keys.into_iter().zip(orders).enumerate() {
         let t = ties.value(i).to_string();
-        let newer = out.get(&k).is_none_or(|(bo, bt)| (&o, &t) > (bo, bt));
+        let newer = out.get(&k).is_none_or(|b| (&o, &t) > (&b.order, &b.tie));
         if newer {
-            out.insert(k, (o, t));
+            let at = written.as_ref().and_then(|w| w[i]);
+            let seq_at = seqs.zip(at).map(|(s, at)| (s.value(i).to_string(), at));
+            out.insert(
+                k,
+                Tomb {
+                    order: o,
+                    tie: t,
+                    seq_at,
+                },
+            );
         }
     }
     Ok(out)
@@ -69,37 +98,91 @@ pub async fn load(lake: &Lake, table: &str, key: &Encoder, order: &Encoder) -> R
 /// Mark the winners a tombstone keeps out as older: a delete with greater ordering values
 /// keeps a row out; at equal ordering values the delete wins over a non-delete, and a delete is
 /// never older than an equal tombstone (its own, from an earlier attempt or run that did not
-/// commit the output).
+/// commit the output). CDC (`who`: job, bronze, family): a change the tombstone keeps out but
+/// committed after the delete was written proves the source's positions went back: an error,
+/// never a silent drop.
 pub(crate) async fn keep_out_deleted(
     lake: &Lake,
     src: &IncomingRows<'_>,
     incoming: &mut [Incoming],
+    who: Option<&(String, String, Option<String>)>,
 ) -> Result<()> {
     let table = table_name(&src.cfg.job);
     let tombs = load(lake, &table, &src.key_enc, &src.order_enc).await?;
+    if tombs.is_empty() {
+        return Ok(());
+    }
+    let changes = match who {
+        Some(who) => Some(CdcColumns::of(src, who)?),
+        None => None,
+    };
     for inc in incoming.iter_mut() {
-        let Some((o, _)) = tombs.get(src.keys.row(inc.row as usize).data()) else {
+        let Some(tomb) = tombs.get(src.keys.row(inc.row as usize).data()) else {
             continue;
         };
-        let cmp = o.as_slice().cmp(src.order_of(inc));
+        let cmp = tomb.order.as_slice().cmp(src.order_of(inc));
         if cmp.is_gt() || (cmp.is_eq() && !inc.delete) {
+            if let (Some(c), Some((seq, at))) = (&changes, &tomb.seq_at) {
+                c.check(inc.row as usize, (seq, Some(*at)))?;
+            }
             inc.older = true;
         } else {
-            inc.after = Some(o.clone());
+            inc.after = Some(tomb.order.clone());
         }
     }
     Ok(())
 }
 
+/// A CDC run's `__seq`, `__source_ts` and `__op`, to check a change kept out against what
+/// keeps it out ([`positions::pair_went_back`]).
+struct CdcColumns<'s> {
+    who: &'s (String, String, Option<String>),
+    seq: &'s StringArray,
+    at: Vec<Option<i64>>,
+    op: &'s StringArray,
+}
+
+impl<'s> CdcColumns<'s> {
+    fn of(src: &'s IncomingRows<'_>, who: &'s (String, String, Option<String>)) -> Result<Self> {
+        let text = |name: &str| {
+            src.rows
+                .column_by_name(name)
+                .and_then(|c| c.as_string_opt::<i32>())
+                .ok_or_else(|| Error::Internal(format!("CDC changes have no text `{name}`")))
+        };
+        Ok(Self {
+            who,
+            seq: text(bronze::SEQ)?,
+            at: positions::times(&src.rows, bronze::SOURCE_TS)?,
+            op: text(bronze::OP)?,
+        })
+    }
+
+    /// `Err` when change `row`, kept out by `earlier` (`__seq`, time), was committed after it.
+    fn check(&self, row: usize, earlier: (&str, Option<i64>)) -> Result<()> {
+        let later = (self.seq.value(row), self.at[row], self.op.value(row));
+        if positions::pair_went_back(later, earlier) {
+            let (job, table, family) = self.who;
+            let who = (job.as_str(), table.as_str(), family.as_deref());
+            return Err(positions::pair_error(who, (later.0, later.1), earlier));
+        }
+        Ok(())
+    }
+}
+
 /// CDC, after the winners met the output's rows: keep out a winner that is not a delete, has
-/// neither an output row nor a tombstone, and whose `__seq` is at or below the expired
-/// tombstones' greatest ([`EXPIRED_THROUGH_PROPERTY`]): it may be older than a forgotten delete
-/// of its key. Plain-file `__seq`s (`0|<row time>|...`) order by the rows' own times, which a
-/// back-fill may set in the past, so they are not kept out. Returns how many were kept out.
+/// neither an output row nor a tombstone, sorts at or below the expired tombstones' greatest
+/// `__seq` ([`EXPIRED_THROUGH_PROPERTY`]) and was committed no later than the newest of them
+/// was written ([`EXPIRED_AT_PROPERTY`]): it may be older than a forgotten delete of its key.
+/// One committed after that cannot be; if its `__seq` still sorts below, the source's
+/// positions went back (an error, [`positions`]). Plain-file `__seq`s (`0|<row time>|...`)
+/// order by the rows' own times, which a back-fill may set in the past: never kept out.
+/// Returns how many were kept out.
 pub(crate) async fn keep_out_forgotten(
     lake: &Lake,
     src: &IncomingRows<'_>,
     incoming: &mut [Incoming],
+    who: &(String, String, Option<String>),
 ) -> Result<usize> {
     let table = table_name(&src.cfg.job);
     let handle = match TableHandle::open_existing(lake, &table).await {
@@ -110,32 +193,32 @@ pub(crate) async fn keep_out_forgotten(
     let Some(horizon) = handle.property(EXPIRED_THROUGH_PROPERTY)? else {
         return Ok(0);
     };
-    let seq_column = src
-        .u
-        .order_by
-        .first()
-        .map(String::as_str)
-        .unwrap_or_default();
+    let horizon_at = handle
+        .property(EXPIRED_AT_PROPERTY)?
+        .and_then(|t| t.parse::<i64>().ok());
     let at = RecordBatch::try_from_iter([(
-        seq_column,
-        Arc::new(StringArray::from(vec![horizon])) as ArrayRef,
+        bronze::SEQ,
+        Arc::new(StringArray::from(vec![horizon.clone()])) as ArrayRef,
     )])?;
-    let horizon = src.order_enc.encode(&at, &table)?.remove(0);
-    let seq = src
-        .rows
-        .column_by_name(seq_column)
-        .and_then(|c| c.as_string_opt::<i32>())
-        .ok_or_else(|| Error::Internal("CDC changes have no text `__seq`".into()))?;
+    let horizon_bytes = src.order_enc.encode(&at, &table)?.remove(0);
+    let c = CdcColumns::of(src, who)?;
     let mut kept_out = 0;
     for inc in incoming.iter_mut() {
+        let row = inc.row as usize;
         let forgotten = !inc.older && !inc.delete && !inc.replaces && inc.after.is_none();
-        if forgotten
-            && src.order_of(inc) <= horizon.as_slice()
-            && !seq.value(inc.row as usize).starts_with("0|")
+        if !forgotten
+            || src.order_of(inc) > horizon_bytes.as_slice()
+            || c.seq.value(row).starts_with("0|")
         {
-            inc.older = true;
-            kept_out += 1;
+            continue;
         }
+        let committed_after = matches!((c.at[row], horizon_at), (Some(a), Some(h)) if a > h);
+        if committed_after {
+            c.check(row, (&horizon, horizon_at))?;
+            continue;
+        }
+        inc.older = true;
+        kept_out += 1;
     }
     Ok(kept_out)
 }
@@ -274,101 +357,4 @@ pub async fn write(
     };
     commit::append(lake, &mut handle, settings, &mut planner).await?;
     Ok(())
-}
-
-/// Remove tombstones written before `now - retention` (whole `date` partitions); with
-/// `horizon` (a CDC job's `__seq` column) the greatest value removed is kept in
-/// [`EXPIRED_THROUGH_PROPERTY`] in the same commit.
-pub async fn expire(
-    lake: &Lake,
-    table: &str,
-    settings: &CommitSettings,
-    now: DateTime<Utc>,
-    retention: std::time::Duration,
-    horizon: Option<&str>,
-) -> Result<usize> {
-    let mut handle = TableHandle::open(lake, table)?;
-    if !handle.refresh().await? {
-        return Ok(0);
-    }
-    let cutoff = (now - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX))
-        .format("%Y-%m-%d")
-        .to_string();
-    let removes: Vec<deltalake::kernel::Remove> = handle
-        .live_files()?
-        .iter()
-        .filter(|f| {
-            f.partition_values()
-                .get("date")
-                .and_then(|d| d.as_deref())
-                .is_some_and(|d| d < cutoff.as_str())
-        })
-        .map(|f| f.remove_action(true))
-        .collect();
-    if removes.is_empty() {
-        return Ok(0);
-    }
-    let n = removes.len();
-    let schema = handle.arrow_schema()?;
-    let properties = match horizon {
-        Some(column) => expired_through(lake, &handle, column, &cutoff)
-            .await?
-            .map(|h| vec![(EXPIRED_THROUGH_PROPERTY.to_string(), h)])
-            .unwrap_or_default(),
-        None => vec![],
-    };
-    let change = Change {
-        read_version: handle.version(),
-        properties,
-        operation: DeltaOperation::Delete {
-            predicate: Some(format!("date < '{cutoff}'")),
-        },
-        adds: vec![],
-        removes,
-        txns: vec![],
-        scope: ReadScope::Files,
-        cdc_files: vec![],
-    };
-    let mut planner = Fixed(Some(Proposal {
-        change,
-        schema,
-        create: None,
-    }));
-    // Another run expired them first (a conflict stops it), or storage failed: the next run
-    // tries again.
-    match run(&mut handle, settings, &mut planner).await {
-        Ok(ran) => Ok(if ran.landed.is_some() { n } else { 0 }),
-        Err(e) if e.is_retryable() => Ok(0),
-        Err(e) => Err(e),
-    }
-}
-
-/// The greatest `column` value of the tombstones dated before `cutoff`, or the one recorded
-/// before when that is greater.
-async fn expired_through(
-    lake: &Lake,
-    handle: &TableHandle,
-    column: &str,
-    cutoff: &str,
-) -> Result<Option<String>> {
-    let table = handle.name();
-    let rows = read_table(lake, table, handle.version()).await?;
-    let (Some(values), Some(dates)) = (
-        rows.column_by_name(column)
-            .and_then(|c| c.as_string_opt::<i32>()),
-        rows.column_by_name("date")
-            .and_then(|c| c.as_string_opt::<i32>()),
-    ) else {
-        return Ok(None);
-    };
-    let removed = (0..rows.num_rows())
-        .filter(|&i| dates.is_valid(i) && values.is_valid(i) && dates.value(i) < cutoff)
-        .map(|i| values.value(i))
-        .max();
-    let before = handle.property(EXPIRED_THROUGH_PROPERTY)?;
-    Ok(match (removed, before) {
-        (Some(r), Some(b)) => Some(b.max(r.to_string())),
-        (Some(r), None) => Some(r.to_string()),
-        (None, b) => b,
-    })
 }

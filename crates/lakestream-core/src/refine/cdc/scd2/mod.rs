@@ -274,7 +274,13 @@ async fn plan(
         removes,
         txns: vec![Transaction::new(&p.app, chunk.end.unwrap_or(0) as i64)],
         scope: ReadScope::Table,
-        properties: truncated_at(output, &truncates),
+        properties: truncated_at(output, &truncates)
+            .into_iter()
+            .chain(super::positions::resets_property(
+                output,
+                &p.apply.position_resets,
+            )?)
+            .collect(),
         cdc_files,
     };
     proposal(p, &read, change, schema)

@@ -1,0 +1,119 @@
+//! Expiry of a keyed job's tombstones (`_lakestream/<job>/tombstones`): whole processing-`date`
+//! partitions older than the retention are removed after a run commits; a CDC job's expiry also
+//! records the horizon below which a change for a key without row or tombstone stays out
+//! ([`EXPIRED_THROUGH_PROPERTY`], [`EXPIRED_AT_PROPERTY`], used by
+//! [`keep_out_forgotten`](super::tombstones::keep_out_forgotten)).
+
+use super::tombstones::{EXPIRED_AT_PROPERTY, EXPIRED_THROUGH_PROPERTY};
+use crate::commit::{Change, CommitSettings, Fixed, Proposal, ReadScope, run};
+use crate::error::Result;
+use crate::read::read_table;
+use crate::refine::cdc::positions;
+use crate::storage::Lake;
+use crate::table::TableHandle;
+use chrono::{DateTime, Utc};
+use deltalake::arrow::array::{Array, AsArray};
+use deltalake::protocol::DeltaOperation;
+
+/// Remove tombstones written before `now - retention` (whole `date` partitions); with
+/// `horizon` (a CDC job's `__seq` column) the greatest value removed is kept in
+/// [`EXPIRED_THROUGH_PROPERTY`] in the same commit.
+pub async fn expire(
+    lake: &Lake,
+    table: &str,
+    settings: &CommitSettings,
+    now: DateTime<Utc>,
+    retention: std::time::Duration,
+    horizon: Option<&str>,
+) -> Result<usize> {
+    let mut handle = TableHandle::open(lake, table)?;
+    if !handle.refresh().await? {
+        return Ok(0);
+    }
+    let cutoff = (now - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX))
+        .format("%Y-%m-%d")
+        .to_string();
+    let removes: Vec<deltalake::kernel::Remove> = handle
+        .live_files()?
+        .iter()
+        .filter(|f| {
+            f.partition_values()
+                .get("date")
+                .and_then(|d| d.as_deref())
+                .is_some_and(|d| d < cutoff.as_str())
+        })
+        .map(|f| f.remove_action(true))
+        .collect();
+    if removes.is_empty() {
+        return Ok(0);
+    }
+    let n = removes.len();
+    let schema = handle.arrow_schema()?;
+    let properties = match horizon {
+        Some(column) => expired_through(lake, &handle, column, &cutoff).await?,
+        None => vec![],
+    };
+    let change = Change {
+        read_version: handle.version(),
+        properties,
+        operation: DeltaOperation::Delete {
+            predicate: Some(format!("date < '{cutoff}'")),
+        },
+        adds: vec![],
+        removes,
+        txns: vec![],
+        scope: ReadScope::Files,
+        cdc_files: vec![],
+    };
+    let mut planner = Fixed(Some(Proposal {
+        change,
+        schema,
+        create: None,
+    }));
+    // Another run expired them first (a conflict stops it), or storage failed: the next run
+    // tries again.
+    match run(&mut handle, settings, &mut planner).await {
+        Ok(ran) => Ok(if ran.landed.is_some() { n } else { 0 }),
+        Err(e) if e.is_retryable() => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+/// The horizon after removing the tombstones dated before `cutoff`: the greatest `column`
+/// value and the latest `deleted_at` among them, or the ones recorded before when greater
+/// ([`EXPIRED_THROUGH_PROPERTY`], [`EXPIRED_AT_PROPERTY`]).
+async fn expired_through(
+    lake: &Lake,
+    handle: &TableHandle,
+    column: &str,
+    cutoff: &str,
+) -> Result<Vec<(String, String)>> {
+    let table = handle.name();
+    let rows = read_table(lake, table, handle.version()).await?;
+    let (Some(values), Some(dates)) = (
+        rows.column_by_name(column)
+            .and_then(|c| c.as_string_opt::<i32>()),
+        rows.column_by_name("date")
+            .and_then(|c| c.as_string_opt::<i32>()),
+    ) else {
+        return Ok(vec![]);
+    };
+    let written = positions::times(&rows, "deleted_at")?;
+    let removed: Vec<usize> = (0..rows.num_rows())
+        .filter(|&i| dates.is_valid(i) && values.is_valid(i) && dates.value(i) < cutoff)
+        .collect();
+    let seq = removed.iter().map(|&i| values.value(i).to_string()).max();
+    let at = removed.iter().filter_map(|&i| written[i]).max();
+    let seq = seq.max(handle.property(EXPIRED_THROUGH_PROPERTY)?);
+    let before_at = handle
+        .property(EXPIRED_AT_PROPERTY)?
+        .and_then(|t| t.parse::<i64>().ok());
+    let at = at.max(before_at);
+    Ok([
+        seq.map(|s| (EXPIRED_THROUGH_PROPERTY.to_string(), s)),
+        at.map(|t| (EXPIRED_AT_PROPERTY.to_string(), t.to_string())),
+    ]
+    .into_iter()
+    .flatten()
+    .collect())
+}

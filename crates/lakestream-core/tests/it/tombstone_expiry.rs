@@ -23,8 +23,12 @@ const BRONZE: &str = "bronze/crm/public/people";
 const SILVER: &str = "silver/crm/public/people";
 
 fn config(lake: &TestLake) -> Result<PipelineConfig> {
+    config_scd(lake, 1)
+}
+
+fn config_scd(lake: &TestLake, scd: u8) -> Result<PipelineConfig> {
     Ok(lake.config_with(&format!(
-        "[[refine]]\njob = \"people\"\noutput = \"{SILVER}\"\n[refine.cdc]\nsource = \"{BRONZE}\"\nkeys = [\"id\"]\ntombstone_retention = \"30d\"\n"
+        "[[refine]]\njob = \"people\"\noutput = \"{SILVER}\"\n[refine.cdc]\nsource = \"{BRONZE}\"\nkeys = [\"id\"]\nscd = {scd}\ntombstone_retention = \"30d\"\n"
     ))?)
 }
 
@@ -157,6 +161,31 @@ async fn a_change_committed_after_a_delete_but_ranked_below_it_stops_the_run() -
             assert!(
                 e.as_ref().is_some_and(went_back),
                 "{backend:?} expired {expired}: {e:?}"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Review of issue 37: a truncate applied before an undeclared restart would void every later
+/// change ranked below it; one committed after the truncate stops the run instead (SCD1, whose
+/// silver records the truncate's time, and SCD2, whose side table does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_committed_after_a_truncate_but_ranked_below_it_stops_the_run() -> Result<()> {
+    for backend in backends() {
+        for scd in [1u8, 2] {
+            let lake = TestLake::new(backend, &format!("truncate-went-back-{scd}"))?;
+            let (cfg, l) = (config_scd(&lake, scd)?, lake.lake()?);
+            let now = writes_deletes_at();
+            append(&l, &[("c", "s01", r#"{"id":1,"v":"a"}"#)]).await?;
+            append(&l, &[("t", "s05", "{}")]).await?;
+            apply_at(&cfg, &l, now).await?;
+            // `s0400` sorts below `s05` and was committed at second 400, after the truncate.
+            append(&l, &[("c", "s0400", r#"{"id":2,"v":"after-restart"}"#)]).await?;
+            let e = apply_at(&cfg, &l, now).await.err();
+            assert!(
+                e.as_ref().is_some_and(went_back),
+                "{backend:?} scd{scd}: {e:?}"
             );
         }
     }

@@ -281,6 +281,33 @@ pub(crate) fn times(batch: &RecordBatch, name: &str) -> Result<Vec<Option<i64>>>
         .collect())
 }
 
+/// The changes of a run checked against truncates (`__seq`, time): a change (or truncate) at a
+/// lower position than a truncate, committed after it, would be voided by it although the
+/// source's positions went back ([`Error::PositionsWentBack`]).
+pub(crate) fn check_truncates(
+    changes: &RecordBatch,
+    truncates: &[(&str, Option<i64>)],
+    who: (&str, &str, Option<&str>),
+) -> Result<()> {
+    if truncates.is_empty() {
+        return Ok(());
+    }
+    let (seq, at, op) = (
+        strings(changes, bronze::SEQ)?,
+        times(changes, bronze::SOURCE_TS)?,
+        strings(changes, bronze::OP)?,
+    );
+    for (i, at) in at.into_iter().enumerate() {
+        let later = (seq.value(i), at, op.value(i));
+        for &earlier in truncates {
+            if pair_went_back(later, earlier) {
+                return Err(pair_error(who, (later.0, later.1), earlier));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The schema-independent part of [`check`] for one pair, used where the stored row and the
 /// change are already matched (SCD1's rewrite): whether `later` (a change of this run, not a
 /// snapshot row) at a lower position than `earlier` (the stored row of its key) was committed

@@ -92,6 +92,18 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
         } else {
             None
         };
+        let before_time = match state.version {
+            Some(_) => output.property(TRUNCATED_AT_TIME_PROPERTY)?,
+            None => None,
+        }
+        .and_then(|t| t.parse::<i64>().ok());
+        let mut truncates: Vec<(&str, Option<i64>)> = truncates_of(&changes)?;
+        if let Some(b) = before.as_deref() {
+            truncates.push((b, before_time));
+        }
+        let who = super::changes::who(cfg, apply);
+        super::positions::check_truncates(&changes, &truncates, who)?;
+        let newest_time = truncates_of(&changes)?.into_iter().max().and_then(|t| t.1);
         let (rows, truncate) = apply_truncate(&changes, before.as_deref())?;
         let toast = apply.toast_placeholder.as_deref().map(Toast::new);
         let same_key = same_key(&rows, &keys)?;
@@ -116,10 +128,11 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
         };
         let (mut plan, images) = keyed::plan(ctx, &src, output, state, consumed, &sweep).await?;
         if let Some(t) = truncate {
-            plan.proposal
-                .change
-                .properties
-                .push((silver::TRUNCATED_AT_PROPERTY.to_string(), t));
+            let props = &mut plan.proposal.change.properties;
+            props.push((silver::TRUNCATED_AT_PROPERTY.to_string(), t));
+            if let Some(at) = newest_time {
+                props.push((TRUNCATED_AT_TIME_PROPERTY.to_string(), at.to_string()));
+            }
         }
         let resets = super::positions::resets_property(output, &apply.position_resets)?;
         plan.proposal.change.properties.extend(resets);
@@ -194,6 +207,27 @@ fn resolve_in_run(
         }
     }
     values::resolve(rows, toast, keys, &steps)
+}
+
+/// Silver property: the commit time (µs) of the truncate `lakestream.cdc.truncated_at` names,
+/// when it had one: a change committed after it but ranked below it proves the source's
+/// positions went back ([`positions::check_truncates`](super::positions::check_truncates)).
+pub(crate) const TRUNCATED_AT_TIME_PROPERTY: &str = "lakestream.cdc.truncated_at_time";
+
+/// The run's truncates: (`__seq`, commit time).
+fn truncates_of(changes: &RecordBatch) -> Result<Vec<(&str, Option<i64>)>> {
+    let col = |name: &str| -> Result<&StringArray> {
+        changes
+            .column_by_name(name)
+            .and_then(|c| c.as_string_opt::<i32>())
+            .ok_or_else(|| Error::Internal(format!("changes have no text `{name}`")))
+    };
+    let (op, seq) = (col(bronze::OP)?, col(bronze::SEQ)?);
+    let at = super::positions::times(changes, bronze::SOURCE_TS)?;
+    Ok((0..changes.num_rows())
+        .filter(|&i| op.value(i) == bronze::OP_TRUNCATE)
+        .map(|i| (seq.value(i), at[i]))
+        .collect())
 }
 
 /// The silver's `lakestream.cdc.truncated_at` (the `__seq` of the last truncate applied).

@@ -229,6 +229,17 @@ async fn plan(
     super::positions::check(&changes, Some((&old, silver::START_AT)), &read.keys, who)?;
     let tombs = tombstones::table_name(&p.cfg.job);
     let kept = stored::load(p.ctx.lake, &tombs, &codec).await?;
+    // A change ranked below a truncate but committed after it: the positions went back.
+    let all_truncates: Vec<(&str, Option<i64>)> = truncates
+        .iter()
+        .map(|t| (t.seq.as_str(), t.at))
+        .chain(
+            kept.iter()
+                .filter(|k| k.key.is_none())
+                .map(|k| (k.seq.as_str(), k.at)),
+        )
+        .collect();
+    super::positions::check_truncates(&changes, &all_truncates, who)?;
     let toast = p.apply.toast_placeholder.as_deref().map(Toast::new);
     let run = history::RunChanges {
         changes: &changes,

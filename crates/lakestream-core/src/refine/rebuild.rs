@@ -9,7 +9,9 @@
 //! files needs no change files), and the next run's commit inserts the rebuilt rows. Between
 //! the two commits the output is empty. Side tables stay: an SCD1 tombstone or an SCD2 stored
 //! delete is an event bronze still holds (or held), so the rebuilt history is the same
-//! function of the key's changes.
+//! function of the key's changes (a side-table entry ranked under an earlier `position_resets`
+//! list keeps its old rank: README "CDC: position resets"). A CDC job's reset commit records
+//! the `position_resets` the silver is rebuilt under.
 
 use super::context::{RunContext, source_id_property};
 use crate::commit::{self, ChangePlanner, Proposal, ReadScope, TableState};
@@ -53,6 +55,15 @@ pub async fn rebuild(ctx: &RunContext<'_>, cfg: &RefineJob) -> Result<Option<u64
             .map(|t| ctx.app_id(&cfg.job, t))
             .collect(),
         sources,
+        // A CDC job's silver is rebuilt under its current `position_resets`: recorded in the
+        // reset commit, so a run that fails after it does not rebuild again and again.
+        properties: match &cfg.kind {
+            JobKind::Cdc(apply) => vec![(
+                crate::refine::cdc::positions::RESETS_PROPERTY.to_string(),
+                crate::refine::cdc::positions::resets_text(&apply.position_resets),
+            )],
+            _ => vec![],
+        },
     };
     Ok(commit::run(&mut output, ctx.settings, &mut planner)
         .await?
@@ -66,6 +77,8 @@ struct ResetPlanner {
     app_ids: Vec<String>,
     /// Each source and its current table id (`None`: it does not exist now).
     sources: Vec<(String, Option<String>)>,
+    /// Further properties the reset commit sets.
+    properties: Vec<(String, String)>,
 }
 
 impl ChangePlanner for ResetPlanner {
@@ -95,6 +108,7 @@ impl ChangePlanner for ResetPlanner {
             .sources
             .iter()
             .filter_map(|(t, id)| Some((source_id_property(t), id.clone()?)))
+            .chain(self.properties.iter().cloned())
             .collect();
         Ok(Some(Proposal {
             change,

@@ -191,3 +191,24 @@ async fn a_change_committed_after_a_truncate_but_ranked_below_it_stops_the_run()
     }
     Ok(())
 }
+
+/// Second review: tombstones are compared by the delete's own commit time, not by when the run
+/// that wrote them started (one invocation's clock, often before the delete committed): a
+/// re-sent change older than a delete applied in that invocation stays out without a stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resent_change_below_a_delete_is_not_a_restart_whenever_the_run_started() -> Result<()> {
+    for backend in backends() {
+        let lake = TestLake::new(backend, "tombstone-resent")?;
+        let (cfg, l) = (config(&lake)?, lake.lake()?);
+        // The invocation started at second 1; the changes commit at seconds 4 and 5.
+        let started = DateTime::from_timestamp(1_767_225_601, 0).unwrap_or_default();
+        append(&l, &[("c", "s04", r#"{"id":1,"v":"a"}"#)]).await?;
+        apply_at(&cfg, &l, started).await?;
+        append(&l, &[("d", "s05", r#"{"id":1,"v":"a"}"#)]).await?;
+        apply_at(&cfg, &l, started).await?;
+        append(&l, &[("c", "s04", r#"{"id":1,"v":"a"}"#)]).await?;
+        assert_eq!(apply_at(&cfg, &l, started).await?, 1, "{backend:?}");
+        assert!(silver(&l).await?.is_empty(), "{backend:?}");
+    }
+    Ok(())
+}

@@ -30,7 +30,8 @@ use std::sync::Arc;
 /// and a re-emission ranked after the reset would pass them.
 pub const RESETS_PROPERTY: &str = "lakestream.cdc.position_resets";
 
-fn resets_text(resets: &[i64]) -> String {
+/// `resets` as [`RESETS_PROPERTY`] records them.
+pub(crate) fn resets_text(resets: &[i64]) -> String {
     resets
         .iter()
         .map(i64::to_string)

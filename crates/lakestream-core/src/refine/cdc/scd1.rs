@@ -87,14 +87,17 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
         if !read.chunk.advanced() {
             return Ok(Planned::Nothing(report));
         }
-        let before = if state.version.is_some() {
+        // A first run (a new or rebuilt silver) reads every truncate from bronze's snapshot:
+        // the silver's record of earlier ones (ranked under other resets, perhaps) is not used.
+        let incremental = state.version.is_some() && consumed.is_some();
+        let before = if incremental {
             truncated_at(output)?
         } else {
             None
         };
-        let before_time = match state.version {
-            Some(_) => output.property(TRUNCATED_AT_TIME_PROPERTY)?,
-            None => None,
+        let before_time = match incremental {
+            true => output.property(TRUNCATED_AT_TIME_PROPERTY)?,
+            false => None,
         }
         .and_then(|t| t.parse::<i64>().ok());
         let mut truncates: Vec<(&str, Option<i64>)> = truncates_of(&changes)?;
@@ -130,9 +133,9 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
         if let Some(t) = truncate {
             let props = &mut plan.proposal.change.properties;
             props.push((silver::TRUNCATED_AT_PROPERTY.to_string(), t));
-            if let Some(at) = newest_time {
-                props.push((TRUNCATED_AT_TIME_PROPERTY.to_string(), at.to_string()));
-            }
+            // Always with the truncate it describes (empty: that truncate had no time).
+            let at = newest_time.map(|t| t.to_string()).unwrap_or_default();
+            props.push((TRUNCATED_AT_TIME_PROPERTY.to_string(), at));
         }
         let resets = super::positions::resets_property(output, &apply.position_resets)?;
         plan.proposal.change.properties.extend(resets);

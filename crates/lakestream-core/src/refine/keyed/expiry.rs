@@ -14,6 +14,7 @@ use crate::table::TableHandle;
 use chrono::{DateTime, Utc};
 use deltalake::arrow::array::{Array, AsArray};
 use deltalake::protocol::DeltaOperation;
+use lakestream_formats::config::bronze;
 
 /// Remove tombstones written before `now - retention` (whole `date` partitions); with
 /// `horizon` (a CDC job's `__seq` column) the greatest value removed is kept in
@@ -80,7 +81,8 @@ pub async fn expire(
 }
 
 /// The horizon after removing the tombstones dated before `cutoff`: the greatest `column`
-/// value and the latest `deleted_at` among them, or the ones recorded before when greater
+/// value and the latest delete commit time (`__source_ts`) among them, or the ones recorded
+/// before when greater
 /// ([`EXPIRED_THROUGH_PROPERTY`], [`EXPIRED_AT_PROPERTY`]).
 async fn expired_through(
     lake: &Lake,
@@ -98,7 +100,10 @@ async fn expired_through(
     ) else {
         return Ok(vec![]);
     };
-    let written = positions::times(&rows, "deleted_at")?;
+    let written = match rows.column_by_name(bronze::SOURCE_TS) {
+        Some(_) => positions::times(&rows, bronze::SOURCE_TS)?,
+        None => vec![None; rows.num_rows()],
+    };
     let removed: Vec<usize> = (0..rows.num_rows())
         .filter(|&i| dates.is_valid(i) && values.is_valid(i) && dates.value(i) < cutoff)
         .collect();

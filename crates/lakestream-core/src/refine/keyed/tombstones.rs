@@ -36,7 +36,8 @@ pub fn table_name(job: &str) -> String {
 
 /// Tombstone table property: the greatest `__seq` of the tombstones expired so far (CDC jobs).
 pub const EXPIRED_THROUGH_PROPERTY: &str = "lakestream.tombstones.expired_through";
-/// Tombstone table property: when the newest of the expired tombstones was written (µs).
+/// Tombstone table property: the latest commit time (`__source_ts`, µs) of the expired
+/// tombstones' deletes.
 pub const EXPIRED_AT_PROPERTY: &str = "lakestream.tombstones.expired_through_at";
 
 /// The newest tombstone of a key.
@@ -46,8 +47,9 @@ pub struct Tomb {
     pub order: Vec<u8>,
     /// Its tie text.
     pub tie: String,
-    /// CDC: its `__seq` and when it was written (µs): a change committed after that cannot be
-    /// older than the delete ([`positions`](crate::refine::cdc::positions)).
+    /// CDC: its `__seq` and the delete's commit time (`__source_ts`, µs): a change committed
+    /// after that cannot be older than the delete
+    /// ([`positions`](crate::refine::cdc::positions)).
     pub seq_at: Option<(String, i64)>,
 }
 
@@ -71,9 +73,10 @@ pub async fn load(lake: &Lake, table: &str, key: &Encoder, order: &Encoder) -> R
     let seqs = batch
         .column_by_name(bronze::SEQ)
         .and_then(|c| c.as_string_opt::<i32>());
+    // The delete's own commit time (a database time, compared with the changes' own).
     let written = batch
-        .column_by_name("deleted_at")
-        .map(|_| positions::times(&batch, "deleted_at"))
+        .column_by_name(bronze::SOURCE_TS)
+        .map(|_| positions::times(&batch, bronze::SOURCE_TS))
         .transpose()?;
     let mut out = Tombstones::new();
     for (i, (k, o)) in keys.into_iter().zip(orders).enumerate() {
@@ -249,7 +252,19 @@ impl Deletes {
         let idx = UInt32Array::from(deleted.iter().map(|&w| incoming[w].row).collect::<Vec<_>>());
         Ok(Some(Self {
             rows: take_record_batch(&src.rows, &idx)?,
-            columns: src.u.key.iter().chain(&src.u.order_by).cloned().collect(),
+            // CDC: the delete's commit time too, to tell a change committed after it.
+            columns: src
+                .u
+                .key
+                .iter()
+                .chain(&src.u.order_by)
+                .cloned()
+                .chain(
+                    src.rows
+                        .column_by_name(bronze::SOURCE_TS)
+                        .map(|_| bronze::SOURCE_TS.to_string()),
+                )
+                .collect(),
             ties: deleted
                 .iter()
                 .map(|w| ties.get(w).cloned().unwrap_or_default())
@@ -287,9 +302,38 @@ impl Planner for Write {
         vec![]
     }
     async fn plan(&mut self, state: &TableState) -> Result<Option<Planned>> {
-        let schema = state.schema.clone().unwrap_or_else(|| self.batch.schema());
+        // A tombstone table written before it kept `__source_ts` gains the column (nullable).
+        let batch = self.batch.schema();
+        let schema = match &state.schema {
+            None => batch,
+            Some(current) => {
+                let mut fields: Vec<Field> = current
+                    .fields()
+                    .iter()
+                    .map(|f| f.as_ref().clone())
+                    .collect();
+                for f in batch.fields() {
+                    if current.field_with_name(f.name()).is_err() {
+                        fields.push(f.as_ref().clone().with_nullable(true));
+                    }
+                }
+                Arc::new(Schema::new(fields))
+            }
+        };
+        // The batch in the table's column order (a column it lacks: null).
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|f| match self.batch.column_by_name(f.name()) {
+                Some(c) => c.clone(),
+                None => {
+                    deltalake::arrow::array::new_null_array(f.data_type(), self.batch.num_rows())
+                }
+            })
+            .collect();
+        let aligned = RecordBatch::try_new(schema.clone(), columns)?;
         Ok(Some(Planned {
-            batch: self.batch.clone(),
+            batch: aligned,
             schema,
             partition_columns: vec!["date".into()],
             txns: vec![],

@@ -3,7 +3,8 @@
 //! **commit** each table once, **settle** every record. Each record's [`RecordOutcome`] is
 //! explicit; one left `Pending` at the end is a bug and fails the invocation (the batch is
 //! redelivered, nothing is lost). Topics of a Debezium `[[cdc]]` family go to their bronze
-//! tables ([`super::bronze`]); their tombstones are counted and skipped.
+//! tables ([`super::bronze`]); a tombstone just after its delete is counted and skipped, any
+//! other is a delete of its key (ARCHITECTURE.md "Deletes known only from their tombstone").
 //!
 //! Order matters for "never lose a record": dead letters are committed *before* the data
 //! commit that advances the partition's `txn` version, so a crash in between replays into
@@ -13,7 +14,7 @@
 use super::bronze::Destination;
 use super::planner::TopicPlanner;
 use super::report::{IngestReport, RecordOutcome, TableReport};
-use crate::cdc::debezium::BronzeTarget;
+use crate::cdc::debezium::{BronzeTarget, tombstone_follows_its_delete};
 use crate::clock::Clock;
 use crate::commit::{self, CommitSettings};
 use crate::dead_letter::DeadLetter;
@@ -156,11 +157,16 @@ impl KafkaIngestor {
             letters: Vec::new(),
         };
         let mut last: Option<(&str, Destination<'a>)> = None;
+        // The record before each in its (topic, partition), for tombstones.
+        let mut in_partition: HashMap<(&str, i32), usize> = HashMap::new();
         for (i, r) in records.iter().enumerate() {
             if !seen.insert((r.topic.as_str(), r.partition, r.offset)) {
                 outcomes[i] = RecordOutcome::RepeatedInBatch;
                 continue;
             }
+            let previous = in_partition
+                .insert((r.topic.as_str(), r.partition), i)
+                .and_then(|j| records.get(j));
             // Batches hold a handful of topics: look a topic up once per run of it.
             let dest = match &last {
                 Some((topic, dest)) if *topic == r.topic => dest.clone(),
@@ -176,9 +182,18 @@ impl KafkaIngestor {
                     routed.letters.push((i, DeadLetter::kafka(r, None, reason)));
                     continue;
                 }
-                // A tombstone (null value after a delete, for log compaction) carries no
-                // change: skipped, never dead-lettered.
-                Destination::Cdc(_) | Destination::BadCdc(_) if r.value == RecordValue::Null => {
+                // A tombstone (null value after a delete, for log compaction) just after its
+                // delete carries nothing more: skipped, never dead-lettered. Any other is a
+                // delete known only from its key (`cdc::debezium::tombstone_follows_its_delete`).
+                Destination::BadCdc(_) if r.value == RecordValue::Null => {
+                    outcomes[i] = RecordOutcome::Tombstone;
+                    continue;
+                }
+                Destination::Cdc(_)
+                    if r.value == RecordValue::Null
+                        && (r.key == RecordValue::Null
+                            || previous.is_some_and(|p| tombstone_follows_its_delete(r, p))) =>
+                {
                     outcomes[i] = RecordOutcome::Tombstone;
                     continue;
                 }
@@ -194,7 +209,11 @@ impl KafkaIngestor {
                 ),
             };
             match &r.value {
-                RecordValue::Bytes(_) => {
+                RecordValue::Null if cdc.is_none() => routed.letters.push((
+                    i,
+                    DeadLetter::kafka(r, Some(&table), "null value (tombstone)".into()),
+                )),
+                RecordValue::Bytes(_) | RecordValue::Null => {
                     let is_cdc = cdc.is_some();
                     let route = routed.by_table.entry(table).or_insert(TableRoute {
                         layout,
@@ -215,10 +234,6 @@ impl KafkaIngestor {
                             .push((i, DeadLetter::kafka(r, table, reason)));
                     }
                 }
-                RecordValue::Null => routed.letters.push((
-                    i,
-                    DeadLetter::kafka(r, Some(&table), "null value (tombstone)".into()),
-                )),
                 RecordValue::Invalid { reason, .. } => routed
                     .letters
                     .push((i, DeadLetter::kafka(r, Some(&table), reason.clone()))),

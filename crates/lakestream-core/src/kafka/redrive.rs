@@ -25,6 +25,7 @@
 
 use super::ingestor::KafkaIngestor;
 use super::report::IngestReport;
+use crate::cdc::debezium::tombstone_follows_its_delete;
 use crate::error::{Error, Result};
 use crate::schema::TableLayout;
 use crate::table::TableHandle;
@@ -32,8 +33,8 @@ use deltalake::arrow::array::{Array, ArrayRef, AsArray};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Int64Type};
 use lakestream_formats::config::KafkaMetadataColumn;
-use lakestream_formats::record::SourceRecord;
-use std::collections::{BTreeMap, HashSet};
+use lakestream_formats::record::{RecordValue, SourceRecord};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// A failed batch to put back into the lake.
 #[derive(Debug, Clone, Copy)]
@@ -132,11 +133,21 @@ impl KafkaIngestor {
                 }
             }
         }
+        // A tombstone just after its delete carries nothing more once the delete landed.
+        let mut tombstones = 0;
         for (table, records) in &bronze {
             let landed = self.landed(table, records, false, CDC_BRONZE).await?;
+            let mut previous: HashMap<(&str, i32), &SourceRecord> = HashMap::new();
             for r in records {
+                let before = previous.insert((r.topic.as_str(), r.partition), r);
                 if landed.contains(&record_id(r)) {
                     found += 1;
+                } else if r.value == RecordValue::Null
+                    && before.is_some_and(|p| {
+                        tombstone_follows_its_delete(r, p) && landed.contains(&record_id(p))
+                    })
+                {
+                    tombstones += 1;
                 } else {
                     missing.push((*r).clone());
                 }
@@ -154,7 +165,7 @@ impl KafkaIngestor {
         }
         report.written = report.redriven.written;
         report.dead_lettered = report.redriven.dead_lettered;
-        report.tombstones_skipped = report.redriven.tombstones_skipped;
+        report.tombstones_skipped = report.redriven.tombstones_skipped + tombstones;
         report.duplicates = report.redriven.duplicates + found;
         Ok(report)
     }

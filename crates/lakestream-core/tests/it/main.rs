@@ -19,6 +19,7 @@ mod cdc_redrive;
 mod change_data_feed;
 mod checked_commit;
 mod commit_loop;
+mod compacted_deletes;
 mod compaction_races;
 mod dead_letter_growth;
 mod deletion_vectors;

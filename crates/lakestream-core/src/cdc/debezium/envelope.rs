@@ -135,6 +135,49 @@ pub(super) fn parse(
     })
 }
 
+/// Whether `value` is a Debezium delete event (`op` `d`, wrapped or not).
+pub(super) fn is_delete(value: &[u8]) -> bool {
+    let Ok(v) = serde_json::from_slice::<Value>(value) else {
+        return false;
+    };
+    let (_, payload) = unwrap(v);
+    payload.get("op").and_then(Value::as_str) == Some("d")
+}
+
+/// A tombstone (a null value; its key names the row) whose delete event is not just before it
+/// in its partition (log compaction removed it, or it came in an earlier batch): a delete with
+/// no source position (`__seq` empty), its row the key's fields, its time the Kafka record's
+/// (`timestamp_ms`: when the connector sent it, just after the delete committed). The apply
+/// places it after every change of its key before it in the partition (ARCHITECTURE.md
+/// "Deletes known only from their tombstone").
+pub(super) fn tombstone(
+    key: &[u8],
+    timestamp_ms: Option<i64>,
+    declared: &[CdcColumn],
+) -> Result<Change, String> {
+    let v: Value = serde_json::from_slice(key).map_err(|e| {
+        format!("record key is not JSON ({e}); Debezium topics need key.converter=JsonConverter")
+    })?;
+    let (schema, payload) = unwrap(v);
+    let Value::Object(fields) = &payload else {
+        return Err("a tombstone's key is not a JSON object of key columns".into());
+    };
+    let row = cells(fields, schema.as_ref(), declared)?;
+    let (key, key_fields) = record_key(key)?;
+    // A timestamp out of range is no time (the apply then uses the ingest time).
+    let source_ts = timestamp_ms
+        .and_then(|ms| ms.checked_mul(1000))
+        .filter(|us| crate::timestamp::out_of_range(*us, "").is_none());
+    Ok(Change {
+        op: bronze::OP_DELETE,
+        seq: String::new(),
+        source_ts,
+        key,
+        key_fields,
+        row,
+    })
+}
+
 /// The schema of envelope field `name` (`before` / `after`), when the value is wrapped.
 fn field_schema<'a>(schema: Option<&'a Value>, name: &str) -> Option<&'a Value> {
     schema?

@@ -7,8 +7,10 @@
 //!   from the family's declared `columns`, else from the JSON values.
 //! - `c`/`u`/`r` write the `after` image, `d` the `before` image (PostgreSQL sends only the key
 //!   columns unless `REPLICA IDENTITY FULL`), `t` (truncate) a row with no row columns at all.
-//! - Tombstones (a null value after a delete) never reach this module: the ingestor counts and
-//!   skips them.
+//! - A tombstone (a null value after a delete) whose delete event is just before it in the
+//!   batch is counted and skipped by the ingestor ([`tombstone_follows_its_delete`]); any other
+//!   (its delete in an earlier batch, or removed by log compaction) is a delete with an empty
+//!   `__seq`, its row the key's fields: the apply places it ([`envelope::tombstone`]).
 //! - Per record: a value that cannot be decoded, or a column that does not fit the table's type,
 //!   is a reject with the reason (dead-lettered by the caller); new columns are added nullable.
 
@@ -49,6 +51,18 @@ pub fn bronze_fields() -> Vec<Field> {
             Field::new(name, dt, !required)
         })
         .collect()
+}
+
+/// Whether tombstone `tombstone` (a null value) follows its own delete: `previous`, the record
+/// just before it in its partition within the batch, has the same key and is a delete event.
+/// Such a tombstone carries nothing more and is skipped.
+pub fn tombstone_follows_its_delete(tombstone: &SourceRecord, previous: &SourceRecord) -> bool {
+    match (&tombstone.key, &previous.key, &previous.value) {
+        (RecordValue::Bytes(k), RecordValue::Bytes(pk), RecordValue::Bytes(v)) => {
+            k == pk && envelope::is_delete(v)
+        }
+        _ => false,
+    }
 }
 
 /// One source table of a Debezium family, as its bronze table is written.
@@ -157,7 +171,10 @@ pub fn decode(
         let parsed = match (&r.value, &key_bytes(r)) {
             (RecordValue::Bytes(v), Ok(k)) => envelope::parse(*k, v, r.offset, &target.declared),
             (RecordValue::Invalid { reason, .. }, _) | (_, Err(reason)) => Err(reason.clone()),
-            (RecordValue::Null, _) => Err("null value (tombstone)".into()),
+            (RecordValue::Null, Ok(Some(k))) => {
+                envelope::tombstone(k, r.timestamp_ms, &target.declared)
+            }
+            (RecordValue::Null, Ok(None)) => Err("a tombstone (null value) without a key".into()),
         };
         let mut change = match parsed {
             Ok(c) => c,

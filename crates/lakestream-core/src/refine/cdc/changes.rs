@@ -2,10 +2,11 @@
 //! one chunk reader, [`read_next`]; the first run reads bronze's snapshot, [`read_snapshot`]), with its key columns resolved (the job's `keys`, else the
 //! bronze property `lakestream.cdc.keys`), the lineage columns dropped, one change per
 //! (key, `__seq`) (a redelivered change is kept once) and the result sorted by key then
-//! `__seq`, each `__seq` ranked by the family's position resets and the run checked for
-//! positions that went back ([`positions`]). SCD1 and SCD2 both start here.
+//! `__seq`, each `__seq` ranked by the family's position resets, tombstones placed in the run
+//! ([`compacted`]) and the run checked for positions that went back ([`positions`]). SCD1 and
+//! SCD2 both start here (and finish placing tombstones against silver).
 
-use super::positions;
+use super::{compacted, positions};
 use crate::error::{Error, Result};
 use crate::refine::context::RunContext;
 use crate::refine::source::{SourceRead, read_next, read_snapshot};
@@ -62,6 +63,7 @@ pub(crate) async fn read_changes(
     read.batches = Vec::new();
     let changes = project(&rows, &keys, &apply.source, &cfg.job)?;
     let changes = positions::apply_resets(&changes, &apply.position_resets)?;
+    let changes = compacted::place_in_run(&changes, &rows, &keys)?;
     let changes = one_per_key_and_seq(&changes, &keys, &apply.source)?;
     positions::check(&changes, None, &keys, who(cfg, apply))?;
     Ok(Some(ChangeRead {
@@ -208,7 +210,11 @@ fn project(rows: &RecordBatch, keys: &[String], table: &str, job: &str) -> Resul
 }
 
 /// One change per (key, `__seq`) (the first delivered), sorted by key then `__seq`.
-fn one_per_key_and_seq(changes: &RecordBatch, keys: &[String], table: &str) -> Result<RecordBatch> {
+pub(super) fn one_per_key_and_seq(
+    changes: &RecordBatch,
+    keys: &[String],
+    table: &str,
+) -> Result<RecordBatch> {
     let schema = changes.schema();
     let names: Vec<&str> = keys
         .iter()

@@ -3,6 +3,7 @@
 //!
 //! - `changes`: what bronze gained since the silver `txn`, keys resolved, one change per
 //!   (key, `__seq`), sorted by key then `__seq` (shared by both SCD types).
+//! - `compacted`: deletes known only from their Kafka tombstone, placed in the key's order.
 //! - `positions`: position resets and the check that positions never silently went back.
 //! - `scd1`: SCD type 1 on the upsert's machinery, with truncates.
 //! - [`feed`]: the change data feed rows of a commit's touched keys.
@@ -10,6 +11,7 @@
 //! - [`family`]: a family's tables found by listing, and their apply jobs.
 
 pub(crate) mod changes;
+mod compacted;
 pub mod family;
 pub mod feed;
 pub(crate) mod positions;

@@ -100,6 +100,12 @@ fn bare_position(seq: &str) -> bool {
     !rest.contains('|')
 }
 
+/// Whether `seq` is a tombstone's ([`compacted`](super::compacted)): its time is when Kafka
+/// took the tombstone, not a commit time, so it never proves the positions went back.
+pub(crate) fn untimed(seq: &str) -> bool {
+    seq.ends_with(super::compacted::MARK)
+}
+
 /// One change (or stored row) of a key, for [`went_back`].
 #[derive(Debug, Clone)]
 pub(crate) struct Seen<'a> {
@@ -208,7 +214,7 @@ pub(crate) fn check(
         .map(|i| Seen {
             key: &new_keys[i],
             seq: new_seq.value(i),
-            at: new_at[i],
+            at: new_at[i].filter(|_| !untimed(new_seq.value(i))),
             checked: op.value(i) != bronze::OP_SNAPSHOT,
         })
         .collect();
@@ -324,6 +330,7 @@ pub(crate) fn pair_went_back(
         && bare_position(seq)
         && other_file
         && earlier.0 > seq
+        && !untimed(earlier.0)
         && matches!((at, earlier.1), (Some(a), Some(e)) if a > e.saturating_add(margin(l)))
 }
 

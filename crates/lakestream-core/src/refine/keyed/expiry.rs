@@ -108,7 +108,12 @@ async fn expired_through(
         .filter(|&i| dates.is_valid(i) && values.is_valid(i) && dates.value(i) < cutoff)
         .collect();
     let seq = removed.iter().map(|&i| values.value(i).to_string()).max();
-    let at = removed.iter().filter_map(|&i| written[i]).max();
+    // A tombstone's time is Kafka's, not a commit time: never a horizon time.
+    let at = removed
+        .iter()
+        .filter(|&&i| !positions::untimed(values.value(i)))
+        .filter_map(|&i| written[i])
+        .max();
     let seq = seq.max(handle.property(EXPIRED_THROUGH_PROPERTY)?);
     let before_at = handle
         .property(EXPIRED_AT_PROPERTY)?

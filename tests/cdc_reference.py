@@ -12,10 +12,17 @@ position; the database restarts its positions once (`LsnClock`: far lower positi
 declared in the family's `position_resets`); in a `toast` stream a PostgreSQL UPDATE that leaves the large `doc` column alone sends
 the placeholder `__debezium_unavailable_value` for it (such a stream is delivered in order, as
 Kafka delivers one key's changes). `Delivery` sends it the way
-Debezium and Kafka do (one message per change, each delete followed by its tombstone) and the
-way at-least-once breaks it: some changes re-sent later at a new offset (a connector restart),
-some delivered behind later changes, batches of random size, some batches delivered twice. The
-reference applies what was delivered (by Kafka offset, once):
+Debezium and Kafka do (one message per change, each delete followed by its tombstone, whose
+Kafka timestamp is the delete's commit time + 5 ms) and the way at-least-once and log compaction
+break it: some changes re-sent later at a new offset (a connector restart), some delivered
+behind later changes, some deletes removed by log compaction (only their tombstone left),
+batches of random size, some batches delivered twice. The reference applies what was delivered
+(by Kafka offset, once):
+- a tombstone is a delete ranked just above the highest `__seq` of its key's changes at lower
+  offsets (`<that __seq>|tombstone`), at its Kafka timestamp; when the nearest of those changes
+  is a delete, or there are none, it changes nothing (README "CDC: deletes known only from
+  their tombstone"); bronze holds a tombstone (`__seq` empty) unless the message before it in
+  its batch is its delete;
 - per key, the changes in `__seq` order (`<lsn, 20 digits>`: the log position alone, so a
   change re-sent at a new offset is the same change, kept once; after `e<k:04>|` when committed
   at or after the k-th declared position reset); a `doc` placeholder takes the
@@ -49,6 +56,7 @@ BASE_MS = 1_795_939_200_000  # 2026-11-29T08:00:00Z
 LSN0 = 24_000_000
 ROW_COLS = ("id", "v", "n", "note", "doc")
 PLACEHOLDER = "__debezium_unavailable_value"
+COMPACTED = 0.3  # the share of deletes log compaction removed (their tombstones stay)
 
 
 class LsnClock:
@@ -173,13 +181,18 @@ class Stream:
         self.topic = f"{prefix}.{schema}.{table}"
         self.prefix, self.schema, self.table = prefix, schema, table
         self.messages = []  # (offset, Change or None for a tombstone)
+        self.tombs = {}  # offset -> (key, Kafka timestamp ms) of each tombstone
         changes = history(rng, clock, table, changes, keys, toast=toast)
         for c in delivery_order(rng, changes, late=0 if toast else 0.25):
-            self.messages.append((len(self.messages), c))
-            if c.op == "d":
+            if c.op != "d" or rng.random() >= COMPACTED:
+                self.messages.append((len(self.messages), c))
+            if c.op == "d":  # its tombstone (the delete itself may be compacted away)
+                self.tombs[len(self.messages)] = (c.key, c.ts_ms + 5)
                 self.messages.append((len(self.messages), None))
         self.cursor = 0
         self.delivered = {}  # offset -> Change, what bronze holds
+        self.tombstoned = {}  # offset -> (key, ts ms) of the tombstones delivered
+        self.tomb_rows = set()  # offsets of the tombstones bronze holds
         self.resets = clock.resets  # the family's `position_resets` (µs)
 
     def take(self, n):
@@ -193,16 +206,13 @@ class Stream:
 
     def record(self, offset, change):
         """An MSK record (`schemas.enable=false`, PostgreSQL source block, key `{"id": ..}`)."""
-        key = change.key if change else self.key_of(offset)
+        key = change.key if change else self.tombs[offset][0]
+        ts = BASE_MS + offset if change else self.tombs[offset][1]
         rec = {"topic": self.topic, "partition": 0, "offset": offset,
-               "timestamp": BASE_MS + offset, "timestampType": "CREATE_TIME", "headers": [],
+               "timestamp": ts, "timestampType": "CREATE_TIME", "headers": [],
                "key": b64({"id": key}),
                "value": b64(self.value(change)) if change else None}
         return rec
-
-    def key_of(self, offset):
-        """A tombstone's key: the delete just before it."""
-        return dict(self.messages)[offset - 1].key
 
     def value(self, c):
         source = {"version": "2.7.3.Final", "connector": "postgresql", "name": self.prefix,
@@ -213,15 +223,46 @@ class Stream:
         return {"before": {"id": c.key} if c.op == "d" else None, "after": c.row, "source": source,
                 "op": c.op, "ts_ms": c.ts_ms + 7, "transaction": None}
 
+    def _orphans(self, messages):
+        """The tombstones of a batch that do not follow their delete in it."""
+        out = set()
+        for i, (offset, c) in enumerate(messages):
+            if c is None:
+                prev = messages[i - 1][1] if i > 0 else None
+                if not (prev is not None and prev.op == "d" and prev.key == self.tombs[offset][0]):
+                    out.add(offset)
+        return out
+
+    def new_rows(self, messages):
+        """How many rows bronze gains from this batch."""
+        seen = set(self.delivered) | set(self.tombstoned)
+        changes = sum(1 for o, c in messages if c is not None and o not in self.delivered)
+        return changes + len(self._orphans(messages) - seen)
+
     def landed(self, messages):
         """Bronze took these messages (a redelivery adds nothing)."""
+        seen = set(self.delivered) | set(self.tombstoned)
+        self.tomb_rows |= self._orphans(messages) - seen
         for offset, c in messages:
             if c is not None:
                 self.delivered[offset] = c
+            else:
+                self.tombstoned[offset] = self.tombs[offset]
+
+    def bronze_offsets(self):
+        """The Kafka offsets of bronze's rows."""
+        return sorted(list(self.delivered) + list(self.tomb_rows))
 
     def changes(self):
-        """What bronze holds, as (seq, change)."""
-        return [(ranked_seq(c.lsn, c.ts_us, self.resets), c) for off, c in self.delivered.items()]
+        """What bronze holds, as (seq, change): a tombstone as the delete it stands for."""
+        ranked = {off: (ranked_seq(c.lsn, c.ts_us, self.resets), c) for off, c in self.delivered.items()}
+        out = list(ranked.values())
+        for offset, (key, ts_ms) in self.tombstoned.items():
+            earlier = sorted((off, seq, c) for off, (seq, c) in ranked.items() if c.key == key and off < offset)
+            if not earlier or earlier[-1][2].op == "d":
+                continue  # its delete came just before, or nothing to delete
+            out.append((max(seq for _, seq, _ in earlier) + "|tombstone", Change(key, "d", -1, ts_ms, None)))
+        return out
 
 
 def b64(obj):
@@ -460,7 +501,7 @@ def random_schedule(rng, families, tmp_path, checker, deliver, refine, optimize)
             batch = [(s, old + new) for (s, old), (_, new) in zip(previous, batch)]
         path = tmp_path / f"round-{round_}.json"
         path.write_text(json.dumps(msk_event(batch)))
-        new = sum(1 for st, ms in batch for o, c in ms if c is not None and o not in st.delivered)
+        new = sum(st.new_rows(ms) for st, ms in batch)
         deliver(path, new)
         for s, messages in batch:
             s.landed(messages)

@@ -779,7 +779,7 @@ def apply(model, ops):
             for st, messages in op["batch"]:
                 st.landed(messages)
     if any(op["op"] in ("cdc-apply", "cdc-rebuild") for op in ops):
-        model.cdc_applied = {st.topic: dict(st.delivered) for st in model.cdc_streams}
+        model.cdc_applied = {st.topic: (dict(st.delivered), dict(st.tombstoned)) for st in model.cdc_streams}
 
 
 def tables_of(op):
@@ -812,7 +812,7 @@ def check_cdc(lake, gen, model, checker, wrong, findings, w):
         bronze, silver = bronze_of(st), silver_of(family, st)
         if bronze not in wrong and st.delivered:
             got, unreadable = lake.offsets(bronze)
-            want = Counter(st.delivered.keys())
+            want = Counter(st.bronze_offsets())
             if unreadable or got != want:
                 findings.append(f"wave {w}: table {bronze} " + (f"cannot be read: {unreadable}" if unreadable else
                                 f"differs: missing offsets {sorted(want - got)}, extra {sorted(got - want)}"))
@@ -820,7 +820,7 @@ def check_cdc(lake, gen, model, checker, wrong, findings, w):
         if silver in wrong:
             continue
         applied = copy.copy(st)
-        applied.delivered = model.cdc_applied.get(st.topic, {})
+        applied.delivered, applied.tombstoned = model.cdc_applied.get(st.topic, ({}, {}))
         try:
             checker.check(family, scd, applied, f"after wave {w}")
         except Exception as e:  # noqa: BLE001 - a finding, reported with the schedule

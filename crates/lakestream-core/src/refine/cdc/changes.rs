@@ -63,7 +63,9 @@ pub(crate) async fn read_changes(
     read.batches = Vec::new();
     let changes = project(&rows, &keys, &apply.source, &cfg.job)?;
     let changes = positions::apply_resets(&changes, &apply.position_resets)?;
-    let changes = compacted::place_in_run(&changes, &rows, &keys)?;
+    let changes =
+        compacted::place_tombstones(&changes, &rows, &keys, &read.handle, &apply.position_resets)
+            .await?;
     let changes = one_per_key_and_seq(&changes, &keys, &apply.source)?;
     positions::check(&changes, None, &keys, who(cfg, apply))?;
     Ok(Some(ChangeRead {
@@ -210,11 +212,7 @@ fn project(rows: &RecordBatch, keys: &[String], table: &str, job: &str) -> Resul
 }
 
 /// One change per (key, `__seq`) (the first delivered), sorted by key then `__seq`.
-pub(super) fn one_per_key_and_seq(
-    changes: &RecordBatch,
-    keys: &[String],
-    table: &str,
-) -> Result<RecordBatch> {
+fn one_per_key_and_seq(changes: &RecordBatch, keys: &[String], table: &str) -> Result<RecordBatch> {
     let schema = changes.schema();
     let names: Vec<&str> = keys
         .iter()

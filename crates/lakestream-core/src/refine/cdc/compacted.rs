@@ -1,22 +1,24 @@
 //! Deletes known only from their Kafka tombstone (ARCHITECTURE.md "Deletes known only from
 //! their tombstone"). Debezium follows each delete event with a tombstone (the key, a null
-//! value); log compaction may remove the delete event (and every earlier change of the key)
-//! before the ingestor reads the partition, and a batch may end between the two. A tombstone
-//! that does not follow its delete in its batch reaches bronze as a delete with an empty
-//! `__seq` and no commit time; here it gets its place in the key's order:
+//! value); log compaction may remove the delete event before the ingestor reads the partition,
+//! and a batch may end between the two. A tombstone that does not follow its delete in its
+//! batch reaches bronze as a delete with an empty `__seq`; here it gets its place in the key's
+//! order, from the key's changes at lower offsets of its Kafka partition (bronze rows, any
+//! commit; other tombstones not counted):
 //!
-//! - every change of its key at a lower offset of its Kafka partition came before it, so it
-//!   ranks just above the highest `__seq` among them and among what silver holds for the key
-//!   (`<that __seq>|tombstone`: positions are fixed width, so nothing ranks between them);
-//! - when the nearest of those changes in the run is a delete, the tombstone is that delete's
-//!   and adds nothing (dropped); when there is no such `__seq` at all, the key was never seen
-//!   and there is nothing to delete (dropped).
+//! - when there are none, the key was never seen: nothing to delete (dropped);
+//! - when the nearest of them is a delete, the tombstone is that delete's: dropped;
+//! - else it ranks just above the highest `__seq` among them (`<that __seq>|tombstone`:
+//!   positions are fixed width, so nothing ranks between them).
+//!
+//! The run's own changes settle most tombstones (their delete is in the run); the others read
+//! the bronze files that can hold their keys (key columns, `__seq`, `__op`, lineage).
 //!
 //! Its time (`__source_ts`) is the Kafka record's timestamp, when the connector sent it just
 //! after the delete committed: SCD2 closes the version then (never before its start). It is
 //! not a commit time, so the position checks never use it ([`super::positions::untimed`]).
 
-use super::changes::one_per_key_and_seq;
+use super::positions::apply_resets;
 use super::scd2::keys::KeyCodec;
 use crate::error::{Error, Result};
 use crate::refine::keyed::target;
@@ -25,8 +27,8 @@ use deltalake::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray, UInt32Array,
 };
 use deltalake::arrow::compute::{cast, filter_record_batch, take_record_batch};
-use deltalake::arrow::datatypes::{DataType, Int64Type, SchemaRef};
-use lakestream_formats::config::{bronze, silver};
+use deltalake::arrow::datatypes::{DataType, Int64Type};
+use lakestream_formats::config::bronze;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -40,7 +42,7 @@ fn strings<'b>(batch: &'b RecordBatch, name: &str) -> Result<&'b StringArray> {
         .ok_or_else(|| Error::Internal(format!("changes have no text `{name}`")))
 }
 
-/// A Kafka lineage column of the raw bronze rows as `i64` per row (absent or null: -1).
+/// A Kafka lineage column as `i64` per row (absent or null: -1).
 fn lineage(rows: &RecordBatch, name: &str) -> Result<Vec<i64>> {
     let Some(col) = rows.column_by_name(name) else {
         return Ok(vec![-1; rows.num_rows()]);
@@ -52,22 +54,60 @@ fn lineage(rows: &RecordBatch, name: &str) -> Result<Vec<i64>> {
         .collect())
 }
 
-/// `changes` (projected from the raw bronze `rows`, row for row, positions ranked) with each
-/// unplaced tombstone (a delete with an empty `__seq`) placed after the changes of its key
-/// before it in its partition within the run: `<highest __seq>|tombstone` (`|tombstone` when
-/// there are none; [`place_at_current`] finishes it), or dropped when the nearest of them is a
-/// delete. Not yet re-sorted.
-pub(crate) fn place_in_run(
+/// Rows of one batch as (key, partition) -> [(offset, `__op`, ranked `__seq`)], tombstones
+/// (empty `__seq`) left out.
+type Earlier = HashMap<(Vec<u8>, i64), Vec<(i64, String, String)>>;
+
+fn earlier_of(batch: &RecordBatch, codec: &KeyCodec, into: &mut Earlier) -> Result<()> {
+    let (op, seq) = (strings(batch, bronze::OP)?, strings(batch, bronze::SEQ)?);
+    let (partition, offset) = (
+        lineage(batch, bronze::PARTITION)?,
+        lineage(batch, bronze::OFFSET)?,
+    );
+    for (i, key) in codec.encode(batch)?.into_iter().enumerate() {
+        if seq.is_valid(i) && !seq.value(i).is_empty() {
+            into.entry((key, partition[i])).or_default().push((
+                offset[i],
+                op.value(i).to_string(),
+                seq.value(i).to_string(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Where a tombstone goes given its key's `earlier` changes: `None` (dropped) or its `__seq`.
+fn place(earlier: &[(i64, String, String)], at: i64) -> Option<String> {
+    let before = earlier.iter().filter(|(o, _, _)| *o < at);
+    let nearest = before.clone().max_by_key(|(o, _, _)| *o)?;
+    if nearest.1 == bronze::OP_DELETE {
+        return None;
+    }
+    before
+        .map(|(_, _, s)| s.as_str())
+        .max()
+        .map(|b| format!("{b}{MARK}"))
+}
+
+/// `changes` (projected from the raw bronze `rows`, row for row, `__seq` ranked by `resets`)
+/// with each tombstone (a delete with an empty `__seq`) placed or dropped (module doc). The
+/// run's changes place most; the others read `source`'s files that can hold their keys.
+/// Not re-sorted.
+pub(crate) async fn place_tombstones(
     changes: &RecordBatch,
     rows: &RecordBatch,
     keys: &[String],
+    source: &TableHandle,
+    resets: &[i64],
 ) -> Result<RecordBatch> {
     let (op, seq) = (
         strings(changes, bronze::OP)?,
         strings(changes, bronze::SEQ)?,
     );
-    let tomb = |i: usize| op.value(i) == bronze::OP_DELETE && seq.value(i).is_empty();
-    if !(0..changes.num_rows()).any(tomb) {
+    let tombs: Vec<usize> = (0..changes.num_rows())
+        .filter(|&i| op.value(i) == bronze::OP_DELETE && seq.value(i).is_empty())
+        .collect();
+    if tombs.is_empty() {
         return Ok(changes.clone());
     }
     let codec = KeyCodec::new(&changes.schema(), keys)?;
@@ -76,37 +116,100 @@ pub(crate) fn place_in_run(
         lineage(rows, bronze::PARTITION)?,
         lineage(rows, bronze::OFFSET)?,
     );
-    // Per (key, partition): the run's other changes as (offset, index).
-    let mut before: HashMap<(&[u8], i64), Vec<(i64, usize)>> = HashMap::new();
-    for i in (0..changes.num_rows()).filter(|&i| !tomb(i)) {
-        before
-            .entry((&enc[i], partition[i]))
-            .or_default()
-            .push((offset[i], i));
-    }
-    let mut keep = vec![true; changes.num_rows()];
+    // The run's own changes: with lineage, as the raw rows have it.
+    let mut in_run = Earlier::new();
+    let with_lineage = lineage_of(changes, rows)?;
+    earlier_of(&with_lineage, &codec, &mut in_run)?;
     let mut placed: Vec<Option<String>> = (0..changes.num_rows())
         .map(|i| Some(seq.value(i).to_string()))
         .collect();
-    for t in (0..changes.num_rows()).filter(|&i| tomb(i)) {
-        let earlier: Vec<(i64, usize)> = before
-            .get(&(enc[t].as_slice(), partition[t]))
-            .map(|v| v.iter().copied().filter(|(o, _)| *o < offset[t]).collect())
-            .unwrap_or_default();
-        let nearest = earlier.iter().max_by_key(|(o, _)| *o).map(|(_, i)| *i);
-        if nearest.is_some_and(|i| op.value(i) == bronze::OP_DELETE) {
-            keep[t] = false;
-            continue;
+    let mut keep = vec![true; changes.num_rows()];
+    let mut open = Vec::new();
+    for &t in &tombs {
+        let earlier = in_run.get(&(enc[t].clone(), partition[t]));
+        let nearest = earlier.and_then(|e| {
+            e.iter()
+                .filter(|(o, _, _)| *o < offset[t])
+                .max_by_key(|(o, _, _)| *o)
+        });
+        match nearest {
+            Some((_, op, _)) if op == bronze::OP_DELETE => keep[t] = false,
+            _ => open.push(t),
         }
-        let base = earlier
-            .iter()
-            .map(|(_, i)| seq.value(*i))
-            .max()
-            .unwrap_or("");
-        placed[t] = Some(format!("{base}{MARK}"));
+    }
+    if !open.is_empty() {
+        let wanted = take_record_batch(
+            changes,
+            &UInt32Array::from_iter_values(open.iter().map(|&t| t as u32)),
+        )?;
+        let mut all = Earlier::new();
+        for batch in bronze_rows(source, keys, &wanted).await? {
+            earlier_of(&apply_resets(&batch, resets)?, &codec, &mut all)?;
+        }
+        for t in open {
+            let earlier = all.get(&(enc[t].clone(), partition[t]));
+            match earlier.and_then(|e| place(e, offset[t])) {
+                Some(s) => placed[t] = Some(s),
+                None => keep[t] = false,
+            }
+        }
     }
     let out = with_seq(changes, placed.into_iter().collect())?;
     Ok(filter_record_batch(&out, &BooleanArray::from(keep))?)
+}
+
+/// `changes` with the raw rows' `__partition` and `__offset` beside them.
+fn lineage_of(changes: &RecordBatch, rows: &RecordBatch) -> Result<RecordBatch> {
+    let mut fields: Vec<_> = changes.schema().fields().iter().cloned().collect();
+    let mut columns = changes.columns().to_vec();
+    for name in [bronze::PARTITION, bronze::OFFSET] {
+        if let Some((i, f)) = rows.schema().column_with_name(name) {
+            fields.push(Arc::new(f.clone()));
+            columns.push(rows.column(i).clone());
+        }
+    }
+    let schema = deltalake::arrow::datatypes::Schema::new(fields);
+    Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
+}
+
+/// The key, order and lineage columns of `source`'s files that can hold a key of `wanted`.
+async fn bronze_rows(
+    source: &TableHandle,
+    keys: &[String],
+    wanted: &RecordBatch,
+) -> Result<Vec<RecordBatch>> {
+    let first = &keys[0];
+    let values = wanted
+        .column_by_name(first)
+        .ok_or_else(|| Error::Internal(format!("changes have no key column `{first}`")))?;
+    let schema = source.arrow_schema()?;
+    let files = target::live_files(source, first)?;
+    let mut columns: Vec<String> = keys.to_vec();
+    columns.extend(
+        [
+            bronze::OP,
+            bronze::SEQ,
+            bronze::SOURCE_TS,
+            bronze::PARTITION,
+            bronze::OFFSET,
+        ]
+        .map(str::to_string),
+    );
+    let mut out = Vec::new();
+    for f in target::candidates(&files, first, values)? {
+        let batch = target::read_columns(source, f, &schema, &columns).await?;
+        let mut cols = batch.columns().to_vec();
+        let mut fields: Vec<_> = batch.schema().fields().iter().cloned().collect();
+        for (i, f) in batch.schema().fields().iter().enumerate() {
+            if f.name() == bronze::OP || f.name() == bronze::SEQ {
+                cols[i] = cast(&cols[i], &DataType::Utf8)?;
+                fields[i] = Arc::new(f.as_ref().clone().with_data_type(DataType::Utf8));
+            }
+        }
+        let schema = deltalake::arrow::datatypes::Schema::new(fields);
+        out.push(RecordBatch::try_new(Arc::new(schema), cols)?);
+    }
+    Ok(out)
 }
 
 /// `batch` with its `__seq` column replaced.
@@ -120,182 +223,27 @@ fn with_seq(batch: &RecordBatch, seq: StringArray) -> Result<RecordBatch> {
     Ok(RecordBatch::try_new(batch.schema(), columns)?)
 }
 
-/// The silver `output` a run applies to: its handle and schema (`None`: no silver yet), and
-/// whether it keeps history (SCD2: the key's highest `__seq` is that of any of its versions or
-/// of the change that ended one, `__END_SEQ`; SCD1: its row's).
-pub(crate) struct Current<'a> {
-    pub output: &'a TableHandle,
-    pub schema: Option<&'a SchemaRef>,
-    pub history: bool,
-}
-
-/// `changes` (sorted by key then `__seq`) with the tombstones [`place_in_run`] left ranked
-/// above the key's current silver row too (`<max(run, silver)>|tombstone`; neither: dropped),
-/// then sorted again. Reads only the silver files that can hold those keys, and only when a
-/// run has such a tombstone.
-pub(crate) async fn place_at_current(
-    changes: RecordBatch,
-    keys: &[String],
-    current: Current<'_>,
-    table: &str,
-) -> Result<RecordBatch> {
-    let (op, seq) = (
-        strings(&changes, bronze::OP)?,
-        strings(&changes, bronze::SEQ)?,
-    );
-    let tombs: Vec<u32> = (0..changes.num_rows() as u32)
-        .filter(|&i| {
-            op.value(i as usize) == bronze::OP_DELETE && seq.value(i as usize).ends_with(MARK)
-        })
-        .collect();
-    if tombs.is_empty() {
-        return Ok(changes);
-    }
-    let codec = KeyCodec::new(&changes.schema(), keys)?;
-    let enc = codec.encode(&changes)?;
-    let wanted = take_record_batch(&changes, &UInt32Array::from(tombs.clone()))?;
-    let stored = match current.schema {
-        Some(schema) => current_seqs(&current, schema, keys, &wanted, &codec).await?,
-        None => HashMap::new(),
-    };
-    let mut keep = vec![true; changes.num_rows()];
-    let mut placed: Vec<Option<String>> = (0..changes.num_rows())
-        .map(|i| Some(seq.value(i).to_string()))
-        .collect();
-    for t in tombs.into_iter().map(|t| t as usize) {
-        let run = seq.value(t).strip_suffix(MARK).unwrap_or_default();
-        let base = stored.get(&enc[t]).map_or(run, |s| s.as_str().max(run));
-        if base.is_empty() {
-            keep[t] = false;
-        } else {
-            placed[t] = Some(format!("{base}{MARK}"));
-        }
-    }
-    let out = with_seq(&changes, placed.into_iter().collect())?;
-    let out = filter_record_batch(&out, &BooleanArray::from(keep))?;
-    one_per_key_and_seq(&out, keys, table)
-}
-
-/// The highest `__seq` silver holds for each key of `wanted` ([`Current`]).
-async fn current_seqs(
-    current: &Current<'_>,
-    schema: &SchemaRef,
-    keys: &[String],
-    wanted: &RecordBatch,
-    codec: &KeyCodec,
-) -> Result<HashMap<Vec<u8>, String>> {
-    let first = &keys[0];
-    let first_values = wanted
-        .column_by_name(first)
-        .ok_or_else(|| Error::Internal(format!("changes have no key column `{first}`")))?;
-    let files = target::live_files(current.output, first)?;
-    let mut columns: Vec<String> = keys.to_vec();
-    columns.push(silver::SEQ.to_string());
-    if current.history {
-        columns.push(silver::END_SEQ.to_string());
-    }
-    let mut out = HashMap::new();
-    for f in target::candidates(&files, first, first_values)? {
-        let batch = target::read_columns(current.output, f, schema, &columns).await?;
-        let enc = codec.encode(&batch)?;
-        let mut seqs = Vec::new();
-        for name in [silver::SEQ, silver::END_SEQ] {
-            if let Some(c) = batch.column_by_name(name) {
-                seqs.push(cast(c, &DataType::Utf8)?);
-            }
-        }
-        for (i, key) in enc.into_iter().enumerate() {
-            let e = out.entry(key).or_insert_with(String::new);
-            for s in seqs.iter().map(|c| c.as_string::<i32>()) {
-                if s.is_valid(i) && s.value(i) > e.as_str() {
-                    *e = s.value(i).to_string();
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use deltalake::arrow::array::{Int32Array, Int64Array};
 
-    fn batch(ops: &[&str], seqs: &[&str], ids: &[i64]) -> RecordBatch {
-        RecordBatch::try_from_iter([
-            ("id", Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef),
-            (
-                "__op",
-                Arc::new(StringArray::from(ops.to_vec())) as ArrayRef,
-            ),
-            (
-                "__seq",
-                Arc::new(StringArray::from(seqs.to_vec())) as ArrayRef,
-            ),
-        ])
-        .unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    fn lineage_rows(partitions: &[i32], offsets: &[i64]) -> RecordBatch {
-        RecordBatch::try_from_iter([
-            (
-                "__partition",
-                Arc::new(Int32Array::from(partitions.to_vec())) as ArrayRef,
-            ),
-            (
-                "__offset",
-                Arc::new(Int64Array::from(offsets.to_vec())) as ArrayRef,
-            ),
-        ])
-        .unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    fn seqs(b: &RecordBatch) -> Vec<String> {
-        let s = strings(b, bronze::SEQ).unwrap_or_else(|e| panic!("{e}"));
-        s.iter()
-            .map(|v| v.unwrap_or_default().to_string())
+    fn e(v: &[(i64, &str, &str)]) -> Vec<(i64, String, String)> {
+        v.iter()
+            .map(|(o, op, s)| (*o, op.to_string(), s.to_string()))
             .collect()
     }
 
     #[test]
-    fn a_tombstone_ranks_after_its_keys_earlier_changes_in_its_partition() -> Result<()> {
-        // Key 1: update at offset 3, tombstone at 5 (its delete compacted away), create at 7.
-        // Key 2: delete at 10, tombstone at 11 (its own delete: dropped).
-        // Key 3: tombstone alone (left for the silver lookup). Key 4: a change in another
-        // partition does not place it.
-        let changes = batch(
-            &["u", "d", "c", "d", "d", "d", "c", "d"],
-            &["0005", "", "0009", "0010", "", "", "0002", ""],
-            &[1, 1, 1, 2, 2, 3, 4, 4],
-        );
-        let rows = lineage_rows(&[0, 0, 0, 0, 0, 0, 1, 0], &[3, 5, 7, 10, 11, 12, 1, 13]);
-        let out = place_in_run(&changes, &rows, &["id".to_string()])?;
-        assert_eq!(
-            seqs(&out),
-            [
-                "0005",
-                "0005|tombstone",
-                "0009",
-                "0010",
-                "|tombstone",
-                "0002",
-                "|tombstone"
-            ]
-        );
-        // The placed tombstone sorts between the update and the later create.
-        assert!("0005" < "0005|tombstone" && "0005|tombstone" < "0009");
-        Ok(())
-    }
-
-    #[test]
-    fn changes_without_tombstones_are_returned_unchanged() -> Result<()> {
-        let changes = batch(&["c", "d"], &["0001", "0002"], &[1, 1]);
-        let out = place_in_run(
-            &changes,
-            &RecordBatch::new_empty(changes.schema()),
-            &["id".into()],
-        )?;
-        assert_eq!(seqs(&out), ["0001", "0002"]);
-        Ok(())
+    fn a_tombstone_ranks_above_every_earlier_change_of_its_key() {
+        // An update at offset 3, a late older change at 4, the tombstone at 5, a create at 7.
+        let earlier = e(&[(3, "u", "0009"), (4, "u", "0005"), (7, "c", "0012")]);
+        assert_eq!(place(&earlier, 5).as_deref(), Some("0009|tombstone"));
+        assert!("0009" < "0009|tombstone" && "0009|tombstone" < "0010");
+        // Its own delete just before it: nothing more. No earlier change: nothing to delete.
+        assert_eq!(place(&e(&[(3, "u", "0009"), (4, "d", "0010")]), 5), None);
+        assert_eq!(place(&e(&[(7, "c", "0012")]), 5), None);
+        // The nearest decides, not the highest: an older change delivered after the delete.
+        let late = e(&[(3, "d", "0010"), (4, "u", "0005")]);
+        assert_eq!(place(&late, 5).as_deref(), Some("0010|tombstone"));
     }
 }

@@ -74,7 +74,8 @@ pub(crate) fn apply_resets(changes: &RecordBatch, resets: &[i64]) -> Result<Reco
         .map(|i| {
             let s = seq.value(i);
             let k = at[i].map_or(0, |t| resets.partition_point(|r| *r <= t));
-            Some(if k == 0 {
+            // A tombstone has no position (empty): `compacted` places it among ranked ones.
+            Some(if k == 0 || s.is_empty() {
                 s.to_string()
             } else {
                 format!("{}{s}", rank_prefix(k))

@@ -9,7 +9,6 @@
 //!   of the touched keys ([`feed`](super::feed)) as `_change_data/` files.
 
 use super::changes::{ChangeRead, read_changes};
-use super::compacted::{Current, place_at_current};
 use super::feed;
 use crate::commit::{TableState, write_change_data, write_empty_change_data};
 use crate::error::{Error, Result};
@@ -88,12 +87,6 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
         if !read.chunk.advanced() {
             return Ok(Planned::Nothing(report));
         }
-        let current = Current {
-            output,
-            schema: state.schema.as_ref(),
-            history: false,
-        };
-        let changes = place_at_current(changes, &keys, current, &apply.source).await?;
         // A first run (a new or rebuilt silver) reads every truncate from bronze's snapshot:
         // the silver's record of earlier ones (ranked under other resets, perhaps) is not used.
         let incremental = state.version.is_some() && consumed.is_some();

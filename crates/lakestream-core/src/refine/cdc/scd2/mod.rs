@@ -20,7 +20,6 @@ mod stored;
 mod timeline;
 
 use super::changes::{ChangeRead, read_changes};
-use super::compacted::{Current, place_at_current};
 use crate::commit::{
     CHANGE_TYPE, Change, ChangePlanner, NewTable, Proposal, ReadScope, TableState, change_schema,
     run, write_change_data,
@@ -203,18 +202,8 @@ async fn plan(
     output: &TableHandle,
     state: &TableState,
     consumed: Option<u64>,
-    mut read: ChangeRead,
+    read: ChangeRead,
 ) -> Result<Proposal> {
-    let current = Current {
-        output,
-        schema: state.schema.as_ref(),
-        history: true,
-    };
-    let placed = std::mem::replace(
-        &mut read.changes,
-        RecordBatch::new_empty(Arc::new(Schema::empty())),
-    );
-    read.changes = place_at_current(placed, &read.keys, current, &p.apply.source).await?;
     let (changes, truncates) = split_truncates(&read.changes)?;
     let schema = silver_schema(state.schema.clone(), &read.changes.schema());
     let codec = KeyCodec::new(&schema, &read.keys)?;

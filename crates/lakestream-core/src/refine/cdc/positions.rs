@@ -335,6 +335,44 @@ pub(crate) fn pair_went_back(
         && matches!((at, earlier.1), (Some(a), Some(e)) if a > e.saturating_add(margin(l)))
 }
 
+/// Who a [`positions`](self) error names: the job, its bronze table, its family.
+pub(crate) type Who = (String, String, Option<String>);
+
+/// A CDC run's `__seq`, `__source_ts` and `__op`, to check a change against a stored row or
+/// what keeps it out ([`pair_went_back`]) where the two are already matched.
+pub(crate) struct RunColumns<'s> {
+    who: &'s Who,
+    /// The run's `__seq`s.
+    pub seq: &'s StringArray,
+    /// Their commit times (µs).
+    pub at: Vec<Option<i64>>,
+    op: &'s StringArray,
+}
+
+impl<'s> RunColumns<'s> {
+    /// The columns of the run's changes `rows`.
+    pub fn of(rows: &'s RecordBatch, who: &'s Who) -> Result<Self> {
+        Ok(Self {
+            who,
+            seq: strings(rows, bronze::SEQ)?,
+            at: times(rows, bronze::SOURCE_TS)?,
+            op: strings(rows, bronze::OP)?,
+        })
+    }
+
+    /// `Err` ([`Error::PositionsWentBack`]) when change `row`, at a lower position than
+    /// `earlier` (`__seq`, time), was committed after it.
+    pub fn check(&self, row: usize, earlier: (&str, Option<i64>)) -> Result<()> {
+        let later = (self.seq.value(row), self.at[row], self.op.value(row));
+        if pair_went_back(later, earlier) {
+            let (job, table, family) = self.who;
+            let who = (job.as_str(), table.as_str(), family.as_deref());
+            return Err(pair_error(who, (later.0, later.1), earlier));
+        }
+        Ok(())
+    }
+}
+
 /// The error of a pair found by [`pair_went_back`].
 pub(crate) fn pair_error(
     who: (&str, &str, Option<&str>),

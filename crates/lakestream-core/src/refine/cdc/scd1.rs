@@ -100,13 +100,15 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
             false => None,
         }
         .and_then(|t| t.parse::<i64>().ok());
-        let mut truncates: Vec<(&str, Option<i64>)> = truncates_of(&changes)?;
+        let run_truncates = truncates_of(&changes)?;
+        // The newest truncate of the run (by `__seq`), whose time silver records with it.
+        let newest_time = run_truncates.iter().max().and_then(|t| t.1);
+        let mut truncates: Vec<(&str, Option<i64>)> = run_truncates;
         if let Some(b) = before.as_deref() {
             truncates.push((b, before_time));
         }
         let who = super::changes::who(cfg, apply);
         super::positions::check_truncates(&changes, &truncates, who)?;
-        let newest_time = truncates_of(&changes)?.into_iter().max().and_then(|t| t.1);
         let (rows, truncate) = apply_truncate(&changes, before.as_deref())?;
         let toast = apply.toast_placeholder.as_deref().map(Toast::new);
         let same_key = same_key(&rows, &keys)?;

@@ -12,7 +12,7 @@ use super::target::{self, TargetFile};
 use super::unchanged::{self, Drops, Resolved, Values};
 use super::values::null_placeholders;
 use crate::error::{Error, Result};
-use crate::refine::cdc::positions;
+use crate::refine::cdc::positions::{self, RunColumns};
 use crate::table::TableHandle;
 use crate::table::parquet_read::with_partitions;
 use deltalake::arrow::array::{AsArray, BooleanArray, RecordBatch, StringArray, UInt32Array};
@@ -21,7 +21,7 @@ use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::{Add, Remove};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use futures::TryStreamExt;
-use lakestream_formats::config::{bronze, silver};
+use lakestream_formats::config::silver;
 use std::collections::HashMap;
 
 /// What a run does to the output besides replacing the incoming keys' rows.
@@ -35,7 +35,7 @@ pub(crate) struct Sweep {
     pub values: Option<Values>,
     /// CDC: (job, bronze table, family) when a winner older than its row is checked for
     /// positions that went back ([`positions`](crate::refine::cdc::positions)).
-    pub positions: Option<(String, String, Option<String>)>,
+    pub positions: Option<positions::Who>,
 }
 
 /// The files a run rewrote.
@@ -61,45 +61,8 @@ pub(crate) struct Output<'o> {
     pub writer: &'o mut RecordBatchWriter,
 }
 
-/// SCD1: a winner at a lower position than its key's row, committed after it, proves the
-/// source's positions went back ([`positions`](crate::refine::cdc::positions)).
-struct WentBack<'s> {
-    who: &'s (String, String, Option<String>),
-    seq: &'s StringArray,
-    at: Vec<Option<i64>>,
-    op: &'s StringArray,
-}
-
-impl<'s> WentBack<'s> {
-    fn new(src: &'s IncomingRows<'_>, who: &'s (String, String, Option<String>)) -> Result<Self> {
-        let text = |name: &str| {
-            src.rows
-                .column_by_name(name)
-                .and_then(|c| c.as_string_opt::<i32>())
-                .ok_or_else(|| Error::Internal(format!("CDC changes have no text `{name}`")))
-        };
-        Ok(Self {
-            who,
-            seq: text(bronze::SEQ)?,
-            at: positions::times(&src.rows, bronze::SOURCE_TS)?,
-            op: text(bronze::OP)?,
-        })
-    }
-
-    /// `Err` when incoming row `w` went back against the output's row `i` of `batch`.
-    fn row(&self, file: &FileTimes<'_>, i: usize, w: usize) -> Result<()> {
-        let later = (self.seq.value(w), self.at[w], self.op.value(w));
-        let earlier = (file.seq.value(i), file.at[i]);
-        if positions::pair_went_back(later, earlier) {
-            let (job, table, family) = self.who;
-            let who = (job.as_str(), table.as_str(), family.as_deref());
-            return Err(positions::pair_error(who, (later.0, later.1), earlier));
-        }
-        Ok(())
-    }
-}
-
-/// One output file's `__seq` and `__source_ts`, read once for [`WentBack::row`].
+/// One output file's `__seq` and `__source_ts`, read once per file: SCD1 checks a winner at a
+/// lower position than its key's row, committed after it ([`RunColumns::check`]).
 struct FileTimes<'b> {
     seq: &'b StringArray,
     at: Vec<Option<i64>>,
@@ -146,14 +109,14 @@ fn target_columns<'s>(
     src: &'s IncomingRows<'_>,
     sweep: &'s Sweep,
     schema: &SchemaRef,
-) -> Result<(Vec<String>, Option<WentBack<'s>>)> {
+) -> Result<(Vec<String>, Option<RunColumns<'s>>)> {
     let u = src.u;
     let mut columns: Vec<String> = u.key.iter().chain(&u.order_by).cloned().collect();
     columns.dedup();
     let went_back = match &sweep.positions {
         Some(who) if schema.column_with_name(silver::SOURCE_TS).is_some() => {
             columns.push(silver::SOURCE_TS.to_string());
-            Some(WentBack::new(src, who)?)
+            Some(RunColumns::of(&src.rows, who)?)
         }
         _ => None,
     };
@@ -209,7 +172,7 @@ pub(crate) async fn replace_older_rows(
                             file_times = Some(FileTimes::of(&batch)?);
                         }
                         if let Some(f) = &file_times {
-                            check.row(f, i, incoming[w].row as usize)?;
+                            check.check(incoming[w].row as usize, (f.seq.value(i), f.at[i]))?;
                         }
                     }
                     incoming[w].older = true

@@ -15,7 +15,7 @@ use super::order::Encoder;
 use crate::commit::{self, CommitSettings, Planned, Planner, TableState};
 use crate::error::{Error, Result};
 use crate::read::read_table;
-use crate::refine::cdc::positions;
+use crate::refine::cdc::positions::{self, RunColumns};
 use crate::storage::Lake;
 use crate::table::TableHandle;
 use chrono::{DateTime, Utc};
@@ -108,7 +108,7 @@ pub(crate) async fn keep_out_deleted(
     lake: &Lake,
     src: &IncomingRows<'_>,
     incoming: &mut [Incoming],
-    who: Option<&(String, String, Option<String>)>,
+    who: Option<&positions::Who>,
 ) -> Result<()> {
     let table = table_name(&src.cfg.job);
     let tombs = load(lake, &table, &src.key_enc, &src.order_enc).await?;
@@ -116,7 +116,7 @@ pub(crate) async fn keep_out_deleted(
         return Ok(());
     }
     let changes = match who {
-        Some(who) => Some(CdcColumns::of(src, who)?),
+        Some(who) => Some(RunColumns::of(&src.rows, who)?),
         None => None,
     };
     for inc in incoming.iter_mut() {
@@ -136,43 +136,6 @@ pub(crate) async fn keep_out_deleted(
     Ok(())
 }
 
-/// A CDC run's `__seq`, `__source_ts` and `__op`, to check a change kept out against what
-/// keeps it out ([`positions::pair_went_back`]).
-struct CdcColumns<'s> {
-    who: &'s (String, String, Option<String>),
-    seq: &'s StringArray,
-    at: Vec<Option<i64>>,
-    op: &'s StringArray,
-}
-
-impl<'s> CdcColumns<'s> {
-    fn of(src: &'s IncomingRows<'_>, who: &'s (String, String, Option<String>)) -> Result<Self> {
-        let text = |name: &str| {
-            src.rows
-                .column_by_name(name)
-                .and_then(|c| c.as_string_opt::<i32>())
-                .ok_or_else(|| Error::Internal(format!("CDC changes have no text `{name}`")))
-        };
-        Ok(Self {
-            who,
-            seq: text(bronze::SEQ)?,
-            at: positions::times(&src.rows, bronze::SOURCE_TS)?,
-            op: text(bronze::OP)?,
-        })
-    }
-
-    /// `Err` when change `row`, kept out by `earlier` (`__seq`, time), was committed after it.
-    fn check(&self, row: usize, earlier: (&str, Option<i64>)) -> Result<()> {
-        let later = (self.seq.value(row), self.at[row], self.op.value(row));
-        if positions::pair_went_back(later, earlier) {
-            let (job, table, family) = self.who;
-            let who = (job.as_str(), table.as_str(), family.as_deref());
-            return Err(positions::pair_error(who, (later.0, later.1), earlier));
-        }
-        Ok(())
-    }
-}
-
 /// CDC, after the winners met the output's rows: keep out a winner that is not a delete, has
 /// neither an output row nor a tombstone, sorts at or below the expired tombstones' greatest
 /// `__seq` ([`EXPIRED_THROUGH_PROPERTY`]) and was committed no later than the newest of them
@@ -185,7 +148,7 @@ pub(crate) async fn keep_out_forgotten(
     lake: &Lake,
     src: &IncomingRows<'_>,
     incoming: &mut [Incoming],
-    who: &(String, String, Option<String>),
+    who: &positions::Who,
 ) -> Result<usize> {
     let table = table_name(&src.cfg.job);
     let handle = match TableHandle::open_existing(lake, &table).await {
@@ -204,7 +167,7 @@ pub(crate) async fn keep_out_forgotten(
         Arc::new(StringArray::from(vec![horizon.clone()])) as ArrayRef,
     )])?;
     let horizon_bytes = src.order_enc.encode(&at, &table)?.remove(0);
-    let c = CdcColumns::of(src, who)?;
+    let c = RunColumns::of(&src.rows, who)?;
     let mut kept_out = 0;
     for inc in incoming.iter_mut() {
         let row = inc.row as usize;

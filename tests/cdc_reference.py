@@ -233,16 +233,20 @@ class Stream:
                     out.add(offset)
         return out
 
+    def _written_through(self):
+        """The partition's committed offset (`txn`): the highest offset bronze wrote."""
+        return max(list(self.delivered) + list(self.tomb_rows), default=-1)
+
     def new_rows(self, messages):
         """How many rows bronze gains from this batch."""
-        seen = set(self.delivered) | set(self.tombstoned)
+        through = self._written_through()
         changes = sum(1 for o, c in messages if c is not None and o not in self.delivered)
-        return changes + len(self._orphans(messages) - seen)
+        return changes + sum(1 for o in self._orphans(messages) if o > through)
 
     def landed(self, messages):
         """Bronze took these messages (a redelivery adds nothing)."""
-        seen = set(self.delivered) | set(self.tombstoned)
-        self.tomb_rows |= self._orphans(messages) - seen
+        through = self._written_through()
+        self.tomb_rows |= {o for o in self._orphans(messages) if o > through}
         for offset, c in messages:
             if c is not None:
                 self.delivered[offset] = c

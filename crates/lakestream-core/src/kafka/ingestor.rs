@@ -184,12 +184,9 @@ impl KafkaIngestor {
                 }
                 // A tombstone (null value after a delete, for log compaction) just after its
                 // delete carries nothing more: skipped, never dead-lettered. Any other is a
-                // delete known only from its key (`cdc::debezium::tombstone_follows_its_delete`).
-                Destination::BadCdc(_) if r.value == RecordValue::Null => {
-                    outcomes[i] = RecordOutcome::Tombstone;
-                    continue;
-                }
-                Destination::Cdc(_)
+                // delete known only from its key (`cdc::debezium::tombstone_follows_its_delete`),
+                // dead-lettered with the others where the topic cannot name a table.
+                Destination::Cdc(_) | Destination::BadCdc(_)
                     if r.value == RecordValue::Null
                         && (r.key == RecordValue::Null
                             || previous.is_some_and(|p| tombstone_follows_its_delete(r, p))) =>

@@ -4,7 +4,7 @@
 //! (key, `__seq`) (a redelivered change is kept once) and the result sorted by key then
 //! `__seq`, each `__seq` ranked by the family's position resets, tombstones placed in the run
 //! ([`compacted`]) and the run checked for positions that went back ([`positions`]). SCD1 and
-//! SCD2 both start here (and finish placing tombstones against silver).
+//! SCD2 both start here.
 
 use super::{compacted, positions};
 use crate::error::{Error, Result};
@@ -63,9 +63,14 @@ pub(crate) async fn read_changes(
     read.batches = Vec::new();
     let changes = project(&rows, &keys, &apply.source, &cfg.job)?;
     let changes = positions::apply_resets(&changes, &apply.position_resets)?;
-    let changes =
-        compacted::place_tombstones(&changes, &rows, &keys, &read.handle, &apply.position_resets)
-            .await?;
+    let changes = compacted::place_tombstones(
+        &changes,
+        &rows,
+        &keys,
+        &read.handle,
+        (&apply.position_resets, consumed.is_none()),
+    )
+    .await?;
     let changes = one_per_key_and_seq(&changes, &keys, &apply.source)?;
     positions::check(&changes, None, &keys, who(cfg, apply))?;
     Ok(Some(ChangeRead {

@@ -29,7 +29,7 @@ use deltalake::arrow::array::{
 use deltalake::arrow::compute::{cast, filter_record_batch, take_record_batch};
 use deltalake::arrow::datatypes::{DataType, Int64Type};
 use lakestream_formats::config::bronze;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// What a placed tombstone's `__seq` ends with: `<base>|tombstone` ranks just above `<base>`.
@@ -54,24 +54,57 @@ fn lineage(rows: &RecordBatch, name: &str) -> Result<Vec<i64>> {
         .collect())
 }
 
-/// Rows of one batch as (key, partition) -> [(offset, `__op`, ranked `__seq`)], tombstones
-/// (empty `__seq`) left out.
-type Earlier = HashMap<(Vec<u8>, i64), Vec<(i64, String, String)>>;
+/// Where a change was in Kafka: (encoded key, topic, partition).
+type Place = (Vec<u8>, String, i64);
 
-fn earlier_of(batch: &RecordBatch, codec: &KeyCodec, into: &mut Earlier) -> Result<()> {
-    let (op, seq) = (strings(batch, bronze::OP)?, strings(batch, bronze::SEQ)?);
+/// Changes as [`Place`] -> [(offset, `__op`, ranked `__seq`)]: tombstones (empty `__seq`) and
+/// truncates left out; only the places in `wanted`, when given.
+type Earlier = HashMap<Place, Vec<(i64, String, String)>>;
+
+/// The [`Place`] of every row of `batch` (its key, `__topic`, `__partition`) and its offset.
+fn places(batch: &RecordBatch, codec: &KeyCodec) -> Result<(Vec<Place>, Vec<i64>)> {
+    let topic = batch
+        .column_by_name(bronze::TOPIC)
+        .map(|c| cast(c, &DataType::Utf8))
+        .transpose()?;
+    let topic = topic.as_ref().map(|t| t.as_string::<i32>());
     let (partition, offset) = (
         lineage(batch, bronze::PARTITION)?,
         lineage(batch, bronze::OFFSET)?,
     );
-    for (i, key) in codec.encode(batch)?.into_iter().enumerate() {
-        if seq.is_valid(i) && !seq.value(i).is_empty() {
-            into.entry((key, partition[i])).or_default().push((
-                offset[i],
-                op.value(i).to_string(),
-                seq.value(i).to_string(),
-            ));
+    let out = codec
+        .encode(batch)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let t = topic.filter(|t| t.is_valid(i)).map(|t| t.value(i));
+            (k, t.unwrap_or_default().to_string(), partition[i])
+        })
+        .collect();
+    Ok((out, offset))
+}
+
+fn earlier_of(
+    batch: &RecordBatch,
+    codec: &KeyCodec,
+    wanted: Option<&HashSet<Place>>,
+    into: &mut Earlier,
+) -> Result<()> {
+    let (op, seq) = (strings(batch, bronze::OP)?, strings(batch, bronze::SEQ)?);
+    let (places, offset) = places(batch, codec)?;
+    for (i, place) in places.into_iter().enumerate() {
+        let change = seq.is_valid(i) && !seq.value(i).is_empty();
+        if !change
+            || op.value(i) == bronze::OP_TRUNCATE
+            || wanted.is_some_and(|w| !w.contains(&place))
+        {
+            continue;
         }
+        into.entry(place).or_default().push((
+            offset[i],
+            op.value(i).to_string(),
+            seq.value(i).to_string(),
+        ));
     }
     Ok(())
 }
@@ -90,15 +123,16 @@ fn place(earlier: &[(i64, String, String)], at: i64) -> Option<String> {
 }
 
 /// `changes` (projected from the raw bronze `rows`, row for row, `__seq` ranked by `resets`)
-/// with each tombstone (a delete with an empty `__seq`) placed or dropped (module doc). The
-/// run's changes place most; the others read `source`'s files that can hold their keys.
-/// Not re-sorted.
+/// with each tombstone (a delete with an empty `__seq`, in a bronze with Kafka offsets) placed
+/// or dropped (module doc). The run's changes place a tombstone whose nearest earlier change
+/// is in the run, and every one when the run read bronze's whole `snapshot`; the others read
+/// `source`'s files that can hold their keys, keeping only those keys' rows. Not re-sorted.
 pub(crate) async fn place_tombstones(
     changes: &RecordBatch,
     rows: &RecordBatch,
     keys: &[String],
     source: &TableHandle,
-    resets: &[i64],
+    (resets, snapshot): (&[i64], bool),
 ) -> Result<RecordBatch> {
     let (op, seq) = (
         strings(changes, bronze::OP)?,
@@ -107,48 +141,61 @@ pub(crate) async fn place_tombstones(
     let tombs: Vec<usize> = (0..changes.num_rows())
         .filter(|&i| op.value(i) == bronze::OP_DELETE && seq.value(i).is_empty())
         .collect();
-    if tombs.is_empty() {
+    if tombs.is_empty() || rows.column_by_name(bronze::OFFSET).is_none() {
         return Ok(changes.clone());
     }
     let codec = KeyCodec::new(&changes.schema(), keys)?;
-    let enc = codec.encode(changes)?;
-    let (partition, offset) = (
-        lineage(rows, bronze::PARTITION)?,
-        lineage(rows, bronze::OFFSET)?,
-    );
-    // The run's own changes: with lineage, as the raw rows have it.
-    let mut in_run = Earlier::new();
     let with_lineage = lineage_of(changes, rows)?;
-    earlier_of(&with_lineage, &codec, &mut in_run)?;
+    let (at, offset) = places(&with_lineage, &codec)?;
+    let mut in_run = Earlier::new();
+    earlier_of(&with_lineage, &codec, None, &mut in_run)?;
     let mut placed: Vec<Option<String>> = (0..changes.num_rows())
         .map(|i| Some(seq.value(i).to_string()))
         .collect();
     let mut keep = vec![true; changes.num_rows()];
     let mut open = Vec::new();
+    let key_nulls: Vec<&ArrayRef> = keys
+        .iter()
+        .filter_map(|k| changes.column_by_name(k))
+        .collect();
     for &t in &tombs {
-        let earlier = in_run.get(&(enc[t].clone(), partition[t]));
-        let nearest = earlier.and_then(|e| {
-            e.iter()
-                .filter(|(o, _, _)| *o < offset[t])
-                .max_by_key(|(o, _, _)| *o)
-        });
+        // A key the tombstone does not name (the table's keys are not the record key's).
+        if key_nulls.len() < keys.len() || key_nulls.iter().any(|c| c.is_null(t)) {
+            keep[t] = false;
+            continue;
+        }
+        let earlier = in_run.get(&at[t]).map(Vec::as_slice).unwrap_or_default();
+        let nearest = earlier
+            .iter()
+            .filter(|(o, _, _)| *o < offset[t])
+            .max_by_key(|(o, _, _)| *o);
         match nearest {
             Some((_, op, _)) if op == bronze::OP_DELETE => keep[t] = false,
+            _ if snapshot => match place(earlier, offset[t]) {
+                Some(s) => placed[t] = Some(s),
+                None => keep[t] = false,
+            },
             _ => open.push(t),
         }
     }
     if !open.is_empty() {
-        let wanted = take_record_batch(
+        let wanted: HashSet<Place> = open.iter().map(|&t| at[t].clone()).collect();
+        let first = take_record_batch(
             changes,
             &UInt32Array::from_iter_values(open.iter().map(|&t| t as u32)),
         )?;
         let mut all = Earlier::new();
-        for batch in bronze_rows(source, keys, &wanted).await? {
-            earlier_of(&apply_resets(&batch, resets)?, &codec, &mut all)?;
-        }
+        for_bronze_rows(source, keys, &first, |batch| {
+            earlier_of(
+                &apply_resets(&batch, resets)?,
+                &codec,
+                Some(&wanted),
+                &mut all,
+            )
+        })
+        .await?;
         for t in open {
-            let earlier = all.get(&(enc[t].clone(), partition[t]));
-            match earlier.and_then(|e| place(e, offset[t])) {
+            match all.get(&at[t]).and_then(|e| place(e, offset[t])) {
                 Some(s) => placed[t] = Some(s),
                 None => keep[t] = false,
             }
@@ -158,11 +205,11 @@ pub(crate) async fn place_tombstones(
     Ok(filter_record_batch(&out, &BooleanArray::from(keep))?)
 }
 
-/// `changes` with the raw rows' `__partition` and `__offset` beside them.
+/// `changes` with the raw rows' Kafka lineage beside them.
 fn lineage_of(changes: &RecordBatch, rows: &RecordBatch) -> Result<RecordBatch> {
     let mut fields: Vec<_> = changes.schema().fields().iter().cloned().collect();
     let mut columns = changes.columns().to_vec();
-    for name in [bronze::PARTITION, bronze::OFFSET] {
+    for name in [bronze::TOPIC, bronze::PARTITION, bronze::OFFSET] {
         if let Some((i, f)) = rows.schema().column_with_name(name) {
             fields.push(Arc::new(f.clone()));
             columns.push(rows.column(i).clone());
@@ -172,12 +219,14 @@ fn lineage_of(changes: &RecordBatch, rows: &RecordBatch) -> Result<RecordBatch> 
     Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
 }
 
-/// The key, order and lineage columns of `source`'s files that can hold a key of `wanted`.
-async fn bronze_rows(
+/// Each of `source`'s files that can hold a key of `wanted` (by its first key), as its key,
+/// order and lineage columns (`__op`, `__seq` as text), one file at a time.
+async fn for_bronze_rows(
     source: &TableHandle,
     keys: &[String],
     wanted: &RecordBatch,
-) -> Result<Vec<RecordBatch>> {
+    mut each: impl FnMut(RecordBatch) -> Result<()>,
+) -> Result<()> {
     let first = &keys[0];
     let values = wanted
         .column_by_name(first)
@@ -190,12 +239,12 @@ async fn bronze_rows(
             bronze::OP,
             bronze::SEQ,
             bronze::SOURCE_TS,
+            bronze::TOPIC,
             bronze::PARTITION,
             bronze::OFFSET,
         ]
         .map(str::to_string),
     );
-    let mut out = Vec::new();
     for f in target::candidates(&files, first, values)? {
         let batch = target::read_columns(source, f, &schema, &columns).await?;
         let mut cols = batch.columns().to_vec();
@@ -207,9 +256,9 @@ async fn bronze_rows(
             }
         }
         let schema = deltalake::arrow::datatypes::Schema::new(fields);
-        out.push(RecordBatch::try_new(Arc::new(schema), cols)?);
+        each(RecordBatch::try_new(Arc::new(schema), cols)?)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// `batch` with its `__seq` column replaced.
@@ -231,6 +280,56 @@ mod tests {
         v.iter()
             .map(|(o, op, s)| (*o, op.to_string(), s.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn earlier_changes_are_per_topic_and_partition_without_truncates_or_tombstones() -> Result<()> {
+        use deltalake::arrow::array::{Int32Array, Int64Array};
+        let batch = RecordBatch::try_from_iter([
+            (
+                "id",
+                Arc::new(Int64Array::from(vec![
+                    Some(1),
+                    Some(1),
+                    None,
+                    Some(1),
+                    Some(1),
+                ])) as ArrayRef,
+            ),
+            (
+                "__op",
+                Arc::new(StringArray::from(vec!["c", "u", "t", "d", "u"])) as ArrayRef,
+            ),
+            (
+                "__seq",
+                Arc::new(StringArray::from(vec!["01", "02", "03", "", "04"])) as ArrayRef,
+            ),
+            (
+                "__topic",
+                Arc::new(StringArray::from(vec!["a", "b", "a", "a", "a"])) as ArrayRef,
+            ),
+            (
+                "__partition",
+                Arc::new(Int32Array::from(vec![0, 0, 0, 0, 1])) as ArrayRef,
+            ),
+            (
+                "__offset",
+                Arc::new(Int64Array::from(vec![5, 6, 7, 8, 9])) as ArrayRef,
+            ),
+        ])?;
+        let codec = KeyCodec::new(&batch.schema(), &["id".to_string()])?;
+        let mut e = Earlier::new();
+        earlier_of(&batch, &codec, None, &mut e)?;
+        let (places, _) = places(&batch, &codec)?;
+        // Topic a, partition 0 holds the create only: not topic b's update, not the truncate,
+        // not the tombstone, not partition 1's update.
+        assert_eq!(e.get(&places[0]).map(Vec::len), Some(1));
+        assert_eq!(e.len(), 3, "{e:?}");
+        let mut only = Earlier::new();
+        let wanted: HashSet<Place> = [places[1].clone()].into();
+        earlier_of(&batch, &codec, Some(&wanted), &mut only)?;
+        assert_eq!(only.keys().collect::<Vec<_>>(), [&places[1]]);
+        Ok(())
     }
 
     #[test]

@@ -47,6 +47,17 @@ HOSTILE = {
                       'columns = [{ name = "order_id", type = "string" }]\n',
         ["topics[0].columns", "topics[2].columns"],
     ),
+    # Issue 38 (9): without `{schema}`, erp's dbo.items and sales.items would share a table.
+    "a DMS bronze template without {schema}": (
+        lambda t: t + '\n[[cdc]]\nfamily = "erp"\nsource = "dms"\nlocation = "s3://landing/dms/"\n'
+                      'bronze = "bronze/erp/{table}"\n',
+        ["cdc[0].bronze"],
+    ),
+    "a Debezium silver template without {schema} over several schemas": (
+        lambda t: t + '\n[[cdc]]\nfamily = "crm"\nsource = "debezium"\ntopics = ["crm.*.*"]\n'
+                      'silver = "silver/crm/{table}"\n',
+        ["cdc[0].silver"],
+    ),
 }
 
 COMMANDS = {

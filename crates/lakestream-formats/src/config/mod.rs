@@ -9,6 +9,7 @@ use std::collections::HashSet;
 mod access_logs;
 mod catalog;
 mod cdc;
+mod cdc_limits;
 mod lake;
 mod topics;
 
@@ -18,6 +19,7 @@ pub use cdc::{
     CdcColumn, CdcFamily, CdcSource, CdcType, DEFAULT_TOAST_PLACEHOLDER, FamilyTable, ObjectSource,
     ScdType, SourceSettings, TopicSource, bronze, silver, topic_matches,
 };
+pub use cdc_limits::CdcLimits;
 pub use lake::{CommitConfig, LakeConfig};
 pub use topics::{
     ColumnConfig, ColumnType, KafkaMetadataColumn, PROCESSING_TIME_COLUMNS, Partitioning,
@@ -50,6 +52,9 @@ pub struct PipelineConfig {
     /// applied per key into silver.
     #[serde(default)]
     pub cdc: Vec<CdcFamily>,
+    /// Bounds on CDC landing objects (`[cdc_limits]`).
+    #[serde(default)]
+    pub cdc_limits: CdcLimits,
     /// Glue Data Catalog registration (`[catalog]`).
     #[serde(default)]
     pub catalog: CatalogConfig,
@@ -158,6 +163,7 @@ impl PipelineConfig {
         validate_table_name("dead_letter_table", &self.dead_letter_table)?;
         validate_table_name("access_logs.table_prefix", &self.access_logs.table_prefix)?;
         self.access_logs.validate()?;
+        self.cdc_limits.validate()?;
         let mut jobs = HashSet::new();
         for (i, j) in self.refine.iter().enumerate() {
             let key = format!("refine[{i}]");
@@ -201,6 +207,7 @@ impl PipelineConfig {
                     f.family
                 ));
             }
+            self.check_location_outside_lake(&key, f)?;
             if let Some(t) = self.topics.iter().find(|t| {
                 f.source
                     .topics()
@@ -214,6 +221,31 @@ impl PipelineConfig {
             }
         }
         crate::tables::check(self)
+    }
+}
+
+impl PipelineConfig {
+    /// A DMS / files family's landing prefix and the lake do not overlap: landing objects
+    /// inside the lake would be table files to one reader and CDC input to another.
+    fn check_location_outside_lake(&self, key: &str, f: &CdcFamily) -> Result<()> {
+        let (Some((bucket, prefix)), Some(root)) =
+            (f.bucket_and_prefix(), self.lake.root.strip_prefix("s3://"))
+        else {
+            return Ok(());
+        };
+        let (lake_bucket, lake_prefix) = root.split_once('/').unwrap_or((root, ""));
+        let lake_prefix = format!("{}/", lake_prefix.trim_end_matches('/'));
+        let lake_prefix = lake_prefix.trim_start_matches('/');
+        if bucket == lake_bucket
+            && (prefix.starts_with(lake_prefix) || lake_prefix.starts_with(prefix.as_str()))
+        {
+            return Err(Error::Config(format!(
+                "`{key}.location` (s3://{bucket}/{prefix}) overlaps the lake (`lake.root` = \
+                 \"{}\"): land CDC files outside the lake (another bucket or prefix)",
+                self.lake.root
+            )));
+        }
+        Ok(())
     }
 }
 

@@ -263,6 +263,16 @@ fn number(source: &Map<String, Value>, name: &str) -> Result<Option<u64>, String
     }
 }
 
+/// SQL Server's LSN as Debezium sends it: `00000027:00000db0:0007` (8, 8 and 4 hex digits).
+fn sql_server_lsn(lsn: &str) -> bool {
+    let groups: Vec<&str> = lsn.split(':').collect();
+    groups.len() == 3
+        && groups
+            .iter()
+            .zip([8, 8, 4])
+            .all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 fn text<'a>(source: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
     source.get(name).and_then(Value::as_str)
 }
@@ -273,6 +283,18 @@ fn text<'a>(source: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
 /// three do; an SCN can be shared by changes of one transaction, a `ts_ms` by any two).
 pub(super) fn position(source: &Map<String, Value>) -> Result<(String, bool), String> {
     if let Some(commit) = text(source, "commit_lsn") {
+        // Ordering values come from the record: only SQL Server's LSN shape is accepted, so a
+        // forged `~` (above every hex digit) cannot outrank, or void, every later change.
+        for (name, lsn) in [
+            ("commit_lsn", Some(commit)),
+            ("change_lsn", text(source, "change_lsn")),
+        ] {
+            if lsn.is_some_and(|l| !sql_server_lsn(l)) {
+                return Err(format!(
+                    "source.{name} is not a SQL Server LSN (`xxxxxxxx:xxxxxxxx:xxxx`, hex)"
+                ));
+            }
+        }
         // LSNs are sent as fixed-width hex (`00000027:00000db0:0007`); a snapshot row has no
         // change_lsn: zeros of the same shape sort it first within its commit.
         let zeros: String = commit

@@ -18,7 +18,7 @@ use crate::s3_object::ObjectVersion;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use lakestream_formats::config::{CdcColumn, CdcFamily, CdcSource, FamilyTable, bronze};
+use lakestream_formats::config::{CdcColumn, CdcFamily, CdcLimits, CdcSource, FamilyTable, bronze};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -68,11 +68,19 @@ pub struct FileSpec {
     pub uri: String,
     /// The config key naming the table's declared columns, for messages.
     pub columns_key: String,
+    /// Bounds on the object (`[cdc_limits]`).
+    pub limits: CdcLimits,
 }
 
 impl FileSpec {
     /// The spec of `t`'s file `kind` in `family`.
-    pub fn of(family: &CdcFamily, t: &FamilyTable, kind: FileKind, uri: String) -> Result<Self> {
+    pub fn of(
+        family: &CdcFamily,
+        t: &FamilyTable,
+        kind: FileKind,
+        uri: String,
+        limits: &CdcLimits,
+    ) -> Result<Self> {
         Ok(Self {
             kind,
             source: family.source.kind(),
@@ -82,10 +90,11 @@ impl FileSpec {
             timestamp_column: family.timestamp_column().map(str::to_string),
             uri,
             columns_key: format!("cdc.{}.columns.\"{}\"", family.family, t.qualified()),
+            limits: limits.clone(),
         })
     }
 
-    fn refuse(&self, message: String) -> Error {
+    pub(super) fn refuse(&self, message: String) -> Error {
         Error::Fetch {
             object: self.uri.clone(),
             message,
@@ -182,9 +191,12 @@ impl TextDecoder {
             Some(spec.declared.iter().map(|c| c.name.clone()).collect())
         };
         let splitter = if csv {
-            Splitter::Csv(Box::new(CsvSplitter::new(spec.delimiter)))
+            Splitter::Csv(Box::new(CsvSplitter::new(
+                spec.delimiter,
+                spec.limits.max_line_bytes(),
+            )))
         } else {
-            Splitter::Lines(LineSplitter::default())
+            Splitter::Lines(LineSplitter::new(spec.limits.max_line_bytes()))
         };
         Ok(Self {
             stream: version.stream(),
@@ -231,6 +243,12 @@ impl TextDecoder {
                 eof = true;
                 break;
             };
+            if rec.overlong && csv && self.names.is_none() {
+                return Err(self.spec.refuse(format!(
+                    "its header row is longer than `cdc_limits.max_line_kib` ({} KiB)",
+                    self.spec.limits.max_line_kib
+                )));
+            }
             if csv && self.names.is_none() {
                 self.read_header(&rec)?;
                 chunk = TextChunk::new(self.names.as_deref().unwrap_or(&[]), &self.spec.declared);
@@ -241,7 +259,14 @@ impl TextDecoder {
             if row <= self.skip {
                 continue;
             }
-            if csv {
+            if rec.overlong {
+                let why = format!(
+                    "the record is longer than `cdc_limits.max_line_kib` ({} KiB); its first {} \
+                     KiB are kept here",
+                    self.spec.limits.max_line_kib, self.spec.limits.max_line_kib
+                );
+                chunk.reject(row, rec.raw, why);
+            } else if csv {
                 if let Some(why) = self.csv_row(rec, row, &mut chunk) {
                     // The row is not read: the chunk (and the object's `txn`) ends before it.
                     self.next_row = row;

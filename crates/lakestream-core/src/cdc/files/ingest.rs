@@ -18,9 +18,11 @@ use crate::error::{Error, Result};
 use crate::s3_object::{ObjectIngestReport, ObjectOutcome, ObjectSource, ObjectVersion, Opened};
 use crate::storage::Lake;
 use crate::table::{TableHandle, WarmHandles};
+use futures::FutureExt;
 use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::config::{CdcFamily, CdcSource, FamilyTable, bronze};
 use lakestream_formats::notification::LogObject;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 /// How large one chunk (one bronze commit) of a file may be.
@@ -95,7 +97,21 @@ impl CdcFileIngestor {
     ) -> Result<ObjectIngestReport> {
         let mut report = ObjectIngestReport::default();
         for obj in objects {
-            let outcome = match self.object(obj, source, &mut report).await {
+            // A decoder that panics on a hostile file fails that object only (a dead letter),
+            // never the other objects of the batch.
+            let attempt = AssertUnwindSafe(self.object(obj, source, &mut report))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Error::Fetch {
+                        object: obj.uri(),
+                        message: "its decoder failed on the object's content (a panic): the \
+                                  file is malformed"
+                            .into(),
+                        retryable: false,
+                    })
+                });
+            let outcome = match attempt {
                 Ok(o) => o,
                 Err(e) if e.is_retryable() => ObjectOutcome::Failed {
                     reason: e.redacted(),
@@ -188,6 +204,18 @@ impl CdcFileIngestor {
                 return Ok(ObjectOutcome::Superseded);
             }
         };
+        let limit = self.config.cdc_limits.max_object_bytes();
+        if version.size() > limit {
+            return Err(Error::Fetch {
+                object: obj.uri(),
+                message: format!(
+                    "the object ({} bytes) exceeds `cdc_limits.max_object_mib` ({limit} bytes); \
+                     split it at the source or raise the bound",
+                    version.size()
+                ),
+                retryable: false,
+            });
+        }
         let name = family.bronze_table(&table)?;
         let mut h = self.handles.take(&self.lake, &name).await?;
         let res = self
@@ -236,16 +264,16 @@ impl CdcFileIngestor {
             object: format!("{}/{key}", obj.bucket),
             key: key.clone(),
             etag: version.etag().to_string(),
+            // When the object was written, as the read saw it (S3 `Last-Modified`), else now:
+            // never the notification's `eventTime`, which whoever can send to the queue sets.
             order: kind.order(
                 family.source.kind(),
-                version
-                    .written_us()
-                    .or(obj.event_time.map(|t| t.timestamp_micros())),
+                Some(version.written_us().unwrap_or(ingested_at_us)),
                 ingested_at_us,
             ),
             ingested_at_us,
         };
-        let spec = FileSpec::of(family, table, kind, uri.clone())?;
+        let spec = FileSpec::of(family, table, kind, uri.clone(), &self.config.cdc_limits)?;
         let limits = ChunkLimits {
             rows: self.files.chunk_rows.max(1),
             bytes: self.files.chunk_bytes.max(1),

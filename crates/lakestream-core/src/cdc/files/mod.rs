@@ -4,13 +4,15 @@
 //!
 //! Modules import downward only: `ingest` (one object: open, resume, chunk loop, dead
 //! letters) -> `planner` (one chunk's commit) and `decode` (chunks of any format) -> `parquet`
-//! / `text` (records out of the byte stream) -> `rows` (text -> typed columns, bad rows) ->
+//! / `text` (records out of the byte stream; `parquet_bounds` checks a Parquet object's
+//! metadata before parquet-rs decodes it) -> `rows` (text -> typed columns, bad rows) ->
 //! `layout` (file kinds, `__seq`, bronze columns).
 
 pub mod decode;
 pub mod ingest;
 pub mod layout;
 pub mod parquet;
+pub mod parquet_bounds;
 pub mod planner;
 pub mod rows;
 pub mod text;

@@ -2,10 +2,14 @@
 //! (footer first, then the pages of each row group as batches are asked for): never the whole
 //! object in memory. Names and types come from the file; an `Op` column (DMS CDC files, and
 //! full loads with `IncludeOpForFullLoad`) becomes `__op` and is not kept as a row column.
-//! A file that is not Parquet is refused as a whole (one dead letter).
+//! A file that is not Parquet, or whose metadata is outside `[cdc_limits]`, is refused as a whole
+//! before parquet-rs decodes it (one dead letter; [`super::parquet_bounds`]).
 
 use super::decode::{Chunk, ChunkLimits, FileSpec};
 use super::layout::{DecodedRows, dms_op};
+use super::parquet_bounds::{
+    Bounds, ChunkExtent, batch_rows, check_footer, check_live_pages, check_pages, footer_len,
+};
 use super::rows::BadRow;
 use crate::error::{Error, Result};
 use crate::s3_object::ObjectVersion;
@@ -20,35 +24,132 @@ use deltalake::parquet::arrow::async_reader::{
     AsyncFileReader, ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
 };
 use deltalake::parquet::errors::ParquetError;
-use deltalake::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use deltalake::parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
-use lakestream_formats::config::{CdcSource, bronze};
+use lakestream_formats::config::{CdcLimits, CdcSource, bronze};
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-/// An object version as parquet's [`AsyncFileReader`].
-pub struct VersionReader(Arc<dyn ObjectVersion>);
+/// An object version as parquet's [`AsyncFileReader`], with its metadata checked by
+/// [`parquet_bounds`](super::parquet_bounds) before parquet-rs decodes it: the footer when
+/// parquet asks for the metadata, each column chunk's page headers when it is fetched.
+pub struct VersionReader {
+    version: Arc<dyn ObjectVersion>,
+    uri: String,
+    bounds: Bounds,
+    /// The footer and its framing as fetched for the check (offset, bytes): served again to
+    /// parquet's metadata reader instead of a second read.
+    tail: Option<(u64, Bytes)>,
+    /// Column chunks by (start, length), as the footer declares them.
+    chunks: HashMap<(u64, u64), ChunkExtent>,
+    /// Per row group, the largest page of each column chunk fetched (by its start).
+    live: HashMap<usize, HashMap<u64, u64>>,
+}
+
+impl VersionReader {
+    /// A reader of `version` (`uri` for messages) within `limits`.
+    pub fn new(version: Arc<dyn ObjectVersion>, uri: String, limits: &CdcLimits) -> Self {
+        Self {
+            version,
+            uri,
+            bounds: Bounds::from(limits),
+            tail: None,
+            chunks: HashMap::new(),
+            live: HashMap::new(),
+        }
+    }
+
+    /// Read the framing and the footer and check them; keep the footer for parquet.
+    async fn check_footer(&mut self) -> deltalake::parquet::errors::Result<()> {
+        let size = self.version.size();
+        let refuse = |why: String| refused(&self.uri, why);
+        if size < 12 {
+            return Err(refuse(format!(
+                "shorter ({size} bytes) than a Parquet file's 12 bytes of framing"
+            )));
+        }
+        let tail = self
+            .version
+            .read_range(size - 8..size)
+            .await
+            .map_err(external)?;
+        let len = footer_len(&tail, size, &self.bounds).map_err(refuse)?;
+        let start = size - 8 - len;
+        let footer = self
+            .version
+            .read_range(start..size)
+            .await
+            .map_err(external)?;
+        let checked = check_footer(&footer[..len as usize], &self.bounds).map_err(refuse)?;
+        self.chunks = checked
+            .chunks
+            .iter()
+            .map(|c| ((c.start, c.len), *c))
+            .collect();
+        self.tail = Some((start, footer));
+        Ok(())
+    }
+}
+
+/// A refusal of the object as parquet's error (unwrapped again by [`parquet_error`]).
+fn refused(uri: &str, why: String) -> ParquetError {
+    ParquetError::External(Box::new(Error::Fetch {
+        object: uri.to_string(),
+        message: format!("a Parquet object outside `[cdc_limits]` or malformed: {why}"),
+        retryable: false,
+    }))
+}
+
+fn external(e: Error) -> ParquetError {
+    ParquetError::External(Box::new(e))
+}
 
 impl AsyncFileReader for VersionReader {
     fn get_bytes(
         &mut self,
         range: Range<u64>,
     ) -> BoxFuture<'_, deltalake::parquet::errors::Result<Bytes>> {
-        self.0
-            .read_range(range)
-            .map(|r| r.map_err(|e| ParquetError::External(Box::new(e))))
-            .boxed()
+        if let Some((start, bytes)) = &self.tail
+            && range.start >= *start
+            && range.end <= start + bytes.len() as u64
+        {
+            let at = (range.start - start) as usize..(range.end - start) as usize;
+            return futures::future::ready(Ok(bytes.slice(at))).boxed();
+        }
+        let chunk = self
+            .chunks
+            .get(&(range.start, range.end.saturating_sub(range.start)))
+            .copied();
+        let read = self.version.read_range(range);
+        async move {
+            let bytes = read.await.map_err(external)?;
+            if let Some(c) = chunk {
+                // Before parquet decompresses any of its pages.
+                let largest = check_pages(&bytes, c.uncompressed, &self.bounds)
+                    .map_err(|why| refused(&self.uri, why))?;
+                let live = self.live.entry(c.row_group).or_default();
+                live.insert(c.start, largest);
+                check_live_pages(live.values().copied(), &self.bounds)
+                    .map_err(|why| refused(&self.uri, why))?;
+            }
+            Ok(bytes)
+        }
+        .boxed()
     }
 
     fn get_metadata<'a>(
         &'a mut self,
         options: Option<&'a ArrowReaderOptions>,
     ) -> BoxFuture<'a, deltalake::parquet::errors::Result<Arc<ParquetMetaData>>> {
-        let size = self.0.size();
+        let size = self.version.size();
         async move {
+            self.check_footer().await?;
+            let hint = self.tail.as_ref().map(|(_, b)| b.len());
             let meta = ParquetMetaDataReader::new()
                 .with_arrow_reader_options(options)
+                .with_prefetch_hint(hint)
                 .load_and_finish(self, size)
                 .await?;
             Ok(Arc::new(meta))
@@ -91,7 +192,10 @@ impl ParquetDecoder {
         skip: i64,
         limits: ChunkLimits,
     ) -> Result<Self> {
-        let builder = ParquetRecordBatchStreamBuilder::new(VersionReader(version))
+        let reader = VersionReader::new(version, spec.uri.clone(), &spec.limits);
+        // No page index: parquet then fetches whole column chunks, whose pages are checked.
+        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Skip);
+        let builder = ParquetRecordBatchStreamBuilder::new_with_options(reader, options)
             .await
             .map_err(|e| parquet_error(&spec, e))?;
         let names = builder.schema().fields().iter().map(|f| f.name().as_str());
@@ -102,8 +206,18 @@ impl ParquetDecoder {
                 retryable: false,
             });
         }
+        // Batches of about `max_decoded_mib`, from the widest row group's declared bytes per row.
+        let rows = batch_rows(
+            builder
+                .metadata()
+                .row_groups()
+                .iter()
+                .map(|rg| (rg.total_byte_size(), rg.num_rows())),
+            &Bounds::from(&spec.limits),
+            limits.rows,
+        );
         let stream = builder
-            .with_batch_size(limits.rows.max(1))
+            .with_batch_size(rows)
             .with_offset(usize::try_from(skip.max(0)).unwrap_or(usize::MAX))
             .build()
             .map_err(|e| parquet_error(&spec, e))?;

@@ -1,7 +1,9 @@
 //! Text records out of a byte stream, pushed chunk by chunk as they arrive: CSV through
 //! `csv-core` (the splitter arrow-csv itself is built on; used directly because a bad row must
 //! be dead-lettered alone with its raw bytes, where arrow-csv's decoder fails the whole batch)
-//! and JSON lines. Each record keeps the bytes it was read from, without its line ending.
+//! and JSON lines. Each record keeps the bytes it was read from, without its line ending. A
+//! record longer than the line bound is cut: its first bytes are kept, the rest is read past
+//! without being buffered, and it comes out marked [`RawRecord::overlong`].
 
 use csv_core::{ReadRecordResult, Reader, ReaderBuilder};
 
@@ -10,8 +12,11 @@ use csv_core::{ReadRecordResult, Reader, ReaderBuilder};
 pub struct RawRecord {
     /// CSV: the fields, unquoted; JSON lines: one field, the line.
     pub fields: Vec<Vec<u8>>,
-    /// The bytes the record was read from, without the line ending.
+    /// The bytes the record was read from, without the line ending (only the first bytes up
+    /// to the line bound when `overlong`).
     pub raw: Vec<u8>,
+    /// Longer than the line bound: `fields` is empty, `raw` its start.
+    pub overlong: bool,
 }
 
 /// Splits records out of pushed bytes.
@@ -36,6 +41,8 @@ impl Splitter {
 /// skipped.
 pub struct CsvSplitter {
     reader: Reader,
+    max: usize,
+    overlong: bool,
     out: Vec<u8>,
     ends: Vec<usize>,
     out_len: usize,
@@ -45,10 +52,12 @@ pub struct CsvSplitter {
 }
 
 impl CsvSplitter {
-    /// A splitter for `delimiter`.
-    pub fn new(delimiter: u8) -> Self {
+    /// A splitter for `delimiter`, records of at most `max` bytes.
+    pub fn new(delimiter: u8, max: usize) -> Self {
         Self {
             reader: ReaderBuilder::new().delimiter(delimiter).build(),
+            max: max.max(1),
+            overlong: false,
             out: vec![0; 4096],
             ends: vec![0; 64],
             out_len: 0,
@@ -73,7 +82,18 @@ impl CsvSplitter {
                 &mut self.out[self.out_len..],
                 &mut self.ends[self.ends_len..],
             );
-            self.raw.extend_from_slice(&input[..nin]);
+            let mut read = &input[..nin];
+            if self.raw.is_empty() {
+                // Blank lines before a record are not part of it.
+                let blank = read.iter().take_while(|b| **b == b'\n' || **b == b'\r');
+                read = &read[blank.count()..];
+            }
+            // Keep up to the bound and a line ending; past it, read on keeping nothing.
+            let room = (self.max + 2)
+                .saturating_sub(self.raw.len())
+                .min(read.len());
+            self.raw.extend_from_slice(&read[..room]);
+            self.overlong |= room < read.len();
             input = &input[nin..];
             self.out_len += nout;
             self.ends_len += nend;
@@ -83,24 +103,41 @@ impl CsvSplitter {
                         return;
                     }
                 }
+                ReadRecordResult::OutputFull if self.overlong || self.out.len() > self.max => {
+                    self.overlong = true;
+                    self.out_len = 0;
+                }
                 ReadRecordResult::OutputFull => {
                     let n = self.out.len() * 2;
                     self.out.resize(n, 0);
+                }
+                ReadRecordResult::OutputEndsFull if self.overlong || self.ends.len() > self.max => {
+                    self.overlong = true;
+                    self.ends_len = 0;
                 }
                 ReadRecordResult::OutputEndsFull => {
                     let n = self.ends.len() * 2;
                     self.ends.resize(n, 0);
                 }
                 ReadRecordResult::Record => {
-                    let mut fields = Vec::with_capacity(self.ends_len);
-                    let mut start = 0;
-                    for &end in &self.ends[..self.ends_len] {
-                        fields.push(self.out[start..end].to_vec());
-                        start = end;
-                    }
                     let mut raw = std::mem::take(&mut self.raw);
                     trim_line(&mut raw);
-                    out.push(RawRecord { fields, raw });
+                    let overlong = std::mem::take(&mut self.overlong) || raw.len() > self.max;
+                    let mut fields = Vec::with_capacity(self.ends_len);
+                    if overlong {
+                        raw.truncate(self.max);
+                    } else {
+                        let mut start = 0;
+                        for &end in &self.ends[..self.ends_len] {
+                            fields.push(self.out[start..end].to_vec());
+                            start = end;
+                        }
+                    }
+                    out.push(RawRecord {
+                        fields,
+                        raw,
+                        overlong,
+                    });
                     self.out_len = 0;
                     self.ends_len = 0;
                 }
@@ -114,35 +151,66 @@ impl CsvSplitter {
 }
 
 /// Lines (`\n`, optional `\r`); blank lines are skipped.
-#[derive(Default)]
 pub struct LineSplitter {
     pending: Vec<u8>,
+    max: usize,
+    overlong: bool,
 }
 
 impl LineSplitter {
+    /// A splitter of lines of at most `max` bytes.
+    pub fn new(max: usize) -> Self {
+        Self {
+            pending: Vec::new(),
+            max: max.max(1),
+            overlong: false,
+        }
+    }
+
+    /// Keep `bytes` of the current line up to the bound (and a `\r`).
+    fn keep(&mut self, bytes: &[u8]) {
+        let room = (self.max + 1)
+            .saturating_sub(self.pending.len())
+            .min(bytes.len());
+        self.pending.extend_from_slice(&bytes[..room]);
+        self.overlong |= room < bytes.len();
+    }
+
+    fn emit(&mut self, out: &mut Vec<RawRecord>) {
+        let mut line = std::mem::take(&mut self.pending);
+        let overlong = std::mem::take(&mut self.overlong);
+        trim_line(&mut line);
+        let overlong = overlong || line.len() > self.max;
+        if overlong {
+            line.truncate(self.max);
+            out.push(RawRecord {
+                fields: vec![],
+                raw: line,
+                overlong,
+            });
+        } else if !line.iter().all(u8::is_ascii_whitespace) {
+            out.push(RawRecord {
+                fields: vec![line.clone()],
+                raw: line,
+                overlong,
+            });
+        }
+    }
+
     fn push(&mut self, input: &[u8], out: &mut Vec<RawRecord>) {
-        let mut emit = |mut line: Vec<u8>| {
-            trim_line(&mut line);
-            if !line.iter().all(u8::is_ascii_whitespace) {
-                out.push(RawRecord {
-                    fields: vec![line.clone()],
-                    raw: line,
-                });
-            }
-        };
         if input.is_empty() {
-            if !self.pending.is_empty() {
-                emit(std::mem::take(&mut self.pending));
+            if !self.pending.is_empty() || self.overlong {
+                self.emit(out);
             }
             return;
         }
         let mut rest = input;
         while let Some(i) = rest.iter().position(|b| *b == b'\n') {
-            self.pending.extend_from_slice(&rest[..i]);
-            emit(std::mem::take(&mut self.pending));
+            self.keep(&rest[..i]);
+            self.emit(out);
             rest = &rest[i + 1..];
         }
-        self.pending.extend_from_slice(rest);
+        self.keep(rest);
     }
 }
 
@@ -174,7 +242,7 @@ mod tests {
     #[test]
     fn csv_records_across_chunks_keep_their_bytes() {
         let recs = split(
-            Splitter::Csv(Box::new(CsvSplitter::new(b','))),
+            Splitter::Csv(Box::new(CsvSplitter::new(b',', 1 << 20))),
             &[b"I,1,\"a,", b"b\"\r\n\nU,2,x\nD,3,\"q\"\"\"", b"\n4,last"],
         );
         let fields: Vec<Vec<String>> = recs
@@ -201,9 +269,45 @@ mod tests {
     }
 
     #[test]
+    fn overlong_records_keep_their_start_and_read_past_the_rest() {
+        let long = "x".repeat(50);
+        let body = format!("I,1,ok\nI,2,\"{long}\n{long}\"\nI,3,{long}\nI,4,fine\n");
+        let recs = split(
+            Splitter::Csv(Box::new(CsvSplitter::new(b',', 16))),
+            &body.as_bytes().chunks(7).collect::<Vec<_>>(),
+        );
+        let got: Vec<(bool, usize, String)> = recs
+            .iter()
+            .map(|r| {
+                (
+                    r.overlong,
+                    r.fields.len(),
+                    String::from_utf8_lossy(&r.raw).into(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (false, 3, "I,1,ok".into()),
+                (true, 0, format!("I,2,\"{}", &long[..11])),
+                (true, 0, format!("I,3,{}", &long[..12])),
+                (false, 3, "I,4,fine".into()),
+            ]
+        );
+        let body = format!("{{\"a\":1}}\n{{\"a\":\"{long}\"}}\n{{\"a\":3}}");
+        let recs = split(
+            Splitter::Lines(LineSplitter::new(16)),
+            &body.as_bytes().chunks(5).collect::<Vec<_>>(),
+        );
+        let got: Vec<(bool, usize)> = recs.iter().map(|r| (r.overlong, r.raw.len())).collect();
+        assert_eq!(got, [(false, 7), (true, 16), (false, 7)]);
+    }
+
+    #[test]
     fn lines_across_chunks() {
         let recs = split(
-            Splitter::Lines(LineSplitter::default()),
+            Splitter::Lines(LineSplitter::new(1 << 20)),
             &[b"{\"a\":1}\n{\"a\"", b":2}\r\n\n  \n{\"a\":3}"],
         );
         let raws: Vec<&[u8]> = recs.iter().map(|r| r.raw.as_slice()).collect();
@@ -227,7 +331,7 @@ mod big {
                 .as_bytes(),
             );
         }
-        let mut s = Splitter::Csv(Box::new(CsvSplitter::new(b',')));
+        let mut s = Splitter::Csv(Box::new(CsvSplitter::new(b',', 1 << 20)));
         let mut out = Vec::new();
         let mut n = 0;
         for c in body.chunks(4096) {

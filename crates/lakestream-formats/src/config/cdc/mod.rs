@@ -166,6 +166,20 @@ impl CdcFamily {
         self.includes(&t).then_some(t)
     }
 
+    /// Every source table of the family is in one schema: a Debezium family whose topic
+    /// patterns all name the same schema segment, without `*`.
+    fn one_schema(&self) -> bool {
+        let schemas: Vec<Option<&str>> = self
+            .source
+            .topics()
+            .iter()
+            .map(|p| p.rsplit('.').nth(1).filter(|s| !s.contains('*')))
+            .collect();
+        schemas
+            .first()
+            .is_some_and(|first| first.is_some() && schemas.iter().all(|s| s == first))
+    }
+
     /// DMS / files: `(bucket, prefix)` of [`location`](ObjectSource::location), the prefix
     /// ending in `/` (or empty).
     pub fn bucket_and_prefix(&self) -> Option<(String, String)> {
@@ -280,6 +294,13 @@ impl CdcFamily {
             ("silver", self.silver_template()),
         ] {
             check_template(&format!("{key}.{name}"), &template)?;
+            if !template.split('/').any(|seg| seg == "{schema}") && !self.one_schema() {
+                return bad(format!(
+                    "`{key}.{name}` = \"{template}\" has no `{{schema}}`: two source tables of \
+                     one name in different schemas would share one table; add `{{schema}}` (a \
+                     Debezium family whose topics all name one schema may leave it out)"
+                ));
+            }
         }
         let (b, s) = (self.bronze_directory(), self.silver_directory());
         if b.eq_ignore_ascii_case(&s) {

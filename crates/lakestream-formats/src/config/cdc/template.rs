@@ -75,6 +75,15 @@ pub(super) fn fill(template: &str, t: &FamilyTable) -> Result<String> {
             )));
         }
     }
+    if t.table.contains('.') {
+        // Jobs, keys and side tables name a table `<schema>.<table>`: with a `.` in the table,
+        // `a/b.c` and `a.b/c` would be one name.
+        return Err(Error::Config(format!(
+            "CDC table name \"{}\" contains `.`: `<schema>.<table>` names would be ambiguous \
+             (`a/b.c` and `a.b/c` are both `a.b.c`); deliver it under a name without `.`",
+            t.table.escape_debug()
+        )));
+    }
     let name = template
         .replace("{schema}", &t.schema)
         .replace("{table}", &t.table);

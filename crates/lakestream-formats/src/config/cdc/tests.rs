@@ -351,3 +351,76 @@ fn position_resets_are_rfc3339_ascending_debezium_only_and_reach_the_apply_job()
     );
     Ok(())
 }
+
+#[test]
+fn a_template_without_schema_is_refused_unless_one_schema_is_possible() {
+    let dms = "[[cdc]]\nfamily = \"erp\"\nsource = \"dms\"\nlocation = \"s3://landing/dms/\"\n";
+    let e = err_of(&format!("{dms}bronze = \"bronze/erp/{{table}}\"\n"));
+    assert!(
+        e.contains("`cdc[0].bronze`") && e.contains("{schema}"),
+        "{e}"
+    );
+    let e = err_of(&format!("{dms}silver = \"silver/erp/{{table}}\"\n"));
+    assert!(e.contains("`cdc[0].silver`"), "{e}");
+    let deb = "[[cdc]]\nfamily = \"crm\"\nsource = \"debezium\"\n";
+    let one = format!("{deb}topics = [\"crm.public.*\"]\nbronze = \"bronze/crm/{{table}}\"\n");
+    assert!(parse(&one).is_ok(), "{}", err_of(&one));
+    for topics in ["[\"crm.*.*\"]", "[\"crm.public.*\", \"crm.sales.*\"]"] {
+        let e = err_of(&format!(
+            "{deb}topics = {topics}\nbronze = \"bronze/crm/{{table}}\"\n"
+        ));
+        assert!(e.contains("`cdc[0].bronze`"), "{topics}: {e}");
+    }
+}
+
+#[test]
+fn a_landing_location_overlapping_the_lake_is_refused() {
+    let with = |root: &str, location: &str| {
+        let text = format!(
+            "pipeline = \"p\"\n[lake]\nroot = \"{root}\"\n[[cdc]]\nfamily = \"erp\"\nsource = \
+             \"dms\"\nlocation = \"{location}\"\n"
+        );
+        PipelineConfig::from_toml(&text)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    };
+    for (root, location) in [
+        ("s3://lake/prod", "s3://lake/prod/landing/"),
+        ("s3://lake/prod/", "s3://lake/prod/"),
+        ("s3://lake", "s3://lake/landing/"),
+        ("s3://lake/prod/tables", "s3://lake/prod/"),
+    ] {
+        let e = with(root, location).unwrap_err();
+        assert!(
+            e.contains("`cdc[0].location`") && e.contains("overlaps"),
+            "{e}"
+        );
+    }
+    for (root, location) in [
+        ("s3://lake/prod", "s3://lake/prod-landing/"),
+        ("s3://lake/prod", "s3://landing/prod/"),
+        ("/tmp/lake", "s3://lake/landing/"),
+    ] {
+        assert!(with(root, location).is_ok(), "{root} {location}");
+    }
+}
+
+#[test]
+fn a_table_name_with_a_dot_cannot_name_a_table() {
+    let t = FamilyTable {
+        schema: "a".into(),
+        table: "b.c".into(),
+    };
+    let e = template::fill("bronze/erp/{schema}/{table}", &t)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ambiguous"), "{e}");
+    let dotted_schema = FamilyTable {
+        schema: "a.b".into(),
+        table: "c".into(),
+    };
+    assert_eq!(
+        template::fill("bronze/erp/{schema}/{table}", &dotted_schema).unwrap(),
+        "bronze/erp/a.b/c"
+    );
+}

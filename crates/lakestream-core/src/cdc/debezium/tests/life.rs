@@ -72,3 +72,54 @@ fn unsigned_64_bit_values_stay_exact() {
     assert_eq!(ids.value(0), 18_446_744_073_709_551_615);
     assert_eq!(ids.value(1), 18_446_744_073_709_551_614);
 }
+
+/// Issue 38 (5): ordering values come from the record. A truncate (or any change) whose SQL
+/// Server `commit_lsn` is not an LSN (`~` sorts above every hex digit: every later change of the
+/// table would rank below it and be voided) is a reject; real LSNs still order the changes.
+#[test]
+fn a_forged_sql_server_lsn_is_a_reject() {
+    let v = |op: &str, source: &str| {
+        format!(r#"{{"before":null,"after":{{"id":1}},"source":{source},"op":"{op}"}}"#)
+            .into_bytes()
+    };
+    let d = run(
+        &target("t", &[]),
+        &[
+            rec(
+                "a.b.c",
+                0,
+                None,
+                br#"{"before":null,"after":null,"source":{"commit_lsn":"~","ts_ms":5},"op":"t"}"#,
+            ),
+            rec(
+                "a.b.c",
+                1,
+                None,
+                &v(
+                    "c",
+                    r#"{"commit_lsn":"00000027:00000ac0:0007","change_lsn":"~~","ts_ms":5}"#,
+                ),
+            ),
+            rec(
+                "a.b.c",
+                2,
+                None,
+                &v(
+                    "c",
+                    r#"{"commit_lsn":"00000027:00000AC0:0007","change_lsn":"00000027:00000ac0:0002","ts_ms":5}"#,
+                ),
+            ),
+        ],
+        &bronze_only(),
+    );
+    assert_eq!(d.rows, vec![2], "{:?}", d.rejects);
+    let reasons: Vec<&str> = d.rejects.iter().map(|r| r.1.as_str()).collect();
+    assert!(
+        reasons[0].contains("source.commit_lsn is not a SQL Server LSN"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[1].contains("source.change_lsn is not a SQL Server LSN"),
+        "{reasons:?}"
+    );
+}

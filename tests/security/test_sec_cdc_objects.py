@@ -161,3 +161,25 @@ def test_sizes_past_the_configured_bounds_are_refused_per_object(lake, tmp_path_
     kept = raw(long_line)
     assert len(kept) == 64 * 1024 and kept.startswith(lines[1][:64].encode()), len(kept)
     assert secret not in err
+
+
+def test_dictionary_text_is_expanded_within_the_decoded_bound(lake, tmp_path_factory):
+    """A dictionary page holding one 1 MB value that every row references: 30 MB decoded from a
+    file of a few KB. It lands whole, in chunks of at most `max_decoded_mib` expanded (two rows
+    here), never as one 30 MB batch."""
+    from deltalake import DeltaTable
+
+    work, objects = setup(lake, tmp_path_factory, "\n[cdc_limits]\nmax_decoded_mib = 2\n")
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"id": list(range(30)), "note": ["x" * 1_000_000] * 30}), buf, compression="zstd")
+    assert len(buf.getvalue()) < 20_000
+    put(objects, "landing/files/shop/blobs/dict.parquet", buf.getvalue())
+    event = sqs_event(work / "event.json", [("landing", "files/shop/blobs/dict.parquet")])
+    code, out, err = invoke_s3_logs(lake, event, objects)
+    assert code == 0 and out["response"]["batchItemFailures"] == [], err[-2000:]
+    landed = rows(lake, "bronze/shop/shop/blobs")
+    assert sorted(r["id"] for r in landed) == list(range(30))
+    assert all(r["note"] == "x" * 1_000_000 for r in landed)
+    table = DeltaTable(lake.table_uri("bronze/shop/shop/blobs"), storage_options=lake.storage_options)
+    # One commit per chunk: 15 chunks of two rows (versions 0..14 at least).
+    assert table.version() >= 14, f"version {table.version()}: the 30 MB were not split"

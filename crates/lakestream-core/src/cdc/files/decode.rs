@@ -50,6 +50,27 @@ pub struct Chunk {
     pub stop: Option<String>,
 }
 
+impl Chunk {
+    /// No rows: the object ended before `first_row`.
+    pub fn end(first_row: i64) -> Self {
+        Chunk {
+            decoded: DecodedRows {
+                columns: deltalake::arrow::record_batch::RecordBatch::new_empty(Arc::new(
+                    deltalake::arrow::datatypes::Schema::empty(),
+                )),
+                ops: vec![],
+                rows: vec![],
+                source_ts: vec![],
+            },
+            bad: vec![],
+            first_row,
+            last_row: first_row - 1,
+            eof: true,
+            stop: None,
+        }
+    }
+}
+
 /// What decoding one object needs from its family.
 pub struct FileSpec {
     /// The file's kind.

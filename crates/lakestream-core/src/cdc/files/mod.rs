@@ -5,7 +5,8 @@
 //! Modules import downward only: `ingest` (one object: open, resume, chunk loop, dead
 //! letters) -> `planner` (one chunk's commit) and `decode` (chunks of any format) -> `parquet`
 //! / `text` (records out of the byte stream; `parquet_bounds` checks a Parquet object's
-//! metadata before parquet-rs decodes it) -> `rows` (text -> typed columns, bad rows) ->
+//! metadata before parquet-rs decodes it, `parquet_dictionary` expands dictionary-encoded text
+//! within the decoded bound) -> `rows` (text -> typed columns, bad rows) ->
 //! `layout` (file kinds, `__seq`, bronze columns).
 
 pub mod decode;
@@ -13,6 +14,8 @@ pub mod ingest;
 pub mod layout;
 pub mod parquet;
 pub mod parquet_bounds;
+pub mod parquet_dictionary;
+mod parquet_thrift;
 pub mod planner;
 pub mod rows;
 pub mod text;

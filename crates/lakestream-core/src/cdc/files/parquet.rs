@@ -10,6 +10,7 @@ use super::layout::{DecodedRows, dms_op};
 use super::parquet_bounds::{
     Bounds, ChunkExtent, batch_rows, check_footer, check_live_pages, check_pages, footer_len,
 };
+use super::parquet_dictionary::{dictionary_schema, take_within};
 use super::rows::BadRow;
 use crate::error::{Error, Result};
 use crate::s3_object::ObjectVersion;
@@ -19,7 +20,7 @@ use deltalake::arrow::array::{Array, AsArray, BooleanArray, TimestampMicrosecond
 use deltalake::arrow::compute::{cast, filter_record_batch};
 use deltalake::arrow::datatypes::DataType;
 use deltalake::arrow::record_batch::RecordBatch;
-use deltalake::parquet::arrow::arrow_reader::ArrowReaderOptions;
+use deltalake::parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use deltalake::parquet::arrow::async_reader::{
     AsyncFileReader, ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
 };
@@ -163,6 +164,8 @@ pub struct ParquetDecoder {
     spec: FileSpec,
     stream: ParquetRecordBatchStream<VersionReader>,
     next_row: i64,
+    /// Rows of the last batch not expanded yet (dictionary columns over the decoded bound).
+    pending: Option<RecordBatch>,
 }
 
 /// A fetch error inside parquet's error, or parquet's own: retryable only when the read was.
@@ -192,12 +195,19 @@ impl ParquetDecoder {
         skip: i64,
         limits: ChunkLimits,
     ) -> Result<Self> {
-        let reader = VersionReader::new(version, spec.uri.clone(), &spec.limits);
+        let mut reader = VersionReader::new(version, spec.uri.clone(), &spec.limits);
         // No page index: parquet then fetches whole column chunks, whose pages are checked.
         let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Skip);
-        let builder = ParquetRecordBatchStreamBuilder::new_with_options(reader, options)
+        let mut meta = ArrowReaderMetadata::load_async(&mut reader, options.clone())
             .await
             .map_err(|e| parquet_error(&spec, e))?;
+        // Text read as dictionaries, expanded within the decoded bound (`parquet_dictionary`).
+        if let Some(schema) = dictionary_schema(meta.schema()) {
+            meta =
+                ArrowReaderMetadata::try_new(meta.metadata().clone(), options.with_schema(schema))
+                    .map_err(|e| parquet_error(&spec, e))?;
+        }
+        let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, meta);
         let names = builder.schema().fields().iter().map(|f| f.name().as_str());
         if let Some(why) = super::decode::case_twins(names) {
             return Err(Error::Fetch {
@@ -225,30 +235,23 @@ impl ParquetDecoder {
             spec,
             stream,
             next_row: skip.max(0) + 1,
+            pending: None,
         })
     }
 
     /// The next batch as a chunk.
     pub async fn next_chunk(&mut self) -> Result<Chunk> {
         let first_row = self.next_row;
-        let Some(batch) = self.stream.next().await else {
-            return Ok(Chunk {
-                decoded: DecodedRows {
-                    columns: RecordBatch::new_empty(Arc::new(
-                        deltalake::arrow::datatypes::Schema::empty(),
-                    )),
-                    ops: vec![],
-                    rows: vec![],
-                    source_ts: vec![],
-                },
-                bad: vec![],
-                first_row,
-                last_row: first_row - 1,
-                eof: true,
-                stop: None,
-            });
+        let next = match self.pending.take() {
+            Some(rest) => Some(Ok(rest)),
+            None => self.stream.next().await,
+        };
+        let Some(batch) = next else {
+            return Ok(Chunk::end(first_row));
         };
         let batch = batch.map_err(|e| parquet_error(&self.spec, e))?;
+        let (batch, rest) = take_within(batch, self.spec.limits.max_decoded_bytes())?;
+        self.pending = rest;
         let n = batch.num_rows();
         self.next_row += n as i64;
         let rows: Vec<i64> = (0..n as i64).map(|i| first_row + i).collect();

@@ -13,28 +13,12 @@
 //! field numbers from `parquet.thrift` (FileMetaData, SchemaElement, RowGroup, ColumnChunk,
 //! ColumnMetaData, PageHeader).
 
+use super::parquet_thrift::{T_I32, T_I64, T_LIST, T_STRUCT, Thrift};
 use lakestream_formats::config::CdcLimits;
 
 /// Why an object is refused (no value from the file is quoted).
 pub type Refusal = String;
-type R<T> = std::result::Result<T, Refusal>;
-
-/// The structs of parquet.thrift nest at most 7 deep; anything deeper is not Parquet.
-const THRIFT_DEPTH: u32 = 16;
-
-const T_TRUE: u8 = 1;
-const T_FALSE: u8 = 2;
-const T_BYTE: u8 = 3;
-const T_I16: u8 = 4;
-const T_I32: u8 = 5;
-const T_I64: u8 = 6;
-const T_DOUBLE: u8 = 7;
-const T_BINARY: u8 = 8;
-const T_LIST: u8 = 9;
-const T_SET: u8 = 10;
-const T_MAP: u8 = 11;
-const T_STRUCT: u8 = 12;
-const T_UUID: u8 = 13;
+pub(super) type R<T> = std::result::Result<T, Refusal>;
 
 /// The bounds, in bytes and counts.
 #[derive(Debug, Clone, Copy)]
@@ -110,7 +94,7 @@ pub fn footer_len(tail: &[u8], size: u64, b: &Bounds) -> R<u64> {
 
 /// Walk a footer (the thrift `FileMetaData`, without the trailing length and magic).
 pub fn check_footer(bytes: &[u8], b: &Bounds) -> R<Footer> {
-    let mut t = Thrift { buf: bytes, pos: 0 };
+    let mut t = Thrift::new(bytes);
     let mut children: Vec<i64> = Vec::new();
     let mut footer = Footer::default();
     let mut last = 0;
@@ -255,7 +239,7 @@ fn column_chunk(t: &mut Thrift, row_group: usize) -> R<ChunkExtent> {
 /// The page headers of one fetched column chunk: each page within the page bound, and all of
 /// them within what the footer declared for the chunk. Returns its largest page (decompressed).
 pub fn check_pages(chunk: &[u8], declared: u64, b: &Bounds) -> R<u64> {
-    let mut t = Thrift { buf: chunk, pos: 0 };
+    let mut t = Thrift::new(chunk);
     let (mut total, mut largest) = (0u64, 0u64);
     while t.remaining() > 0 {
         let (mut raw, mut stored) = (-1i64, -1i64);
@@ -320,148 +304,6 @@ pub fn batch_rows(
     usize::try_from(b.max_decoded / widest)
         .unwrap_or(usize::MAX)
         .clamp(1, max_rows.max(1))
-}
-
-/// A cursor over thrift compact-protocol bytes that never allocates from a declared count.
-struct Thrift<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl Thrift<'_> {
-    fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
-    }
-
-    fn byte(&mut self) -> R<u8> {
-        let b = *self.buf.get(self.pos).ok_or_else(truncated)?;
-        self.pos += 1;
-        Ok(b)
-    }
-
-    fn advance(&mut self, n: u64) -> R<()> {
-        if n > self.remaining() as u64 {
-            return Err(truncated());
-        }
-        self.pos += n as usize;
-        Ok(())
-    }
-
-    fn varint(&mut self) -> R<u64> {
-        let mut v = 0u64;
-        for shift in (0..70).step_by(7) {
-            let b = self.byte()?;
-            v |= u64::from(b & 0x7f) << shift.min(63);
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err("a malformed varint in its metadata".into())
-    }
-
-    fn zigzag(&mut self) -> R<i64> {
-        let v = self.varint()?;
-        Ok((v >> 1) as i64 ^ -((v & 1) as i64))
-    }
-
-    /// The next field's id and type, `None` at the struct's end.
-    fn field(&mut self, last: &mut i16) -> R<Option<(i16, u8)>> {
-        let h = self.byte()?;
-        let ty = h & 0x0f;
-        if ty == 0 {
-            return Ok(None);
-        }
-        let delta = i16::from(h >> 4);
-        *last = if delta == 0 {
-            i16::try_from(self.zigzag()?).map_err(|_| "a malformed field id".to_string())?
-        } else {
-            last.saturating_add(delta)
-        };
-        Ok(Some((*last, ty)))
-    }
-
-    /// A list header: element type and a count no larger than the bytes left.
-    fn list(&mut self) -> R<(u8, usize)> {
-        let h = self.byte()?;
-        let n = match h >> 4 {
-            15 => self.varint()?,
-            n => u64::from(n),
-        };
-        if n > self.remaining() as u64 {
-            return Err(format!(
-                "its metadata declares a list of {n} items in {} bytes",
-                self.remaining()
-            ));
-        }
-        Ok((h & 0x0f, n as usize))
-    }
-
-    fn struct_list(&mut self) -> R<usize> {
-        match self.list()? {
-            (T_STRUCT, n) => Ok(n),
-            (_, 0) => Ok(0),
-            _ => Err("its metadata has a list of the wrong type".into()),
-        }
-    }
-
-    fn skip(&mut self, ty: u8, depth: u32) -> R<()> {
-        if depth > THRIFT_DEPTH {
-            return Err("its metadata nests deeper than Parquet's".into());
-        }
-        match ty {
-            T_TRUE | T_FALSE => Ok(()),
-            T_BYTE => self.byte().map(drop),
-            T_I16 | T_I32 | T_I64 => self.varint().map(drop),
-            T_DOUBLE => self.advance(8),
-            T_UUID => self.advance(16),
-            T_BINARY => {
-                let n = self.varint()?;
-                self.advance(n)
-            }
-            T_LIST | T_SET => {
-                let (elem, n) = self.list()?;
-                for _ in 0..n {
-                    self.skip_element(elem, depth + 1)?;
-                }
-                Ok(())
-            }
-            T_MAP => {
-                let n = self.varint()?;
-                if n == 0 {
-                    return Ok(());
-                }
-                if n > self.remaining() as u64 {
-                    return Err(truncated());
-                }
-                let kv = self.byte()?;
-                for _ in 0..n {
-                    self.skip_element(kv >> 4, depth + 1)?;
-                    self.skip_element(kv & 0x0f, depth + 1)?;
-                }
-                Ok(())
-            }
-            T_STRUCT => {
-                let mut last = 0;
-                while let Some((_, ty)) = self.field(&mut last)? {
-                    self.skip(ty, depth + 1)?;
-                }
-                Ok(())
-            }
-            _ => Err("its metadata has an unknown thrift type".into()),
-        }
-    }
-
-    /// A list, set or map element: booleans take a byte there.
-    fn skip_element(&mut self, ty: u8, depth: u32) -> R<()> {
-        match ty {
-            T_TRUE | T_FALSE => self.byte().map(drop),
-            ty => self.skip(ty, depth),
-        }
-    }
-}
-
-fn truncated() -> Refusal {
-    "its metadata ends in the middle of a value".into()
 }
 
 #[cfg(test)]

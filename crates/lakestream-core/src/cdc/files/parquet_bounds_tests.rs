@@ -2,6 +2,7 @@
 //! same extents parquet-rs reads) and against hand-made metadata, one bound at a time.
 
 use super::*;
+use crate::cdc::files::parquet_thrift::T_BINARY;
 use deltalake::arrow::array::{Int64Array, StringArray};
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use deltalake::arrow::record_batch::RecordBatch;

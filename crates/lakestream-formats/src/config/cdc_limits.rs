@@ -43,8 +43,8 @@ pub struct CdcLimits {
     pub max_page_mib: u64,
     /// What decoding a Parquet object may hold at once, decompressed: a row group whose
     /// columns' largest pages add up to more is refused (one page per column is decoded at a
-    /// time), and rows are read in batches of about this size (from the row group's declared
-    /// size per row).
+    /// time), and rows are read in batches of about a quarter of it (from the row group's
+    /// declared size per row; dictionary-encoded text expanded that much at a time).
     #[serde(default = "default_max_decoded_mib")]
     pub max_decoded_mib: u64,
 }
@@ -68,13 +68,13 @@ fn default_max_row_groups() -> u64 {
     10_000
 }
 fn default_max_row_group_mib() -> u64 {
-    512
+    1024
 }
 fn default_max_page_mib() -> u64 {
     64
 }
 fn default_max_decoded_mib() -> u64 {
-    64
+    256
 }
 
 impl Default for CdcLimits {

@@ -83,7 +83,19 @@ impl VersionReader {
             .read_range(start..size)
             .await
             .map_err(external)?;
-        let checked = check_footer(&footer[..len as usize], &self.bounds).map_err(refuse)?;
+        let checked = check_footer(&footer[..len as usize], &self.bounds).map_err(&refuse)?;
+        // Column chunks lie between the leading magic and the footer: one inside the footer
+        // would be served from it unchecked.
+        if let Some(c) = checked
+            .chunks
+            .iter()
+            .find(|c| c.start < 4 || c.start.saturating_add(c.len) > start)
+        {
+            return Err(refuse(format!(
+                "a column chunk ({} bytes at {}) lies outside the file's data",
+                c.len, c.start
+            )));
+        }
         self.chunks = checked
             .chunks
             .iter()
@@ -173,10 +185,11 @@ fn parquet_error(spec: &FileSpec, e: ParquetError) -> Error {
     if let ParquetError::External(inner) = e {
         return match inner.downcast::<Error>() {
             Ok(inner) => *inner,
-            Err(other) => Error::Fetch {
+            // Not a read of ours: a decompressor or decoder refusing the content.
+            Err(_) => Error::Fetch {
                 object: spec.uri.clone(),
-                message: other.to_string(),
-                retryable: true,
+                message: "not a readable Parquet file: its content does not decode".into(),
+                retryable: false,
             },
         };
     }
@@ -218,11 +231,11 @@ impl ParquetDecoder {
         }
         // Batches of about `max_decoded_mib`, from the widest row group's declared bytes per row.
         let rows = batch_rows(
-            builder
-                .metadata()
-                .row_groups()
-                .iter()
-                .map(|rg| (rg.total_byte_size(), rg.num_rows())),
+            builder.metadata().row_groups().iter().map(|rg| {
+                // The chunks' declared sizes, which the page check holds them to.
+                let bytes = rg.columns().iter().map(|c| c.uncompressed_size()).sum();
+                (bytes, rg.num_rows())
+            }),
             &Bounds::from(&spec.limits),
             limits.rows,
         );
@@ -250,7 +263,7 @@ impl ParquetDecoder {
             return Ok(Chunk::end(first_row));
         };
         let batch = batch.map_err(|e| parquet_error(&self.spec, e))?;
-        let (batch, rest) = take_within(batch, self.spec.limits.max_decoded_bytes())?;
+        let (batch, rest) = take_within(batch, self.spec.limits.max_decoded_bytes() / 4)?;
         self.pending = rest;
         let n = batch.num_rows();
         self.next_row += n as i64;

@@ -13,7 +13,7 @@
 //! field numbers from `parquet.thrift` (FileMetaData, SchemaElement, RowGroup, ColumnChunk,
 //! ColumnMetaData, PageHeader).
 
-use super::parquet_thrift::{T_I32, T_I64, T_LIST, T_STRUCT, Thrift};
+use super::parquet_thrift::{T_BINARY, T_I32, T_I64, T_LIST, T_STRUCT, Thrift};
 use lakestream_formats::config::CdcLimits;
 
 /// Why an object is refused (no value from the file is quoted).
@@ -98,14 +98,29 @@ pub fn check_footer(bytes: &[u8], b: &Bounds) -> R<Footer> {
     let mut children: Vec<i64> = Vec::new();
     let mut footer = Footer::default();
     let mut last = 0;
+    let mut leaves = None;
     while let Some((id, ty)) = t.field(&mut last)? {
-        match (id, ty) {
-            (2, T_LIST) => children = schema_elements(&mut t)?,
-            (4, T_LIST) => row_groups(&mut t, b, &mut footer)?,
+        Thrift::typed(id, ty, &[(1, T_I32), (2, T_LIST), (3, T_I64), (4, T_LIST)])?;
+        match id {
+            2 => {
+                children = schema_elements(&mut t)?;
+                leaves = Some(schema_shape(&children, b)?);
+            }
+            4 => {
+                let Some(leaves) = leaves else {
+                    return Err("its row groups come before its schema".into());
+                };
+                row_groups(&mut t, b, leaves, &mut footer)?;
+            }
             _ => t.skip(ty, 1)?,
         }
     }
-    schema_shape(&children, b)?;
+    if t.remaining() != 0 {
+        return Err("bytes follow its metadata".into());
+    }
+    if leaves.is_none() {
+        schema_shape(&children, b)?;
+    }
     Ok(footer)
 }
 
@@ -117,8 +132,9 @@ fn schema_elements(t: &mut Thrift) -> R<Vec<i64>> {
         let mut last = 0;
         let mut children = 0;
         while let Some((id, ty)) = t.field(&mut last)? {
-            match (id, ty) {
-                (5, T_I32) => children = t.zigzag()?,
+            Thrift::typed(id, ty, &[(1, T_I32), (3, T_I32), (4, T_BINARY), (5, T_I32)])?;
+            match id {
+                5 => children = t.zigzag()?,
                 _ => t.skip(ty, 2)?,
             }
         }
@@ -129,7 +145,7 @@ fn schema_elements(t: &mut Thrift) -> R<Vec<i64>> {
 
 /// The schema is a tree in depth-first order: within the nesting and column bounds, and every
 /// element accounted for.
-fn schema_shape(children: &[i64], b: &Bounds) -> R<()> {
+fn schema_shape(children: &[i64], b: &Bounds) -> R<u64> {
     let Some((&root, rest)) = children.split_first() else {
         return Err("its footer has no schema".into());
     };
@@ -166,12 +182,12 @@ fn schema_shape(children: &[i64], b: &Bounds) -> R<()> {
     if open.iter().any(|&c| c > 0) {
         return Err("its schema declares more children than it lists".into());
     }
-    Ok(())
+    Ok(leaves)
 }
 
 /// The row groups: a bounded count, each within the row-group bound (decompressed and as
 /// stored), every column chunk's extent recorded.
-fn row_groups(t: &mut Thrift, b: &Bounds, footer: &mut Footer) -> R<()> {
+fn row_groups(t: &mut Thrift, b: &Bounds, leaves: u64, footer: &mut Footer) -> R<()> {
     let n = t.struct_list()?;
     if n as u64 > b.max_row_groups {
         return Err(format!(
@@ -183,11 +199,18 @@ fn row_groups(t: &mut Thrift, b: &Bounds, footer: &mut Footer) -> R<()> {
         let (mut raw, mut stored) = (0u64, 0u64);
         let mut last = 0;
         while let Some((id, ty)) = t.field(&mut last)? {
-            if (id, ty) != (1, T_LIST) {
+            Thrift::typed(id, ty, &[(1, T_LIST), (2, T_I64), (3, T_I64), (6, T_I64)])?;
+            if id != 1 {
                 t.skip(ty, 2)?;
                 continue;
             }
-            for _ in 0..t.struct_list()? {
+            let columns = t.struct_list()?;
+            if columns as u64 != leaves {
+                return Err(format!(
+                    "a row group has {columns} column chunks, its schema {leaves} leaf columns"
+                ));
+            }
+            for _ in 0..columns {
                 let c = column_chunk(t, row_group)?;
                 raw = raw.saturating_add(c.uncompressed);
                 stored = stored.saturating_add(c.len);
@@ -210,17 +233,27 @@ fn column_chunk(t: &mut Thrift, row_group: usize) -> R<ChunkExtent> {
     let (mut raw, mut stored, mut data, mut dict) = (0i64, 0i64, 0i64, None);
     let mut last = 0;
     while let Some((id, ty)) = t.field(&mut last)? {
-        if (id, ty) != (3, T_STRUCT) {
+        Thrift::typed(id, ty, &[(2, T_I64), (3, T_STRUCT)])?;
+        if id != 3 {
             t.skip(ty, 3)?;
             continue;
         }
         let mut last = 0;
         while let Some((id, ty)) = t.field(&mut last)? {
-            match (id, ty) {
-                (6, T_I64) => raw = t.zigzag()?,
-                (7, T_I64) => stored = t.zigzag()?,
-                (9, T_I64) => data = t.zigzag()?,
-                (11, T_I64) => dict = Some(t.zigzag()?),
+            let known = [
+                (1, T_I32),
+                (5, T_I64),
+                (6, T_I64),
+                (7, T_I64),
+                (9, T_I64),
+                (11, T_I64),
+            ];
+            Thrift::typed(id, ty, &known)?;
+            match id {
+                6 => raw = t.zigzag()?,
+                7 => stored = t.zigzag()?,
+                9 => data = t.zigzag()?,
+                11 => dict = Some(t.zigzag()?),
                 _ => t.skip(ty, 4)?,
             }
         }
@@ -242,17 +275,32 @@ pub fn check_pages(chunk: &[u8], declared: u64, b: &Bounds) -> R<u64> {
     let mut t = Thrift::new(chunk);
     let (mut total, mut largest) = (0u64, 0u64);
     while t.remaining() > 0 {
-        let (mut raw, mut stored) = (-1i64, -1i64);
+        let (mut raw, mut stored, mut dict_values) = (-1i64, -1i64, 0i64);
         let mut last = 0;
         while let Some((id, ty)) = t.field(&mut last)? {
-            match (id, ty) {
-                (2, T_I32) => raw = t.zigzag()?,
-                (3, T_I32) => stored = t.zigzag()?,
+            let known = [
+                (1, T_I32),
+                (2, T_I32),
+                (3, T_I32),
+                (5, T_STRUCT),
+                (7, T_STRUCT),
+                (8, T_STRUCT),
+            ];
+            Thrift::typed(id, ty, &known)?;
+            match id {
+                2 => raw = t.zigzag()?,
+                3 => stored = t.zigzag()?,
+                7 => dict_values = dictionary_values(&mut t)?,
                 _ => t.skip(ty, 1)?,
             }
         }
         if raw < 0 || stored < 0 {
             return Err("a page header without its sizes".into());
+        }
+        // parquet-rs sizes a dictionary from its count before reading it; every value takes at
+        // least a byte.
+        if dict_values < 0 || dict_values > raw {
+            return Err("a dictionary page declares more values than its bytes hold".into());
         }
         if raw as u64 > b.max_page {
             return Err(format!(
@@ -272,6 +320,19 @@ pub fn check_pages(chunk: &[u8], declared: u64, b: &Bounds) -> R<u64> {
         t.advance(stored as u64)?;
     }
     Ok(largest)
+}
+
+/// A `DictionaryPageHeader`'s `num_values`.
+fn dictionary_values(t: &mut Thrift) -> R<i64> {
+    let (mut n, mut last) = (0, 0);
+    while let Some((id, ty)) = t.field(&mut last)? {
+        Thrift::typed(id, ty, &[(1, T_I32), (2, T_I32)])?;
+        match id {
+            1 => n = t.zigzag()?,
+            _ => t.skip(ty, 2)?,
+        }
+    }
+    Ok(n)
 }
 
 /// The largest pages of one row group's columns (`largest`, one per column chunk fetched), which
@@ -301,7 +362,7 @@ pub fn batch_rows(
         .max()
         .unwrap_or(0)
         .max(1);
-    usize::try_from(b.max_decoded / widest)
+    usize::try_from(b.max_decoded / 4 / widest)
         .unwrap_or(usize::MAX)
         .clamp(1, max_rows.max(1))
 }

@@ -2,7 +2,6 @@
 //! same extents parquet-rs reads) and against hand-made metadata, one bound at a time.
 
 use super::*;
-use crate::cdc::files::parquet_thrift::T_BINARY;
 use deltalake::arrow::array::{Int64Array, StringArray};
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use deltalake::arrow::record_batch::RecordBatch;
@@ -202,6 +201,77 @@ fn schema_nesting_and_width_are_bounded_without_recursion() {
 }
 
 #[test]
+fn metadata_parquet_rs_would_read_otherwise_is_refused() {
+    // A row-group list declared as a set, a repeated schema field, a collection of booleans
+    // (parquet-rs skips them as zero bytes, this walk as one: a second footer could hide in
+    // them), and bytes after the footer.
+    let mut set = W::default();
+    set.int(1, T_I32, 1).list(1, T_STRUCT, 1).element(0);
+    set.int(1, T_I64, 0)
+        .field(1, 10)
+        .0
+        .extend([0xfc, 0xff, 0xff, 0xff, 0xff, 0x07]);
+    let e = check_footer(&set.0, &bounds()).unwrap_err();
+    assert!(e.contains("wrong type"), "{e}");
+    let mut twice = W::default();
+    twice.int(1, T_I32, 1).list(1, T_STRUCT, 1).element(0);
+    // Field 2 again, its id written out (a delta of 0): zigzag(2) = 4.
+    twice.0.extend([T_LIST, 4, 1 << 4 | T_STRUCT]);
+    twice.element(0).stop();
+    let e = check_footer(&twice.0, &bounds()).unwrap_err();
+    assert!(e.contains("repeats a field"), "{e}");
+    let mut bools = W::default();
+    bools.int(1, T_I32, 1).list(1, T_STRUCT, 1).element(0);
+    bools.list(13, 1, 3).0.extend([1, 1, 1]);
+    bools.stop();
+    let e = check_footer(&bools.0, &bounds()).unwrap_err();
+    assert!(e.contains("booleans"), "{e}");
+    let mut trailing = with_schema(&[1, 0]);
+    trailing.push(0);
+    assert!(
+        check_footer(&trailing, &bounds())
+            .unwrap_err()
+            .contains("bytes follow")
+    );
+    // A row group with another column count than the schema's leaves.
+    let mut w = W::default();
+    w.int(1, T_I32, 1)
+        .list(1, T_STRUCT, 2)
+        .element(1)
+        .element(0);
+    w.int(1, T_I64, 0)
+        .list(1, T_STRUCT, 1)
+        .list(1, T_STRUCT, 2)
+        .stop()
+        .stop()
+        .stop()
+        .stop();
+    assert!(
+        check_footer(&w.0, &bounds())
+            .unwrap_err()
+            .contains("column chunks")
+    );
+}
+
+#[test]
+fn a_dictionary_page_declaring_more_values_than_bytes_is_refused() {
+    // PageHeader { 1: type, 2: raw, 3: stored, 7: DictionaryPageHeader { 1: num_values } }.
+    let page = |values: i64| {
+        let mut w = W::default();
+        w.int(1, T_I32, 2)
+            .int(1, T_I32, 16)
+            .int(1, T_I32, 2)
+            .field(4, T_STRUCT);
+        w.int(1, T_I32, values).stop().stop();
+        w.0.extend([0, 0]);
+        w.0
+    };
+    assert!(check_pages(&page(2), 100, &bounds()).is_ok());
+    let e = check_pages(&page(i32::MAX as i64), 100, &bounds()).unwrap_err();
+    assert!(e.contains("more values than its bytes"), "{e}");
+}
+
+#[test]
 fn a_schema_whose_counts_do_not_match_its_elements_is_refused() {
     for bad in [&[3, 0, 0][..], &[1, 0, 0], &[2, 0, -1], &[]] {
         assert!(
@@ -221,7 +291,7 @@ fn a_row_group_declaring_more_than_the_bound_is_refused() {
     w.int(1, T_I64, 0).list(1, T_STRUCT, 1);
     // RowGroup { 1: columns [ColumnChunk { 3: ColumnMetaData { 6, 7, 9 } }] }
     w.list(1, T_STRUCT, 1).field(3, T_STRUCT);
-    w.int(6, T_I64, 600 << 20)
+    w.int(6, T_I64, 1100 << 20)
         .int(1, T_I64, 1 << 20)
         .int(2, T_I64, 4);
     w.stop().stop().stop().stop();
@@ -260,10 +330,10 @@ fn live_pages_and_batches_stay_within_the_decoded_bound() {
     assert!(check_live_pages([40, 60].into_iter(), &b).is_ok());
     let e = check_live_pages([40, 61].into_iter(), &b).unwrap_err();
     assert!(e.contains("max_decoded_mib"), "{e}");
-    // The widest row group sets the batch: 10 bytes a row -> 10 rows of 100 bytes.
+    // The widest row group sets the batch: 10 bytes a row -> 2 rows of a quarter of 100 bytes.
     assert_eq!(
         batch_rows([(50, 10), (1000, 100)].into_iter(), &b, 250_000),
-        10
+        2
     );
     assert_eq!(batch_rows([(1 << 30, 1)].into_iter(), &b, 250_000), 1);
     assert_eq!(batch_rows([(10, 100)].into_iter(), &b, 7), 7);

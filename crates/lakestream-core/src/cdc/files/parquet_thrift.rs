@@ -77,12 +77,18 @@ impl<'a> Thrift<'a> {
             return Ok(None);
         }
         let delta = i16::from(h >> 4);
-        *last = if delta == 0 {
+        let id = if delta == 0 {
             i16::try_from(self.zigzag()?).map_err(|_| "a malformed field id".to_string())?
         } else {
             last.saturating_add(delta)
         };
-        Ok(Some((*last, ty)))
+        // Writers emit a struct's fields once each, in id order. A repeated field would let
+        // parquet-rs keep another value than the one checked here.
+        if id <= *last {
+            return Err("its metadata repeats a field or has them out of order".into());
+        }
+        *last = id;
+        Ok(Some((id, ty)))
     }
 
     /// A list header: element type and a count no larger than the bytes left.
@@ -156,11 +162,22 @@ impl<'a> Thrift<'a> {
         }
     }
 
-    /// A list, set or map element: booleans take a byte there.
+    /// A list, set or map element. Parquet's metadata has no collections of booleans, and
+    /// readers disagree on their size: refused, so nothing can hide behind them.
     fn skip_element(&mut self, ty: u8, depth: u32) -> R<()> {
         match ty {
-            T_TRUE | T_FALSE => self.byte().map(drop),
+            T_TRUE | T_FALSE => Err("its metadata has a collection of booleans".into()),
             ty => self.skip(ty, depth),
+        }
+    }
+
+    /// Refuse a known field (`id` among `known`) sent with another type than its own.
+    pub(super) fn typed(id: i16, ty: u8, known: &[(i16, u8)]) -> R<()> {
+        match known.iter().find(|(k, _)| *k == id) {
+            Some((_, want)) if *want != ty => {
+                Err(format!("its metadata has field {id} of the wrong type"))
+            }
+            _ => Ok(()),
         }
     }
 }

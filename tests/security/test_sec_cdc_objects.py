@@ -183,3 +183,62 @@ def test_dictionary_text_is_expanded_within_the_decoded_bound(lake, tmp_path_fac
     table = DeltaTable(lake.table_uri("bronze/shop/shop/blobs"), storage_options=lake.storage_options)
     # One commit per chunk: 15 chunks of two rows (versions 0..14 at least).
     assert table.version() >= 14, f"version {table.version()}: the 30 MB were not split"
+
+
+def test_a_type_clash_with_bronze_never_logs_the_value(lake, tmp_path_factory):
+    """Issue 38 (3): a plain CSV file whose column clashes with bronze's type (an e-mail address
+    where bronze has int64) is refused; the value reaches the dead letter (with its bytes), never
+    stderr (CloudWatch): arrow's `Cannot cast string '<value>'` is scrubbed."""
+    work, objects = setup(lake, tmp_path_factory)
+    secret = "alice.secret@example.com"
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"id": [1], "contact": [42]}), buf)
+    put(objects, "landing/files/shop/people/a.parquet", buf.getvalue())
+    put(objects, "landing/files/shop/people/b.csv", f"id,contact\n2,{secret}\n".encode())
+    for name in ["a.parquet", "b.csv"]:
+        event = sqs_event(work / f"{name}.json", [("landing", f"files/shop/people/{name}")])
+        code, out, err = invoke_s3_logs(lake, event, objects)
+        assert code == 0 and out["response"]["batchItemFailures"] == [], err[-2000:]
+        assert secret not in err, f"the value reached the logs:\n{err[-2000:]}"
+    outcomes, letters = outcomes_and_letters(lake, out)
+    assert outcomes["s3://landing/files/shop/people/b.csv"] == "refused", outcomes
+    assert [r["contact"] for r in rows(lake, "bronze/shop/shop/people")] == [42]
+    assert len(letters) == 1 and "Int64" in letters[0]["error"], letters
+
+
+def test_a_nested_field_name_cannot_write_ddl(lake, tmp_path_factory):
+    """Issue 38 (8): a Parquet object whose nested field name closes the column and adds a
+    LOCATION lands in bronze (its data is data), but `lakestream ddl --manifest` (and the Glue
+    column type, built by the same function) refuses the name instead of writing it into DDL."""
+    work, objects = setup(lake, tmp_path_factory)
+    evil = "x:int>) LOCATION 's3://attacker-bucket/x/' --"
+    nested = pa.array([{evil: 1}], type=pa.struct([(evil, pa.int64())]))
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"id": [1], "payload": nested}), buf)
+    put(objects, "landing/files/shop/nested/a.parquet", buf.getvalue())
+    event = sqs_event(work / "event.json", [("landing", "files/shop/nested/a.parquet")])
+    code, out, err = invoke_s3_logs(lake, event, objects)
+    assert code == 0 and out["response"]["batchItemFailures"] == [], err[-2000:]
+    assert [r["id"] for r in rows(lake, "bronze/shop/shop/nested")] == [1]
+    proc = lake.run("ddl", "bronze/shop/shop/nested", "--manifest")
+    assert proc.returncode != 0, proc.stdout
+    assert "attacker-bucket" not in proc.stdout
+    assert "cannot be written into Athena / Glue DDL" in proc.stderr, proc.stderr
+
+
+def test_a_message_naming_many_missing_objects_costs_one_dead_letter_commit(lake, tmp_path_factory):
+    """Issue 38 (11): one forged message naming 40 missing CDC objects made 40 dead-letter
+    commits; now the letters of whole objects are one commit per invocation (40 letters)."""
+    from deltalake import DeltaTable
+
+    work, objects = setup(lake, tmp_path_factory)
+    (objects / "landing").mkdir(parents=True)
+    keys = [("landing", f"files/shop/orders/missing-{i}.parquet") for i in range(40)]
+    event = sqs_event(work / "event.json", keys)
+    code, out, err = invoke_s3_logs(lake, event, objects)
+    assert code == 0 and out["response"]["batchItemFailures"] == [], err[-2000:]
+    outcomes, letters = outcomes_and_letters(lake, out)
+    assert set(outcomes.values()) == {"missing"}, outcomes
+    assert len(letters) == 40
+    table = DeltaTable(lake.table_uri("dead_letters"), storage_options=lake.storage_options)
+    assert table.version() == 0, f"{table.version() + 1} commits for 40 letters"

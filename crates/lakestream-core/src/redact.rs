@@ -49,10 +49,17 @@ pub fn reason_class(reason: &str) -> &'static str {
         .map_or("other", |(_, class)| class)
 }
 
+/// Words after which a single-quoted span is a value, not a name.
+const VALUE_BEFORE_QUOTE: &[&str] = &[
+    "string ", "from ", "value ", "parse ", "parsing ", "literal ", "input ", "cast ",
+];
+
 /// `text` with every double-quoted span (escapes honoured; an unterminated one runs to the
 /// end) replaced by `"…"`, the value of every `name=value` (a Hive partition segment of an
 /// object key, `order_owner=4111-1111-1111-1111/part-...`, or `%3D` in a URL) by `…` up to the
-/// next `/`, space, quote, `,`, `;`, `)`, `]`, `<`, `>` or `&`, and every run of 8 or more ASCII digits by `<digits>`.
+/// next `/`, space, quote, `,`, `;`, `)`, `]`, `<`, `>` or `&`, every single-quoted span after a
+/// word that introduces a value (`string '...'`, `from '...'`) by `'…'`, and every run of 8 or
+/// more ASCII digits by `<digits>`.
 pub fn scrub(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
@@ -79,6 +86,18 @@ pub fn scrub(text: &str) -> String {
                     (false, '\\') => escaped = true,
                     (false, '"') => break,
                     _ => escaped = false,
+                }
+            }
+            continue;
+        }
+        // Single quotes hold names (`field 'order_id'`) and, after these words, values: arrow's
+        // `Cannot cast string 'alice@example.com' to value of Int64 type`, `Error parsing
+        // timestamp from '...'`.
+        if c == '\'' && VALUE_BEFORE_QUOTE.iter().any(|w| out.ends_with(w)) {
+            out.push_str("'…'");
+            for q in chars.by_ref() {
+                if q == '\'' {
+                    break;
                 }
             }
             continue;
@@ -152,6 +171,24 @@ mod tests {
             "version 1234567 of `raw/order`"
         );
         assert_eq!(reason_class("anything else"), "other");
+    }
+
+    #[test]
+    fn single_quoted_values_never_pass_and_names_stay() {
+        let arrow =
+            "Cast error: Cannot cast string 'alice.secret@example.com' to value of Int64 type";
+        assert_eq!(
+            scrub(arrow),
+            "Cast error: Cannot cast string '…' to value of Int64 type"
+        );
+        assert_eq!(
+            scrub("Parser error: Error parsing timestamp from 'alice@x.org': bad"),
+            "Parser error: Error parsing timestamp from '…': bad"
+        );
+        assert_eq!(
+            scrub("whilst decoding field 'email' of 'raw/order'"),
+            "whilst decoding field 'email' of 'raw/order'"
+        );
     }
 
     #[test]

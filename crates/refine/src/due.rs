@@ -153,8 +153,8 @@ impl Progress {
         })
     }
 
-    /// `job` ran to the end: every source version it observed before the run, and every
-    /// version its last run read up to, had nothing left for it. `first_seen` keeps the time
+    /// `job` ran to the end: every source version it observed before the run (up to what the
+    /// run read of it), and every version its last run read up to, had nothing left for it. `first_seen` keeps the time
     /// the entry was made (the TTL runs from the first load).
     pub fn ran_to_end(
         &self,
@@ -173,12 +173,16 @@ impl Progress {
             ids: HashMap::new(),
         });
         entry.ids.extend(ids);
-        for (t, v) in observed
+        // A version observed before the run came from a notice or a probe: it counts only up to
+        // what the run read of that source. A forged notice naming version 10^9 of a table at
+        // version 5 would otherwise make every real notice below it look seen.
+        let read: HashMap<&str, u64> = read_up_to.iter().map(|(t, v)| (t.as_str(), *v)).collect();
+        let observed = observed
             .iter()
-            .chain(read_up_to.iter().map(|(t, v)| (t, v)))
-        {
-            let e = entry.versions.entry(t.clone()).or_insert(*v);
-            *e = (*e).max(*v);
+            .filter_map(|(t, v)| Some((t, (*v).min(*read.get(t.as_str())?))));
+        for (t, v) in observed.chain(read_up_to.iter().map(|(t, v)| (t, *v))) {
+            let e = entry.versions.entry(t.clone()).or_insert(v);
+            *e = (*e).max(v);
         }
     }
 

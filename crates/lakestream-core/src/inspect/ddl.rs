@@ -76,6 +76,7 @@ pub fn render_named(
         }
         DdlForm::Manifest => {
             let column = |name: &str, f: &Field| -> Result<String> {
+                hive_name(name, table, true)?;
                 Ok(format!("  `{name}` {}", hive_type(f.data_type(), table)?))
             };
             let data: Vec<String> = schema
@@ -210,7 +211,10 @@ pub fn hive_type(t: &DataType, table: &str) -> Result<String> {
             "struct<{}>",
             fields
                 .iter()
-                .map(|f| Ok(format!("{}:{}", f.name(), nested(f)?)))
+                .map(|f| {
+                    hive_name(f.name(), table, false)?;
+                    Ok(format!("{}:{}", f.name(), nested(f)?))
+                })
                 .collect::<Result<Vec<_>>>()?
                 .join(",")
         ),
@@ -222,6 +226,31 @@ pub fn hive_type(t: &DataType, table: &str) -> Result<String> {
         },
         other => return Err(unsupported(table, other)),
     })
+}
+
+/// A column name (`top`) or a struct field name as Hive's DDL and Glue's type strings carry it:
+/// no backtick or control character anywhere, and inside a type string none of `:<>,;'"`,
+/// which would end the field and let the name write DDL of its own (`) LOCATION 's3://...'`).
+fn hive_name(name: &str, table: &str, top: bool) -> Result<()> {
+    let bad = |c: char| {
+        c == '`'
+            || c.is_control()
+            || (!top && matches!(c, ':' | '<' | '>' | ',' | ';' | '\'' | '"'))
+    };
+    if name.is_empty() || name.chars().any(bad) {
+        return Err(Error::Schema {
+            table: table.to_string(),
+            reason: format!(
+                "{} `{}` cannot be written into Athena / Glue DDL (it is empty or holds a \
+                 backtick, a control character{}); rename it at the source or read the table \
+                 in its native Delta form (without --manifest)",
+                if top { "column" } else { "nested field" },
+                name.escape_debug(),
+                if top { "" } else { " or one of : < > , ; ' \"" }
+            ),
+        });
+    }
+    Ok(())
 }
 
 fn unsupported(table: &str, t: &DataType) -> Error {
@@ -236,6 +265,26 @@ mod tests {
     use super::*;
     use deltalake::arrow::datatypes::TimeUnit;
     use std::sync::Arc;
+
+    #[test]
+    fn names_that_would_write_ddl_are_refused() {
+        use deltalake::arrow::datatypes::Fields;
+        let evil = "x int) LOCATION 's3://attacker-bucket/x/' --";
+        let t = DataType::Struct(Fields::from(vec![Field::new(evil, DataType::Int64, true)]));
+        let e = hive_type(&t, "bronze/a/b/c").unwrap_err().to_string();
+        assert!(
+            e.contains("nested field") && e.contains("--manifest"),
+            "{e}"
+        );
+        let ok = DataType::Struct(Fields::from(vec![Field::new(
+            "zip code",
+            DataType::Utf8,
+            true,
+        )]));
+        assert_eq!(hive_type(&ok, "t").unwrap(), "struct<zip code:string>");
+        assert!(hive_name("a`b", "t", true).is_err());
+        assert!(hive_name("a,b", "t", true).is_ok());
+    }
 
     #[test]
     fn colliding_athena_names_are_refused_naming_both() {

@@ -56,7 +56,7 @@ impl KafkaIngestor {
             .and_then(|table| {
                 Ok(CdcDestination {
                     layout: bronze_layout(&table),
-                    target: Arc::new(BronzeTarget::new(family, t)?),
+                    target: Arc::new(BronzeTarget::new(family, t, &self.config.cdc_limits)?),
                     table,
                 })
             });

@@ -47,6 +47,14 @@ pub struct CdcLimits {
     /// declared size per row; dictionary-encoded text expanded that much at a time).
     #[serde(default = "default_max_decoded_mib")]
     pub max_decoded_mib: u64,
+    /// Columns a CDC bronze table may have (row columns, not counting Lakestream's own): a
+    /// record or row that would take its table past this is dead-lettered, and the table stays
+    /// as wide as it was. Applies to Debezium records, JSON lines and header-less CSV alike.
+    #[serde(default = "default_max_table_columns")]
+    pub max_table_columns: u64,
+    /// Columns one record or row may add to its table at once.
+    #[serde(default = "default_max_new_columns")]
+    pub max_new_columns: u64,
 }
 
 fn default_max_object_mib() -> u64 {
@@ -76,6 +84,12 @@ fn default_max_page_mib() -> u64 {
 fn default_max_decoded_mib() -> u64 {
     256
 }
+fn default_max_table_columns() -> u64 {
+    1000
+}
+fn default_max_new_columns() -> u64 {
+    100
+}
 
 impl Default for CdcLimits {
     fn default() -> Self {
@@ -89,6 +103,8 @@ impl Default for CdcLimits {
             max_row_group_mib: default_max_row_group_mib(),
             max_page_mib: default_max_page_mib(),
             max_decoded_mib: default_max_decoded_mib(),
+            max_table_columns: default_max_table_columns(),
+            max_new_columns: default_max_new_columns(),
         }
     }
 }
@@ -106,6 +122,8 @@ impl CdcLimits {
             ("max_row_group_mib", self.max_row_group_mib),
             ("max_page_mib", self.max_page_mib),
             ("max_decoded_mib", self.max_decoded_mib),
+            ("max_table_columns", self.max_table_columns),
+            ("max_new_columns", self.max_new_columns),
         ] {
             if v == 0 {
                 return Err(Error::Config(format!("`cdc_limits.{key}` must be >= 1")));
@@ -137,6 +155,12 @@ impl CdcLimits {
     /// `max_page_mib` in bytes.
     pub fn max_page_bytes(&self) -> u64 {
         self.max_page_mib.saturating_mul(1 << 20)
+    }
+
+    /// (`max_table_columns`, `max_new_columns`) as counts.
+    pub fn width(&self) -> (usize, usize) {
+        let n = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        (n(self.max_table_columns), n(self.max_new_columns))
     }
 
     /// `max_decoded_mib` in bytes.

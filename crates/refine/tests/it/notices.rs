@@ -355,3 +355,58 @@ async fn notices_through_an_sqs_fifo_queue() -> Result<()> {
     assert_eq!(sorted_ids(&lake, "processed/order").await?, SIX);
     Ok(())
 }
+
+/// Issue 38 (8): a forged notice naming a version far past the table's (10^9) runs the job once,
+/// but a warm process does not take that version as seen: the next real notice, of a version
+/// below it, still runs the job.
+#[tokio::test]
+async fn a_forged_notice_version_never_makes_later_notices_look_seen() -> Result<()> {
+    let lake = TestLake::new(Backend::Fs, "refine-forged-notice")?;
+    ingest(&lake, ORDERS).await?;
+    ingest(&lake, MEMBERS).await?;
+    let refiner = Refiner::new(lake.config.clone(), Arc::new(SystemClock))?;
+    let notice = |version: u64| RefineNotice {
+        job: "gold".into(),
+        table: "raw/order".into(),
+        version,
+        committed_ms: chrono::Utc::now().timestamp_millis(),
+    };
+    // A first run: the warm process now knows what gold read.
+    let first = refine::handle(&refiner, &sqs_event(&[notice(1)]))
+        .await?
+        .into_result()?;
+    assert!(ran(&first).contains(&"gold"), "{:?}", ran(&first));
+    let forged = refine::handle(&refiner, &sqs_event(&[notice(1_000_000_000)]))
+        .await?
+        .into_result()?;
+    // Due (a version past what it saw), it runs and finds nothing new.
+    assert!(
+        forged.jobs.iter().any(|j| j.job == "gold" && j.due()),
+        "{:?}",
+        forged.jobs
+    );
+    // New orders (the sample's records at later offsets): a real version, below 10^9.
+    let mut event: Value = serde_json::from_slice(ORDERS)?;
+    for records in event["records"]
+        .as_object_mut()
+        .context("records")?
+        .values_mut()
+    {
+        for r in records.as_array_mut().context("array")? {
+            let offset = r["offset"].as_i64().context("offset")?;
+            r["offset"] = json!(offset + 100);
+        }
+    }
+    let real = ingest(&lake, &serde_json::to_vec(&event)?).await?;
+    let real: Vec<RefineNotice> = real.into_iter().filter(|n| n.job == "gold").collect();
+    assert!(real.iter().all(|n| n.version < 1_000_000_000), "{real:?}");
+    let response = refine::handle(&refiner, &sqs_event(&real))
+        .await?
+        .into_result()?;
+    assert!(
+        ran(&response).contains(&"gold"),
+        "the real notice was taken as seen: {:?}",
+        response.jobs
+    );
+    Ok(())
+}

@@ -29,7 +29,7 @@ use deltalake::arrow::array::{
 };
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use deltalake::arrow::record_batch::RecordBatch;
-use lakestream_formats::config::{CdcColumn, CdcFamily, FamilyTable, bronze};
+use lakestream_formats::config::{CdcColumn, CdcFamily, CdcLimits, FamilyTable, bronze};
 use lakestream_formats::record::{RecordValue, SourceRecord};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -76,12 +76,15 @@ pub struct BronzeTarget {
     pub declared: Vec<CdcColumn>,
     /// The family's declared keys of the table (they win over the record key's fields).
     pub declared_keys: Option<Vec<String>>,
+    /// (columns the table may have, columns one record may add): `[cdc_limits]`.
+    pub width: (usize, usize),
 }
 
 impl BronzeTarget {
     /// The target of `table` in `family`; `Err` when its declared columns do not parse.
-    pub fn new(family: &CdcFamily, table: FamilyTable) -> Result<Self> {
+    pub fn new(family: &CdcFamily, table: FamilyTable, limits: &CdcLimits) -> Result<Self> {
         Ok(Self {
+            width: limits.width(),
             family: family.family.clone(),
             declared: family.declared_columns(&table)?,
             declared_keys: family.declared_keys(&table).map(<[String]>::to_vec),
@@ -167,6 +170,7 @@ pub fn decode(
     let mut rejects = Vec::new();
     let mut type_changes: Vec<String> = Vec::new();
     let mut good: Vec<Good<'_>> = Vec::with_capacity(records.len());
+    let latest_source_us = ingested_at.timestamp_micros() + MAX_SOURCE_SKEW_US;
     for (j, r) in records.iter().enumerate() {
         let parsed = match (&r.value, &key_bytes(r)) {
             (RecordValue::Bytes(v), Ok(k)) => envelope::parse(*k, v, r.offset, &target.declared),
@@ -183,7 +187,19 @@ pub fn decode(
                 continue;
             }
         };
-        let (placed, new) = match place_row(std::mem::take(&mut change.row), &meta, &cols, &index) {
+        // A commit time from the future is data, not a clock: it would rank and date versions
+        // (and prove a position restart) for good. A week of skew is tolerated.
+        if change.source_ts.is_some_and(|ts| ts > latest_source_us) {
+            rejects.push((
+                j,
+                "source.ts_ms is more than 7 days after the time it was ingested; check the \
+                 source database's clock"
+                    .into(),
+            ));
+            continue;
+        }
+        let row = std::mem::take(&mut change.row);
+        let (placed, new) = match place_row(row, &meta, &cols, &index, target.width) {
             Ok(p) => p,
             Err(Refusal::Record(why)) => {
                 rejects.push((j, why));
@@ -231,6 +247,9 @@ pub fn decode(
     })
 }
 
+/// How far after its ingestion a change's source time may be (7 days, in µs).
+const MAX_SOURCE_SKEW_US: i64 = 7 * 24 * 3600 * 1_000_000;
+
 /// Why a record's row cannot be placed.
 enum Refusal {
     /// The record itself is bad (dead-lettered; the table goes on).
@@ -251,8 +270,11 @@ fn place_row(
     meta: &HashSet<String>,
     cols: &[(String, DataType)],
     index: &HashMap<String, usize>,
+    (max_table, max_new): (usize, usize),
 ) -> std::result::Result<Placed, Refusal> {
     let mut new: Vec<(String, DataType)> = vec![];
+    // New columns by lower-cased name: a record adding many stays linear.
+    let mut new_index: HashMap<String, usize> = HashMap::new();
     let mut placed: Vec<(usize, Cell)> = vec![];
     let mut seen: HashMap<String, String> = HashMap::with_capacity(row.len());
     for (name, (natural, cell)) in row {
@@ -272,8 +294,8 @@ fn place_row(
         }
         let col = match index.get(&lower) {
             Some(&c) => c,
-            None => match new.iter().position(|(n, _)| n.to_lowercase() == lower) {
-                Some(k) => cols.len() + k,
+            None => match new_index.get(&lower) {
+                Some(&k) => cols.len() + k,
                 // A null without a known type: nothing to write, no column to add yet.
                 None => match natural {
                     None => continue,
@@ -281,6 +303,16 @@ fn place_row(
                         if let Some(w) = unwritable_name(&name) {
                             return Err(Refusal::Record(w));
                         }
+                        if new.len() >= max_new || cols.len() + new.len() >= max_table {
+                            return Err(Refusal::Record(format!(
+                                "the record adds more columns than `[cdc_limits]` allows (at \
+                                 most {max_new} new in one record, {max_table} in the table, \
+                                 which has {}); raise `max_new_columns` / `max_table_columns` \
+                                 if the source table is that wide",
+                                cols.len()
+                            )));
+                        }
+                        new_index.insert(lower.clone(), new.len());
                         new.push((name.clone(), dt));
                         cols.len() + new.len() - 1
                     }

@@ -50,27 +50,6 @@ pub struct Chunk {
     pub stop: Option<String>,
 }
 
-impl Chunk {
-    /// No rows: the object ended before `first_row`.
-    pub fn end(first_row: i64) -> Self {
-        Chunk {
-            decoded: DecodedRows {
-                columns: deltalake::arrow::record_batch::RecordBatch::new_empty(Arc::new(
-                    deltalake::arrow::datatypes::Schema::empty(),
-                )),
-                ops: vec![],
-                rows: vec![],
-                source_ts: vec![],
-            },
-            bad: vec![],
-            first_row,
-            last_row: first_row - 1,
-            eof: true,
-            stop: None,
-        }
-    }
-}
-
 /// What decoding one object needs from its family.
 pub struct FileSpec {
     /// The file's kind.
@@ -330,6 +309,14 @@ impl TextDecoder {
         if let Some(why) = case_twins(names.iter().map(String::as_str)) {
             return Err(self.spec.refuse(format!("the header {why}")));
         }
+        let (max_table, _) = self.spec.limits.width();
+        if names.len() > max_table {
+            return Err(self.spec.refuse(format!(
+                "the header names {} columns, more than `cdc_limits.max_table_columns` \
+                 ({max_table})",
+                names.len()
+            )));
+        }
         self.names = Some(names);
         Ok(())
     }
@@ -420,6 +407,10 @@ impl TextDecoder {
         }
         if let Some(why) = case_twins(obj.keys().map(String::as_str)) {
             return chunk.reject(row, rec.raw, format!("the row {why}"));
+        }
+        if let Some(why) = chunk.too_wide(obj.keys().map(String::as_str), self.spec.limits.width())
+        {
+            return chunk.reject(row, rec.raw, why);
         }
         let mut values = Vec::with_capacity(obj.len());
         for (k, v) in obj {

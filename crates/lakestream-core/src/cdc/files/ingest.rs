@@ -96,10 +96,13 @@ impl CdcFileIngestor {
         source: &impl ObjectSource,
     ) -> Result<ObjectIngestReport> {
         let mut report = ObjectIngestReport::default();
+        // Letters for whole objects (missing, superseded, refused): one commit for the call,
+        // however many objects a (possibly forged) message names.
+        let mut letters: Vec<DeadLetter> = Vec::new();
         for obj in objects {
             // A decoder that panics on a hostile file fails that object only (a dead letter),
             // never the other objects of the batch.
-            let attempt = AssertUnwindSafe(self.object(obj, source, &mut report))
+            let attempt = AssertUnwindSafe(self.object(obj, source, &mut report, &mut letters))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|_| {
@@ -120,16 +123,13 @@ impl CdcFileIngestor {
                     // Retrying cannot help: one letter for the object, acknowledged.
                     let reason = e.to_string();
                     tracing::warn!(object = %obj.uri(), error = %e.redacted(), "CDC file refused; dead-lettered");
-                    self.letters(
-                        &[self.object_letter(obj, "refused", reason.clone())],
-                        &mut report,
-                    )
-                    .await?;
+                    letters.push(self.object_letter(obj, "refused", reason.clone()));
                     ObjectOutcome::Refused { reason }
                 }
             };
             report.objects.push((obj.uri(), outcome));
         }
+        self.letters(&letters, &mut report).await?;
         Ok(report)
     }
 
@@ -170,6 +170,7 @@ impl CdcFileIngestor {
         obj: &LogObject,
         source: &impl ObjectSource,
         report: &mut ObjectIngestReport,
+        letters: &mut Vec<DeadLetter>,
     ) -> Result<ObjectOutcome> {
         let Some((family, table)) = self.config.cdc_object(&obj.bucket, &obj.key) else {
             return Err(Error::Config(format!(
@@ -190,7 +191,7 @@ impl CdcFileIngestor {
             Opened::Version(v) => v,
             Opened::Missing => {
                 let l = self.object_letter(obj, "missing", "object no longer exists".into());
-                self.letters(&[l], report).await?;
+                letters.push(l);
                 return Ok(ObjectOutcome::Missing);
             }
             Opened::Superseded => {
@@ -199,8 +200,7 @@ impl CdcFileIngestor {
                      current); the overwrite's own notification ingests the new content",
                     obj.etag.as_deref().unwrap_or("-")
                 );
-                self.letters(&[self.object_letter(obj, "superseded", reason)], report)
-                    .await?;
+                letters.push(self.object_letter(obj, "superseded", reason));
                 return Ok(ObjectOutcome::Superseded);
             }
         };

@@ -229,6 +229,18 @@ impl ParquetDecoder {
                 retryable: false,
             });
         }
+        let (max_table, _) = spec.limits.width();
+        let width = builder.schema().fields().len();
+        if width > max_table {
+            return Err(Error::Fetch {
+                object: spec.uri.clone(),
+                message: format!(
+                    "the Parquet schema has {width} columns, more than \
+                     `cdc_limits.max_table_columns` ({max_table})"
+                ),
+                retryable: false,
+            });
+        }
         // Batches of about `max_decoded_mib`, from the widest row group's declared bytes per row.
         let rows = batch_rows(
             builder.metadata().row_groups().iter().map(|rg| {
@@ -260,7 +272,7 @@ impl ParquetDecoder {
             None => self.stream.next().await,
         };
         let Some(batch) = next else {
-            return Ok(Chunk::end(first_row));
+            return Ok(end_chunk(first_row));
         };
         let batch = batch.map_err(|e| parquet_error(&self.spec, e))?;
         let (batch, rest) = take_within(batch, self.spec.limits.max_decoded_bytes() / 4)?;
@@ -343,6 +355,23 @@ impl ParquetDecoder {
             eof: false,
             stop: None,
         })
+    }
+}
+
+/// No rows: the object ended before `first_row`.
+fn end_chunk(first_row: i64) -> Chunk {
+    Chunk {
+        decoded: DecodedRows {
+            columns: RecordBatch::new_empty(Arc::new(deltalake::arrow::datatypes::Schema::empty())),
+            ops: vec![],
+            rows: vec![],
+            source_ts: vec![],
+        },
+        bad: vec![],
+        first_row,
+        last_row: first_row - 1,
+        eof: true,
+        stop: None,
     }
 }
 

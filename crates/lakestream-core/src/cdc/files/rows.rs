@@ -49,6 +49,8 @@ pub fn declared_type(t: CdcType) -> DataType {
 /// One chunk's rows as text, column by column.
 pub struct TextChunk {
     names: Vec<String>,
+    /// Column index by lower-cased name.
+    index: std::collections::HashMap<String, usize>,
     types: Vec<DataType>,
     values: Vec<Vec<Option<String>>>,
     ops: Vec<&'static str>,
@@ -66,6 +68,7 @@ impl TextChunk {
     pub fn new(columns: &[String], declared: &[CdcColumn]) -> Self {
         let mut c = Self {
             names: vec![],
+            index: std::collections::HashMap::new(),
             types: vec![],
             values: vec![],
             ops: vec![],
@@ -90,11 +93,31 @@ impl TextChunk {
         self.len() == 0
     }
 
+    /// `Some(why)` when a row with columns `names` would add more than `max_new` columns to the
+    /// chunk, or take it past `max_table` columns (`[cdc_limits]`).
+    pub fn too_wide<'a>(
+        &self,
+        names: impl Iterator<Item = &'a str>,
+        (max_table, max_new): (usize, usize),
+    ) -> Option<String> {
+        let new = names
+            .filter(|n| !self.index.contains_key(&n.to_lowercase()))
+            .count();
+        (new > max_new || self.names.len() + new > max_table).then(|| {
+            format!(
+                "the row adds {new} columns, more than `[cdc_limits]` allows (at most {max_new} \
+                 new in one row, {max_table} in the table); raise `max_new_columns` / \
+                 `max_table_columns` if the source table is that wide"
+            )
+        })
+    }
+
     /// The index of column `name` (case-insensitive), added (text unless declared) when new.
     pub fn column(&mut self, name: &str, declared: &[CdcColumn]) -> usize {
-        if let Some(i) = self.names.iter().position(|n| n.eq_ignore_ascii_case(name)) {
+        if let Some(&i) = self.index.get(&name.to_lowercase()) {
             return i;
         }
+        self.index.insert(name.to_lowercase(), self.names.len());
         let t = declared
             .iter()
             .find(|d| d.name.eq_ignore_ascii_case(name))

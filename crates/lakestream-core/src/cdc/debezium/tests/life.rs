@@ -123,3 +123,67 @@ fn a_forged_sql_server_lsn_is_a_reject() {
         "{reasons:?}"
     );
 }
+
+/// Issue 38 (2): a record adding more than `max_new_columns`, or taking its table past
+/// `max_table_columns`, is a reject; one at the bound is kept; 40,000 new columns are refused
+/// (the lookup of new names is a hash, not a scan per column).
+#[test]
+fn records_past_the_width_bounds_are_rejects() {
+    let v = |n: usize, prefix: &str| {
+        let cols: Vec<String> = (0..n).map(|i| format!(r#""{prefix}{i}":{i}"#)).collect();
+        format!(
+            r#"{{"before":null,"after":{{"id":1,{}}},"source":{{"lsn":1}},"op":"c"}}"#,
+            cols.join(",")
+        )
+        .into_bytes()
+    };
+    let mut t = target("t", &[]);
+    t.width = (150, 100);
+    let d = run(
+        &t,
+        &[
+            rec("a.b.c", 0, None, &v(99, "a")),
+            rec("a.b.c", 1, None, &v(101, "b")),
+            rec("a.b.c", 2, None, &v(40_000, "c")),
+            rec("a.b.c", 3, None, &v(60, "d")),
+            rec("a.b.c", 4, None, &v(49, "e")),
+        ],
+        &bronze_only(),
+    );
+    // 1 + 99 new; 101 and 40,000 past the record bound; 60 more past the table's 150; 49 fit.
+    assert_eq!(d.rows, vec![0, 4], "{:?}", d.rejects);
+    assert_eq!(d.new_fields.len(), 149);
+    assert!(
+        d.rejects.iter().all(|r| r.1.contains("max_new_columns")),
+        "{:?}",
+        d.rejects
+    );
+}
+
+/// Issue 38 (5): a source time far in the future (9999) is a reject, not a version's start for
+/// good; a week of clock skew is tolerated.
+#[test]
+fn a_source_time_from_the_future_is_a_reject() {
+    let v = |ts_ms: i64| {
+        format!(
+            r#"{{"before":null,"after":{{"id":1}},"source":{{"lsn":1,"ts_ms":{ts_ms}}},"op":"c"}}"#
+        )
+        .into_bytes()
+    };
+    let now_ms = now().timestamp_millis();
+    let d = run(
+        &target("t", &[]),
+        &[
+            rec("a.b.c", 0, None, &v(253_402_300_000_000)),
+            rec("a.b.c", 1, None, &v(now_ms + 6 * 24 * 3600 * 1000)),
+            rec("a.b.c", 2, None, &v(now_ms + 8 * 24 * 3600 * 1000)),
+        ],
+        &bronze_only(),
+    );
+    assert_eq!(d.rows, vec![1], "{:?}", d.rejects);
+    assert!(
+        d.rejects[0].1.contains("more than 7 days"),
+        "{:?}",
+        d.rejects
+    );
+}

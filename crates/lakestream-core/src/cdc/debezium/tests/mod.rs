@@ -27,6 +27,7 @@ fn target(table: &str, declared: &[&str]) -> BronzeTarget {
             .collect::<std::result::Result<_, _>>()
             .unwrap(),
         declared_keys: None,
+        width: (1000, 100),
     }
 }
 

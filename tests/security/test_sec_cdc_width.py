@@ -78,3 +78,20 @@ def test_json_lines_adding_a_key_per_line_stop_at_the_table_bound(lake, tmp_path
     assert sorted(int(r["id"]) for r in landed) == list(range(49))
     letters = rows(lake, "dead_letters")
     assert len(letters) == 151 and all("max_table_columns" in r["error"] for r in letters), letters[:2]
+
+
+def test_a_record_keyed_by_other_fields_never_rekeys_the_table(lake, tmp_path):
+    """Issue 38 (6): the table's keys are fixed at creation (here by the first record key,
+    `{"id"}`); a later record keyed `{"country"}` is a dead letter instead of re-keying the table
+    (which merged every person of a country into one silver row)."""
+    lake.config.write_text(lake.config.read_text() + FAMILY)
+    people = [record(i, {"id": i, "country": "NL"}) for i in range(3)]
+    invoke_msk(lake, tmp_path / "people.json", people)
+    forged = record(3, {"id": 99, "country": "NL"})
+    forged["key"] = base64.b64encode(json.dumps({"country": "NL"}).encode()).decode()
+    invoke_msk(lake, tmp_path / "forged.json", [forged, record(4, {"id": 4, "country": "NL"})])
+    assert sorted(r["id"] for r in rows(lake, "bronze/crm/public/people")) == [0, 1, 2, 4]
+    letters = [r for r in rows(lake, "dead_letters") if r.get("topic") == "crm.public.people"]
+    assert [r["offset"] for r in letters] == [3] and "the table's keys are [id]" in letters[0]["error"], letters
+    lake.cli("refine")
+    assert sorted(r["id"] for r in rows(lake, "silver/crm/public/people")) == [0, 1, 2, 4]

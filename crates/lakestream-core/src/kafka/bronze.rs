@@ -102,10 +102,11 @@ pub(super) fn decode_bronze(
     records: &[SourceRecord],
     todo: &[usize],
     schema: &SchemaRef,
+    table_keys: Option<&[String]>,
     now: DateTime<Utc>,
 ) -> Result<(Decoded, Properties, Option<String>)> {
     let recs: Vec<&SourceRecord> = todo.iter().filter_map(|&i| records.get(i)).collect();
-    let d = decode(target, &recs, schema, now)?;
+    let d = decode(target, &recs, schema, table_keys, now)?;
     let properties = target.properties(&d.keys);
     let type_change = d.type_changes.first().cloned();
     Ok((

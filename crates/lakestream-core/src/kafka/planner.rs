@@ -161,8 +161,15 @@ impl<'a> TopicPlanner<'a> {
                 todo.push(i);
             }
         }
+        let keys: Option<Vec<String>> = state.properties.get(bronze::KEYS_PROPERTY).map(|k| {
+            k.split(',')
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(str::to_string)
+                .collect()
+        });
         let mut decoded = match self.cdc.clone() {
-            Some(target) => self.decode_cdc(&target, &schema, &todo)?,
+            Some(target) => self.decode_cdc(&target, &schema, keys.as_deref(), &todo)?,
             None => self.decode_json(&schema, &todo)?,
         };
         self.unknown_ignored = decoded.unknown_fields_ignored;
@@ -242,10 +249,17 @@ impl<'a> TopicPlanner<'a> {
         &mut self,
         target: &BronzeTarget,
         schema: &SchemaRef,
+        keys: Option<&[String]>,
         todo: &[usize],
     ) -> Result<Decoded> {
-        let (decoded, properties, type_change) =
-            decode_bronze(target, self.records, todo, schema, self.processing_time)?;
+        let (decoded, properties, type_change) = decode_bronze(
+            target,
+            self.records,
+            todo,
+            schema,
+            keys,
+            self.processing_time,
+        )?;
         self.properties = properties;
         // Sticky across attempts: a later attempt skips the records already dead-lettered,
         // and with them the type change they showed.

@@ -147,13 +147,24 @@ type Good<'a> = (
 );
 
 /// Decode `records` (of one source table) against `table`, the bronze table's schema (the
-/// bronze columns for a new table); `ingested_at` fills `__ingested_at`.
+/// bronze columns for a new table) and `table_keys`, its key property (`None` for a new
+/// table); `ingested_at` fills `__ingested_at`.
+///
+/// Keys are fixed when the table is created: the declared keys, else the first record key's
+/// fields. Without declared keys, a record whose key names other fields is a reject: one
+/// record must not re-key the table (a first key `{"country"}` would merge every person of a
+/// country into one silver row).
 pub fn decode(
     target: &BronzeTarget,
     records: &[&SourceRecord],
     table: &Schema,
+    table_keys: Option<&[String]>,
     ingested_at: DateTime<Utc>,
 ) -> Result<DecodedBronze> {
+    let mut expected_keys: Option<Vec<String>> = match target.declared_keys {
+        Some(_) => None,
+        None => table_keys.filter(|k| !k.is_empty()).map(sorted),
+    };
     let meta: HashSet<String> = bronze::ALL.iter().map(|c| c.to_lowercase()).collect();
     let mut cols: Vec<(String, DataType)> = table
         .fields()
@@ -187,6 +198,27 @@ pub fn decode(
                 continue;
             }
         };
+        if target.declared_keys.is_none() && !change.key_fields.is_empty() {
+            let fields = sorted(&change.key_fields);
+            match &expected_keys {
+                None => expected_keys = Some(fields),
+                Some(keys) if *keys != fields => {
+                    rejects.push((
+                        j,
+                        format!(
+                            "the record key names [{}], the table's keys are [{}] (fixed when its \
+                             bronze table was created); declare the keys in `cdc.<family>.keys` \
+                             if the source table has none, or rebuild the table if its primary key \
+                             changed (README \"CDC over a table's life\")",
+                            fields.join(", "),
+                            keys.join(", ")
+                        ),
+                    ));
+                    continue;
+                }
+                Some(_) => {}
+            }
+        }
         // A commit time from the future is data, not a clock: it would rank and date versions
         // (and prove a position restart) for good. A week of skew is tolerated.
         if change.source_ts.is_some_and(|ts| ts > latest_source_us) {
@@ -245,6 +277,13 @@ pub fn decode(
         keys,
         type_changes,
     })
+}
+
+/// Key field names, sorted (a key's identity, whatever order its schema lists them in).
+fn sorted(keys: &[String]) -> Vec<String> {
+    let mut k = keys.to_vec();
+    k.sort();
+    k
 }
 
 /// How far after its ingestion a change's source time may be (7 days, in µs).

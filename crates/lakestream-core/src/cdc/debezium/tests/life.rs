@@ -187,3 +187,37 @@ fn a_source_time_from_the_future_is_a_reject() {
         d.rejects
     );
 }
+
+/// Issue 38 (6): a table's keys are fixed when it is created. A record whose key names other
+/// fields than the table's (or, in a new table's first batch, than its first key) is a reject,
+/// never a re-keying: a forged key `{"country"}` must not merge people into one row.
+#[test]
+fn a_record_keyed_by_other_fields_is_a_reject() {
+    let v = br#"{"before":null,"after":{"id":1,"country":"NL"},"source":{"lsn":1},"op":"c"}"#;
+    let by_id = Some(&br#"{"id":1}"#[..]);
+    let by_country = Some(&br#"{"country":"NL"}"#[..]);
+    let t = target("t", &[]);
+    let refs = [
+        rec("a.b.c", 0, by_id, v),
+        rec("a.b.c", 1, by_country, v),
+        rec("a.b.c", 2, by_id, v),
+    ];
+    let recs: Vec<&SourceRecord> = refs.iter().collect();
+    // A new table: the first key wins, the other is refused.
+    let d = decode(&t, &recs, &bronze_only(), None, now()).unwrap();
+    assert_eq!(d.rows, vec![0, 2], "{:?}", d.rejects);
+    assert!(
+        d.rejects[0].1.contains("the table's keys are [id]"),
+        "{:?}",
+        d.rejects
+    );
+    // An existing table keyed by `id`: a batch starting with the forged key keeps `id`.
+    let later: Vec<&SourceRecord> = refs[1..].iter().collect();
+    let d = decode(&t, &later, &bronze_only(), Some(&["id".to_string()]), now()).unwrap();
+    assert_eq!(d.rows, vec![1], "{:?}", d.rejects);
+    // Declared keys (a table without a primary key): the record key is not compared.
+    let mut declared = target("t", &[]);
+    declared.declared_keys = Some(vec!["id".into()]);
+    let d = decode(&declared, &recs, &bronze_only(), None, now()).unwrap();
+    assert_eq!(d.rows, vec![0, 1, 2]);
+}

@@ -51,7 +51,7 @@ fn bronze_only() -> Schema {
 
 fn run(t: &BronzeTarget, recs: &[SourceRecord], table: &Schema) -> DecodedBronze {
     let refs: Vec<&SourceRecord> = recs.iter().collect();
-    decode(t, &refs, table, now()).unwrap()
+    decode(t, &refs, table, None, now()).unwrap()
 }
 
 fn texts(b: &RecordBatch, col: &str) -> Vec<Option<String>> {

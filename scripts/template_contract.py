@@ -80,6 +80,9 @@ RULES = {
     "CATALOG-SCOPE": "the function that syncs the Glue catalog (LAKESTREAM_CATALOG_DATABASE) may make "
     "every call the sync makes on that database and its tables, and no Glue call on another "
     "database; no other function has any Glue permission",
+    "REFINE-SENDERS": "the refine notices queue's policy denies sqs:SendMessage to every principal "
+    "but the ingest functions' roles (a forged notice runs jobs and publishes their metrics) and "
+    "denies requests without TLS",
     "FAILED-BATCHES-WRITERS": "the bucket Kafka mappings send failed batches to denies s3:PutObject to "
     "every principal but the consuming function's role (lakestream redrive turns its objects into lake "
     "rows)",
@@ -715,6 +718,7 @@ def _check_refine_notices(resources: dict[str, Any]) -> list[str]:
         if owner and (":kafka:" in arn or arn in s3_fed):
             ingest.add(owner[0])
     refine_fns = set()
+    senders: dict[str, set[str]] = {}
     for fn in sorted(ingest):
         env = resources[fn]["Properties"].get("Environment", {}).get("Variables", {})
         url = str(env.get("LAKESTREAM_REFINE_QUEUE_URL", ""))
@@ -729,6 +733,7 @@ def _check_refine_notices(resources: dict[str, Any]) -> list[str]:
         role = function_role(resources, f"{fn.lower()}-physical-id")
         if role is None or not allows(role_statements(role[1]), "sqs:SendMessage", arn):
             findings.append(f"REFINE-NOTICES {fn}: role cannot sqs:SendMessage to {queue}")
+        senders.setdefault(arn, set()).add(str(resources[fn]["Properties"].get("Role", "")))
         consumers = [
             e["Properties"] for e in resources.values()
             if e["Type"] == "AWS::Lambda::EventSourceMapping" and e["Properties"].get("EventSourceArn") == arn
@@ -745,6 +750,7 @@ def _check_refine_notices(resources: dict[str, Any]) -> list[str]:
             timeout = int(resources[owner[0]]["Properties"].get("Timeout", 3))
             if int(qprops.get("VisibilityTimeout", 30)) < timeout:
                 findings.append(f"REFINE-NOTICES {queue}: VisibilityTimeout below {owner[0]}'s timeout {timeout}")
+    findings += _refine_senders(resources, senders)
     scheduled = {
         owner[0]
         for r in resources.values()
@@ -764,6 +770,39 @@ def _check_refine_notices(resources: dict[str, Any]) -> list[str]:
     )
     if refine_fns and not alarmed:
         findings.append("FRESHNESS-ALARM RefineFunction: no alarm on Lakestream JobsBehindTarget (Function=refine) treating missing data as breaching")
+    return findings
+
+
+def _refine_senders(resources: dict[str, Any], senders: dict[str, set[str]]) -> list[str]:
+    """REFINE-SENDERS: each refine notices queue (by ARN, with the roles of the functions that
+    send to it) has a queue policy that denies sqs:SendMessage to every principal whose
+    aws:PrincipalArn is not one of exactly those roles, and denies requests without TLS."""
+    findings = []
+    for arn, roles in sorted(senders.items()):
+        statements = [
+            st
+            for r in resources.values()
+            if r["Type"] == "AWS::SQS::QueuePolicy"
+            for st in _listify(r["Properties"].get("PolicyDocument", {}).get("Statement", []))
+            if arn in _listify(st.get("Resource", []))
+        ]
+        only_senders = tls = False
+        for st in statements:
+            if st.get("Effect") != "Deny" or st.get("Principal") not in ("*", {"AWS": "*"}):
+                continue
+            actions = _listify(st.get("Action", []))
+            cond = st.get("Condition", {})
+            allowed = {str(v) for op in ("ArnNotEquals", "ArnNotLike")
+                       for v in _listify(cond.get(op, {}).get("aws:PrincipalArn", []))}
+            only_senders |= (any(fnmatch.fnmatchcase("sqs:SendMessage", a) for a in actions)
+                             and allowed == roles)
+            tls |= str(cond.get("Bool", {}).get("aws:SecureTransport")).lower() == "false"
+        queue = arn.rsplit(":", 1)[-1]
+        if not only_senders:
+            findings.append(f"REFINE-SENDERS {queue}: no Deny of sqs:SendMessage for principals other than "
+                            f"the ingest functions' roles ({', '.join(sorted(roles))})")
+        if not tls:
+            findings.append(f"REFINE-SENDERS {queue}: no Deny of requests without TLS")
     return findings
 
 

@@ -157,6 +157,13 @@ MUTATIONS = [
      "            - Sid: RefineNoticesQueue\n              Effect: Allow\n              Action:\n"),
     ("REFINE-NOTICES", "      VisibilityTimeout: !Ref RefineTimeout\n", "      VisibilityTimeout: 30\n"),
     ("FRESHNESS-ALARM", "      MetricName: JobsBehindTarget\n", "      MetricName: JobsFailed\n"),
+    # Issue 38 (10): only the ingest functions send refine notices; TLS only.
+    ("REFINE-SENDERS", "aws:PrincipalArn: [!GetAtt MskIngestFunctionRole.Arn, !GetAtt LogIngestFunctionRole.Arn]",
+     "aws:PrincipalArn: [!GetAtt MskIngestFunctionRole.Arn, !GetAtt RefineFunctionRole.Arn]"),
+    ("REFINE-SENDERS", "          - Sid: OnlyTheIngestFunctionsSend\n            Effect: Deny",
+     "          - Sid: OnlyTheIngestFunctionsSend\n            Effect: Allow"),
+    ("REFINE-SENDERS", '            Action: "sqs:*"\n            Resource: !GetAtt RefineNoticesQueue.Arn\n            Condition:\n              Bool: {"aws:SecureTransport": "false"}',
+     '            Action: "sqs:*"\n            Resource: !GetAtt RefineNoticesQueue.Arn\n            Condition:\n              Bool: {"aws:SecureTransport": "true"}'),
     ("CATALOG-SCOPE", ":table/${CatalogDatabase}/*\"\n", ":table/*\"\n"),
     ("CATALOG-SCOPE", "                - glue:BatchCreatePartition\n", ""),
     ("CATALOG-SCOPE", "          LAKESTREAM_CATALOG_DATABASE: !Ref CatalogDatabase\n", ""),

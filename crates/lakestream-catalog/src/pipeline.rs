@@ -5,9 +5,11 @@
 
 use crate::catalog::Catalog;
 use crate::error::Result;
-use crate::sync::{SyncOptions, TableSync, catalog_names, ensure_database, sync_table};
+use crate::sync::{
+    SyncOptions, TableSync, catalog_name, catalog_names, ensure_database, sync_table,
+};
 use lakestream_core::Lake;
-use lakestream_formats::config::PipelineConfig;
+use lakestream_formats::config::{CatalogForm, PipelineConfig};
 
 /// One table's outcome.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -60,6 +62,24 @@ impl SyncReport {
     }
 }
 
+/// Of tables colliding on one catalog name, the one the catalog already holds under it (its
+/// owner property) keeps it: a new table differing only in case never freezes the sync of
+/// the table that owns the name. The newcomer fails, naming the collision.
+async fn owner_keeps_its_name(
+    catalog: &dyn Catalog,
+    config: &PipelineConfig,
+    database: &str,
+    table: &str,
+) -> Result<Option<(String, CatalogForm)>> {
+    let Some((name, form)) = catalog_name(&config.catalog, table) else {
+        return Ok(None);
+    };
+    let owner = catalog.get_table(database, &name).await?;
+    Ok(owner
+        .filter(|t| t.owner() == Some(table))
+        .map(|_| (name, form)))
+}
+
 /// Sync every table of `config` that `[catalog]` selects into `database`.
 pub async fn sync_pipeline(
     catalog: &dyn Catalog,
@@ -76,6 +96,12 @@ pub async fn sync_pipeline(
     let database_created = ensure_database(catalog, database, opts.dry_run).await?;
     let mut out = Vec::new();
     for (table, named) in catalog_names(&config.catalog, &tables) {
+        let named = match named {
+            Err(collision) => owner_keeps_its_name(catalog, config, database, &table)
+                .await?
+                .ok_or(collision),
+            ok => ok,
+        };
         let result = match named {
             Err(e) => Outcome::Failed {
                 error: e,

@@ -278,6 +278,17 @@ async fn sync_partitions(
 /// The catalog name of each of `tables` that `config` registers, with its form: the
 /// `[catalog.names]` entry, else the Athena name (`raw/order` -> `raw_order`); two tables with
 /// one name each get an error naming the other (register neither rather than the wrong one).
+/// The catalog name and form `config` gives lake table `table`, if it selects it.
+pub fn catalog_name(config: &CatalogConfig, table: &str) -> Option<(String, CatalogForm)> {
+    let form = config.form_of(table)?;
+    let name = config
+        .names
+        .get(table.trim_matches('/'))
+        .cloned()
+        .unwrap_or_else(|| lakestream_core::inspect::ddl::athena_name(table));
+    Some((name, form))
+}
+
 pub fn catalog_names(
     config: &CatalogConfig,
     tables: &[String],
@@ -285,12 +296,7 @@ pub fn catalog_names(
     let chosen: Vec<(&String, String, CatalogForm)> = tables
         .iter()
         .filter_map(|t| {
-            let form = config.form_of(t)?;
-            let name = config
-                .names
-                .get(t.trim_matches('/'))
-                .cloned()
-                .unwrap_or_else(|| lakestream_core::inspect::ddl::athena_name(t));
+            let (name, form) = catalog_name(config, t)?;
             Some((t, name, form))
         })
         .collect();

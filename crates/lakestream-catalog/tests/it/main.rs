@@ -198,3 +198,42 @@ async fn a_foreign_table_is_left_alone_and_a_hand_made_one_at_the_location_adopt
     assert!(adopted.columns.len() > 1);
     Ok(())
 }
+
+/// Issue 38 (12): a new table whose catalog name collides with one already registered (a table
+/// name differing only in case) fails alone; the table that owns the name keeps syncing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collision_never_freezes_the_table_that_owns_the_name() -> anyhow::Result<()> {
+    let mut t = lake_with_orders(lakestream_testkit::Backend::Fs, 1).await?;
+    let lake = t.lake()?;
+    let catalog = MemoryCatalog::default();
+    let first = sync_pipeline(&catalog, &lake, &t.config, "db", &opts(1000)).await?;
+    assert_eq!(first.failures(), None);
+    let mut twin = t.config.topics[0].clone();
+    assert_eq!(twin.table, "raw/order");
+    twin.topic = "orders-twin".into();
+    twin.table = "Raw/Order".into();
+    t.config.topics.push(twin);
+    let report = sync_pipeline(&catalog, &lake, &t.config, "db", &opts(1000)).await?;
+    let outcome = |table: &str| {
+        report
+            .tables
+            .iter()
+            .find(|o| o.table == table)
+            .map(|o| o.result.clone())
+    };
+    assert!(
+        matches!(outcome("raw/order"), Some(Outcome::Synced(_))),
+        "{:?}",
+        outcome("raw/order")
+    );
+    match outcome("Raw/Order") {
+        Some(Outcome::Failed { error, .. }) => {
+            assert!(
+                error.contains("both have the catalog name `raw_order`"),
+                "{error}"
+            )
+        }
+        other => panic!("the newcomer was not refused: {other:?}"),
+    }
+    Ok(())
+}

@@ -275,9 +275,6 @@ async fn sync_partitions(
     Ok(())
 }
 
-/// The catalog name of each of `tables` that `config` registers, with its form: the
-/// `[catalog.names]` entry, else the Athena name (`raw/order` -> `raw_order`); two tables with
-/// one name each get an error naming the other (register neither rather than the wrong one).
 /// The catalog name and form `config` gives lake table `table`, if it selects it.
 pub fn catalog_name(config: &CatalogConfig, table: &str) -> Option<(String, CatalogForm)> {
     let form = config.form_of(table)?;
@@ -289,6 +286,10 @@ pub fn catalog_name(config: &CatalogConfig, table: &str) -> Option<(String, Cata
     Some((name, form))
 }
 
+/// The catalog name of each of `tables` that `config` registers, with its form: the
+/// `[catalog.names]` entry, else the Athena name (`raw/order` -> `raw_order`); two tables with
+/// one name each get an error naming the other (the pipeline sync lets the one the catalog already
+/// holds under the name keep it).
 pub fn catalog_names(
     config: &CatalogConfig,
     tables: &[String],

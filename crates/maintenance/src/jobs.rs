@@ -6,7 +6,7 @@ use lakestream_core::maintenance::{
     CompactOptions, Reader, VacuumOptions, checkpoint, compact, manifest, vacuum,
 };
 use lakestream_core::{Clock, Lake};
-use lakestream_lambda::telemetry::{Metric, emf_line};
+use lakestream_lambda::telemetry::{Metric, emf_line, emf_record};
 use std::sync::Arc;
 
 /// Run `req`'s job on `table`; `readers` are the refine jobs reading it (vacuum and log cleanup
@@ -69,35 +69,62 @@ fn json<T: serde::Serialize>(
     }
 }
 
-/// The EMF line of one job on one table.
-pub fn metrics_line(
+/// The values of one job on one table (FilesBefore, ..., DurationMs).
+pub fn table_values(report: &serde_json::Value, duration_ms: u64) -> [Metric; 7] {
+    let n = |k: &str| report.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
+    let files_vacuumed = report
+        .get("files")
+        .and_then(|f| f.as_array())
+        .map_or(0.0, |a| a.len() as f64);
+    [
+        Metric::new("FilesBefore", "Count", n("files_before")),
+        Metric::new("FilesAfter", "Count", n("files_after")),
+        Metric::new("BytesRewritten", "Bytes", n("bytes_rewritten")),
+        Metric::new("FilesVacuumed", "Count", files_vacuumed),
+        Metric::new("BytesVacuumed", "Bytes", n("bytes")),
+        Metric::new("ManifestsWritten", "Count", n("written")),
+        Metric::new("DurationMs", "Milliseconds", duration_ms as f64),
+    ]
+}
+
+/// The log line of one job on one table: its values as searchable properties, not metrics
+/// (a metric per table would cost a custom metric per table and value: ~$4 a table a month).
+pub fn table_line(
     job: Job,
     table: &str,
     report: &serde_json::Value,
     duration_ms: u64,
     ts: i64,
 ) -> String {
-    let n = |k: &str| report.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
-    let files_vacuumed = report
-        .get("files")
-        .and_then(|f| f.as_array())
-        .map_or(0.0, |a| a.len() as f64);
-    emf_line(
+    emf_record(
         "Lakestream",
         &[
             ("Function", "maintenance"),
             ("Job", job.name()),
             ("Table", table),
         ],
-        &[
-            Metric::new("FilesBefore", "Count", n("files_before")),
-            Metric::new("FilesAfter", "Count", n("files_after")),
-            Metric::new("BytesRewritten", "Bytes", n("bytes_rewritten")),
-            Metric::new("FilesVacuumed", "Count", files_vacuumed),
-            Metric::new("BytesVacuumed", "Bytes", n("bytes")),
-            Metric::new("ManifestsWritten", "Count", n("written")),
-            Metric::new("DurationMs", "Milliseconds", duration_ms as f64),
-        ],
+        &[],
+        &table_values(report, duration_ms),
+        ts,
+    )
+}
+
+/// The EMF line of one job over every table it ran on: the values summed, and `Tables`; the
+/// custom metrics are per job (dimensions `Function`, `Job`), a fixed count however many
+/// tables the lake has.
+pub fn job_line(job: Job, tables: &[[Metric; 7]], ts: i64) -> String {
+    let mut sums = table_values(&serde_json::Value::Null, 0);
+    for t in tables {
+        for (s, v) in sums.iter_mut().zip(t) {
+            s.value += v.value;
+        }
+    }
+    let mut metrics: Vec<Metric> = sums.into();
+    metrics.push(Metric::new("Tables", "Count", tables.len() as f64));
+    emf_line(
+        "Lakestream",
+        &[("Function", "maintenance"), ("Job", job.name())],
+        &metrics,
         ts,
     )
 }

@@ -12,7 +12,7 @@ mod catalog;
 mod jobs;
 pub mod request;
 
-pub use jobs::metrics_line;
+pub use jobs::{job_line, table_line};
 pub use request::{Job, JobSpec, OptimizeOptions, Request};
 
 use lakestream_core::maintenance::{Readers, refine_readers};
@@ -94,23 +94,31 @@ pub struct MaintenanceResponse {
 }
 
 impl MaintenanceResponse {
-    /// The CloudWatch EMF lines, one per table the job ran on successfully
-    /// (`\n`-separated).
+    /// The log lines (`\n`-separated): one per table the job ran on successfully, its values
+    /// as properties (logged, not billed), then one EMF line per job with the values summed
+    /// over those tables (the custom metrics: per job, not per table).
     pub fn metrics_line(&self) -> String {
-        self.results
-            .iter()
-            .filter_map(|r| {
-                let (report, ran) = (r.outcome.as_ref().ok()?, r.ran?);
-                Some(metrics_line(
-                    r.job,
-                    &r.table,
-                    report,
-                    ran.duration_ms,
-                    ran.finished_at_ms,
-                ))
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
+        let mut lines = Vec::new();
+        let mut per_job: Vec<(request::Job, Vec<_>, i64)> = Vec::new();
+        for r in &self.results {
+            let (Ok(report), Some(ran)) = (r.outcome.as_ref(), r.ran) else {
+                continue;
+            };
+            let ts = ran.finished_at_ms;
+            lines.push(table_line(r.job, &r.table, report, ran.duration_ms, ts));
+            let values = jobs::table_values(report, ran.duration_ms);
+            match per_job.iter_mut().find(|(j, _, _)| *j == r.job) {
+                Some((_, v, at)) => {
+                    v.push(values);
+                    *at = (*at).max(ts);
+                }
+                None => per_job.push((r.job, vec![values], ts)),
+            }
+        }
+        for (job, values, ts) in per_job {
+            lines.push(job_line(job, &values, ts));
+        }
+        lines.join("\n")
     }
 
     /// The failed tables as one error, or `None` when every table succeeded.

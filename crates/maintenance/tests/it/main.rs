@@ -199,18 +199,29 @@ async fn handler_with_the_sample_input() -> anyhow::Result<()> {
     let json = serde_json::to_value(&response)?;
     assert_eq!(json[0]["table"], "raw/order", "{json}");
     assert_eq!(json[0]["outcome"]["Ok"]["files_after"], 1, "{json}");
-    let metrics: serde_json::Value = serde_json::from_str(&response.metrics_line())?;
+    // Per table a log line (values as properties, no custom metric); per job one EMF line
+    // summing them (issue 38: the custom metrics do not grow with the tables).
+    let lines: Vec<serde_json::Value> = response
+        .metrics_line()
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let (table, job) = (&lines[0], &lines[1]);
     assert_eq!(
-        (
-            &metrics["Table"],
-            &metrics["FilesBefore"],
-            &metrics["FilesAfter"]
-        ),
+        (&table["Table"], &table["FilesBefore"], &table["FilesAfter"]),
         (
             &serde_json::json!("raw/order"),
             &serde_json::json!(6.0),
             &serde_json::json!(1.0)
         )
+    );
+    assert!(table.get("_aws").is_none(), "a per-table metric: {table}");
+    let dims = &job["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0];
+    assert_eq!(dims, &serde_json::json!(["Function", "Job"]), "{job}");
+    assert_eq!(
+        (&job["FilesBefore"], &job["Tables"], job.get("Table")),
+        (&serde_json::json!(6.0), &serde_json::json!(1.0), None)
     );
     // A table name that is not a table fails that table's job, and so the invocation.
     let bad = serde_json::json!({"job": "checkpoint", "tables": ["../outside"]});

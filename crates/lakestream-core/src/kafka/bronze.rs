@@ -102,12 +102,12 @@ pub(super) fn decode_bronze(
     records: &[SourceRecord],
     todo: &[usize],
     schema: &SchemaRef,
-    table_keys: Option<&[String]>,
+    table: (Option<&[String]>, Option<&str>),
     now: DateTime<Utc>,
 ) -> Result<(Decoded, Properties, Option<String>)> {
     let recs: Vec<&SourceRecord> = todo.iter().filter_map(|&i| records.get(i)).collect();
-    let d = decode(target, &recs, schema, table_keys, now)?;
-    let properties = target.properties(&d.keys);
+    let d = decode(target, &recs, schema, table, now)?;
+    let properties = target.properties(&d.keys, d.position_kind.as_deref());
     let type_change = d.type_changes.first().cloned();
     Ok((
         Decoded {

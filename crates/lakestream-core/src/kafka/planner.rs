@@ -169,7 +169,13 @@ impl<'a> TopicPlanner<'a> {
                 .collect()
         });
         let mut decoded = match self.cdc.clone() {
-            Some(target) => self.decode_cdc(&target, &schema, keys.as_deref(), &todo)?,
+            Some(target) => {
+                let positions = state
+                    .properties
+                    .get(bronze::POSITIONS_PROPERTY)
+                    .map(String::as_str);
+                self.decode_cdc(&target, &schema, (keys.as_deref(), positions), &todo)?
+            }
             None => self.decode_json(&schema, &todo)?,
         };
         self.unknown_ignored = decoded.unknown_fields_ignored;
@@ -249,7 +255,7 @@ impl<'a> TopicPlanner<'a> {
         &mut self,
         target: &BronzeTarget,
         schema: &SchemaRef,
-        keys: Option<&[String]>,
+        table: (Option<&[String]>, Option<&str>),
         todo: &[usize],
     ) -> Result<Decoded> {
         let (decoded, properties, type_change) = decode_bronze(
@@ -257,7 +263,7 @@ impl<'a> TopicPlanner<'a> {
             self.records,
             todo,
             schema,
-            keys,
+            table,
             self.processing_time,
         )?;
         self.properties = properties;

@@ -21,6 +21,9 @@ pub(super) struct Change {
     pub key: Option<String>,
     /// The key's field names (the key schema's order when wrapped).
     pub key_fields: Vec<String>,
+    /// Which source field ordered the change (`commit_lsn`, `file`, `lsn`, `scn`, `ts_ms`;
+    /// empty for a tombstone): one topic's changes must all have the same kind to compare.
+    pub position_kind: &'static str,
     /// The row image (`after`; `before` for a delete; empty for a truncate), in the schema's
     /// field order when wrapped, else by name.
     pub row: Vec<(String, Typed)>,
@@ -76,7 +79,7 @@ pub(super) fn parse(
         Some(Value::Object(s)) => s,
         _ => return Err("the change event has no `source` block".into()),
     };
-    let (position, names_one_change) = position(source)?;
+    let (position, names_one_change, position_kind) = position(source)?;
     if offset < 0 {
         return Err(format!("Kafka offset {offset} is negative"));
     }
@@ -131,6 +134,7 @@ pub(super) fn parse(
         source_ts,
         key,
         key_fields,
+        position_kind,
         row,
     })
 }
@@ -174,6 +178,7 @@ pub(super) fn tombstone(
         source_ts,
         key,
         key_fields,
+        position_kind: "",
         row,
     })
 }
@@ -281,7 +286,9 @@ fn text<'a>(source: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
 /// `commit_lsn.change_lsn.event_serial_no`, MySQL `file number.pos.row`, PostgreSQL `lsn`,
 /// Oracle `scn`, else `ts_ms`; and whether it names exactly one change of a row (the first
 /// three do; an SCN can be shared by changes of one transaction, a `ts_ms` by any two).
-pub(super) fn position(source: &Map<String, Value>) -> Result<(String, bool), String> {
+pub(super) fn position(
+    source: &Map<String, Value>,
+) -> Result<(String, bool, &'static str), String> {
     if let Some(commit) = text(source, "commit_lsn") {
         // Ordering values come from the record: only SQL Server's LSN shape is accepted, so a
         // forged `~` (above every hex digit) cannot outrank, or void, every later change.
@@ -303,7 +310,11 @@ pub(super) fn position(source: &Map<String, Value>) -> Result<(String, bool), St
             .collect();
         let change = text(source, "change_lsn").unwrap_or(&zeros);
         let serial = number(source, "event_serial_no")?.unwrap_or(0);
-        return Ok((format!("{commit}.{change}.{serial:020}"), true));
+        return Ok((
+            format!("{commit}.{change}.{serial:020}"),
+            true,
+            "commit_lsn",
+        ));
     }
     if let Some(file) = text(source, "file") {
         // `mysql-bin.000003`: the number after the last `.` orders the binlog files.
@@ -314,11 +325,11 @@ pub(super) fn position(source: &Map<String, Value>) -> Result<(String, bool), St
             .ok_or_else(|| format!("source.file {file:?} has no binlog file number"))?;
         let pos = number(source, "pos")?.ok_or("source.file without source.pos")?;
         let row = number(source, "row")?.unwrap_or(0);
-        return Ok((format!("{n:010}.{pos:020}.{row:010}"), true));
+        return Ok((format!("{n:010}.{pos:020}.{row:010}"), true, "file"));
     }
     for name in ["lsn", "scn", "ts_ms"] {
         if let Some(n) = number(source, name)? {
-            return Ok((format!("{n:020}"), name == "lsn"));
+            return Ok((format!("{n:020}"), name == "lsn", name));
         }
     }
     Err(

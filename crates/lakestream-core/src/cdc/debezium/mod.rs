@@ -93,8 +93,9 @@ impl BronzeTarget {
     }
 
     /// The bronze table properties set when the table is created; `keys` are the record
-    /// key's fields (the declared keys win; no key property when neither is known).
-    pub fn properties(&self, keys: &[String]) -> Vec<(String, String)> {
+    /// key's fields (the declared keys win; no key property when neither is known), `positions`
+    /// the kind of position its changes are ordered by.
+    pub fn properties(&self, keys: &[String], positions: Option<&str>) -> Vec<(String, String)> {
         let mut p = vec![
             (bronze::FAMILY_PROPERTY.to_string(), self.family.clone()),
             (bronze::TABLE_PROPERTY.to_string(), self.table.qualified()),
@@ -102,6 +103,9 @@ impl BronzeTarget {
         let keys = self.declared_keys.as_deref().unwrap_or(keys);
         if !keys.is_empty() {
             p.push((bronze::KEYS_PROPERTY.to_string(), keys.join(",")));
+        }
+        if let Some(k) = positions {
+            p.push((bronze::POSITIONS_PROPERTY.to_string(), k.to_string()));
         }
         p
     }
@@ -121,6 +125,8 @@ pub struct DecodedBronze {
     pub new_fields: Vec<Field>,
     /// The record key's field names (of the first record with a key).
     pub keys: Vec<String>,
+    /// The kind of position the table's changes are ordered by (`lsn`, `file`, ...), if known.
+    pub position_kind: Option<String>,
     /// Source columns whose type changed (a value that does not fit the column's type, in a
     /// well-formed change): `<column>: <bronze type> -> <what came>`, no values. Their
     /// records are in `rejects`; the bronze commit records the first in
@@ -158,9 +164,12 @@ pub fn decode(
     target: &BronzeTarget,
     records: &[&SourceRecord],
     table: &Schema,
-    table_keys: Option<&[String]>,
+    (table_keys, table_positions): (Option<&[String]>, Option<&str>),
     ingested_at: DateTime<Utc>,
 ) -> Result<DecodedBronze> {
+    let mut positions: Option<String> = table_positions
+        .filter(|k| !k.is_empty())
+        .map(str::to_string);
     let mut expected_keys: Option<Vec<String>> = match target.declared_keys {
         Some(_) => None,
         None => table_keys.filter(|k| !k.is_empty()).map(sorted),
@@ -212,6 +221,25 @@ pub fn decode(
                              changed (README \"CDC over a table's life\")",
                             fields.join(", "),
                             keys.join(", ")
+                        ),
+                    ));
+                    continue;
+                }
+                Some(_) => {}
+            }
+        }
+        // One topic, one kind of position: `__seq`s of two kinds do not compare.
+        if !change.position_kind.is_empty() {
+            match &positions {
+                None => positions = Some(change.position_kind.to_string()),
+                Some(k) if k != change.position_kind => {
+                    rejects.push((
+                        j,
+                        format!(
+                            "the change is ordered by source.{}, the table's changes by \
+                             source.{k}: they cannot be compared (is another connector writing \
+                             to this topic?)",
+                            change.position_kind
                         ),
                     ));
                     continue;
@@ -275,6 +303,7 @@ pub fn decode(
             .map(|(n, dt)| Field::new(n, dt.clone(), true))
             .collect(),
         keys,
+        position_kind: positions,
         type_changes,
     })
 }

@@ -57,6 +57,9 @@ pub mod bronze {
     pub const TABLE_PROPERTY: &str = "lakestream.cdc.table";
     /// Key columns, comma separated (from the Debezium record key or the config).
     pub const KEYS_PROPERTY: &str = "lakestream.cdc.keys";
+    /// Bronze property: the source field a Debezium table's changes are ordered by (`lsn`,
+    /// `file`, `commit_lsn`, `scn`, `ts_ms`), fixed when the table is created.
+    pub const POSITIONS_PROPERTY: &str = "lakestream.cdc.positions";
     /// Set by the bronze commit that dead-letters a change whose value does not fit its
     /// column's type (the source column changed type): `<column>: <bronze type> -> <what
     /// came>`. The table's apply job stops while it is set (README "CDC: schema changes").

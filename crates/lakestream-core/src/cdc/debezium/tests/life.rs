@@ -204,7 +204,7 @@ fn a_record_keyed_by_other_fields_is_a_reject() {
     ];
     let recs: Vec<&SourceRecord> = refs.iter().collect();
     // A new table: the first key wins, the other is refused.
-    let d = decode(&t, &recs, &bronze_only(), None, now()).unwrap();
+    let d = decode(&t, &recs, &bronze_only(), (None, None), now()).unwrap();
     assert_eq!(d.rows, vec![0, 2], "{:?}", d.rejects);
     assert!(
         d.rejects[0].1.contains("the table's keys are [id]"),
@@ -213,11 +213,59 @@ fn a_record_keyed_by_other_fields_is_a_reject() {
     );
     // An existing table keyed by `id`: a batch starting with the forged key keeps `id`.
     let later: Vec<&SourceRecord> = refs[1..].iter().collect();
-    let d = decode(&t, &later, &bronze_only(), Some(&["id".to_string()]), now()).unwrap();
+    let d = decode(
+        &t,
+        &later,
+        &bronze_only(),
+        (Some(&["id".to_string()]), None),
+        now(),
+    )
+    .unwrap();
     assert_eq!(d.rows, vec![1], "{:?}", d.rejects);
     // Declared keys (a table without a primary key): the record key is not compared.
     let mut declared = target("t", &[]);
     declared.declared_keys = Some(vec!["id".into()]);
-    let d = decode(&declared, &recs, &bronze_only(), None, now()).unwrap();
+    let d = decode(&declared, &recs, &bronze_only(), (None, None), now()).unwrap();
     assert_eq!(d.rows, vec![0, 1, 2]);
+}
+
+/// Issue 38 (5): a topic's position kind cannot change: a change ordered by `ts_ms` in a table
+/// ordered by `lsn` (another connector, or a forged record) is a reject, not a `__seq` that
+/// compares with the others by accident.
+#[test]
+fn a_change_of_position_kind_is_a_reject() {
+    let v = |source: &str| {
+        format!(r#"{{"before":null,"after":{{"id":1}},"source":{source},"op":"c"}}"#).into_bytes()
+    };
+    let refs = [
+        rec("a.b.c", 0, None, &v(r#"{"lsn":5}"#)),
+        rec("a.b.c", 1, None, &v(r#"{"ts_ms":1764547200000}"#)),
+        rec("a.b.c", 2, None, &v(r#"{"lsn":6}"#)),
+    ];
+    let recs: Vec<&SourceRecord> = refs.iter().collect();
+    let d = decode(
+        &target("t", &[]),
+        &recs,
+        &bronze_only(),
+        (None, None),
+        now(),
+    )
+    .unwrap();
+    assert_eq!(d.rows, vec![0, 2], "{:?}", d.rejects);
+    assert!(
+        d.rejects[0]
+            .1
+            .contains("ordered by source.ts_ms, the table's changes by source.lsn")
+    );
+    assert_eq!(d.position_kind.as_deref(), Some("lsn"));
+    // A table created ordered by `file` (MySQL) refuses `lsn` from its first record on.
+    let d = decode(
+        &target("t", &[]),
+        &recs[..1],
+        &bronze_only(),
+        (None, Some("file")),
+        now(),
+    )
+    .unwrap();
+    assert_eq!(d.rows, Vec::<usize>::new());
 }

@@ -161,19 +161,9 @@ impl<'a> TopicPlanner<'a> {
                 todo.push(i);
             }
         }
-        let keys: Option<Vec<String>> = state.properties.get(bronze::KEYS_PROPERTY).map(|k| {
-            k.split(',')
-                .map(str::trim)
-                .filter(|k| !k.is_empty())
-                .map(str::to_string)
-                .collect()
-        });
         let mut decoded = match self.cdc.clone() {
             Some(target) => {
-                let positions = state
-                    .properties
-                    .get(bronze::POSITIONS_PROPERTY)
-                    .map(String::as_str);
+                let (keys, positions) = fixed_by_table(state);
                 self.decode_cdc(&target, &schema, (keys.as_deref(), positions), &todo)?
             }
             None => self.decode_json(&schema, &todo)?,
@@ -418,4 +408,21 @@ impl Planner for TopicPlanner<'_> {
         }
         Ok(self.plan.as_ref().map(|p| Planned::clone(&p.planned)))
     }
+}
+
+/// What a CDC bronze table's properties fix about its records: its keys and the kind of
+/// position its changes are ordered by (`None` for a table that does not exist yet).
+fn fixed_by_table(state: &TableState) -> (Option<Vec<String>>, Option<&str>) {
+    let keys = state.properties.get(bronze::KEYS_PROPERTY).map(|k| {
+        k.split(',')
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .map(str::to_string)
+            .collect()
+    });
+    let positions = state
+        .properties
+        .get(bronze::POSITIONS_PROPERTY)
+        .map(String::as_str);
+    (keys, positions)
 }

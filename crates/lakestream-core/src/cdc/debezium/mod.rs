@@ -16,6 +16,7 @@
 
 mod columns;
 mod envelope;
+mod guard;
 #[cfg(test)]
 mod tests;
 mod types;
@@ -29,6 +30,7 @@ use deltalake::arrow::array::{
 };
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use deltalake::arrow::record_batch::RecordBatch;
+use guard::TableGuard;
 use lakestream_formats::config::{CdcColumn, CdcFamily, CdcLimits, FamilyTable, bronze};
 use lakestream_formats::record::{RecordValue, SourceRecord};
 use std::collections::{HashMap, HashSet};
@@ -167,13 +169,7 @@ pub fn decode(
     (table_keys, table_positions): (Option<&[String]>, Option<&str>),
     ingested_at: DateTime<Utc>,
 ) -> Result<DecodedBronze> {
-    let mut positions: Option<String> = table_positions
-        .filter(|k| !k.is_empty())
-        .map(str::to_string);
-    let mut expected_keys: Option<Vec<String>> = match target.declared_keys {
-        Some(_) => None,
-        None => table_keys.filter(|k| !k.is_empty()).map(sorted),
-    };
+    let mut guard = TableGuard::new(target, (table_keys, table_positions), ingested_at);
     let meta: HashSet<String> = bronze::ALL.iter().map(|c| c.to_lowercase()).collect();
     let mut cols: Vec<(String, DataType)> = table
         .fields()
@@ -190,7 +186,6 @@ pub fn decode(
     let mut rejects = Vec::new();
     let mut type_changes: Vec<String> = Vec::new();
     let mut good: Vec<Good<'_>> = Vec::with_capacity(records.len());
-    let latest_source_us = ingested_at.timestamp_micros() + MAX_SOURCE_SKEW_US;
     for (j, r) in records.iter().enumerate() {
         let parsed = match (&r.value, &key_bytes(r)) {
             (RecordValue::Bytes(v), Ok(k)) => envelope::parse(*k, v, r.offset, &target.declared),
@@ -207,55 +202,8 @@ pub fn decode(
                 continue;
             }
         };
-        if target.declared_keys.is_none() && !change.key_fields.is_empty() {
-            let fields = sorted(&change.key_fields);
-            match &expected_keys {
-                None => expected_keys = Some(fields),
-                Some(keys) if *keys != fields => {
-                    rejects.push((
-                        j,
-                        format!(
-                            "the record key names [{}], the table's keys are [{}] (fixed when its \
-                             bronze table was created); declare the keys in `cdc.<family>.keys` \
-                             if the source table has none, or rebuild the table if its primary key \
-                             changed (README \"CDC over a table's life\")",
-                            fields.join(", "),
-                            keys.join(", ")
-                        ),
-                    ));
-                    continue;
-                }
-                Some(_) => {}
-            }
-        }
-        // One topic, one kind of position: `__seq`s of two kinds do not compare.
-        if !change.position_kind.is_empty() {
-            match &positions {
-                None => positions = Some(change.position_kind.to_string()),
-                Some(k) if k != change.position_kind => {
-                    rejects.push((
-                        j,
-                        format!(
-                            "the change is ordered by source.{}, the table's changes by \
-                             source.{k}: they cannot be compared (is another connector writing \
-                             to this topic?)",
-                            change.position_kind
-                        ),
-                    ));
-                    continue;
-                }
-                Some(_) => {}
-            }
-        }
-        // A commit time from the future is data, not a clock: it would rank and date versions
-        // (and prove a position restart) for good. A week of skew is tolerated.
-        if change.source_ts.is_some_and(|ts| ts > latest_source_us) {
-            rejects.push((
-                j,
-                "source.ts_ms is more than 7 days after the time it was ingested; check the \
-                 source database's clock"
-                    .into(),
-            ));
+        if let Some(why) = guard.refuse(&change) {
+            rejects.push((j, why));
             continue;
         }
         let row = std::mem::take(&mut change.row);
@@ -303,20 +251,10 @@ pub fn decode(
             .map(|(n, dt)| Field::new(n, dt.clone(), true))
             .collect(),
         keys,
-        position_kind: positions,
+        position_kind: guard.positions,
         type_changes,
     })
 }
-
-/// Key field names, sorted (a key's identity, whatever order its schema lists them in).
-fn sorted(keys: &[String]) -> Vec<String> {
-    let mut k = keys.to_vec();
-    k.sort();
-    k
-}
-
-/// How far after its ingestion a change's source time may be (7 days, in µs).
-const MAX_SOURCE_SKEW_US: i64 = 7 * 24 * 3600 * 1_000_000;
 
 /// Why a record's row cannot be placed.
 enum Refusal {

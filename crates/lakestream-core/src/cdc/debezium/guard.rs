@@ -32,9 +32,7 @@ impl TableGuard {
     ) -> Self {
         let declared = target.declared_keys.is_some();
         Self {
-            keys: keys
-                .filter(|k| !k.is_empty() && !declared)
-                .map(|k| sorted(k)),
+            keys: keys.filter(|k| !k.is_empty() && !declared).map(sorted),
             declared,
             positions: positions.filter(|k| !k.is_empty()).map(str::to_string),
             latest_source_us: ingested_at.timestamp_micros() + MAX_SOURCE_SKEW_US,

@@ -39,7 +39,7 @@ TEST_ENV = LAKESTREAM_TEST_S3_ENDPOINT=http://127.0.0.1:$(MOTO_PORT) LAKESTREAM_
 	AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 \
 	MOTO_PORT=$(MOTO_PORT) LAKESTREAM_BIN=$(CURDIR)/target/debug/lakestream
 
-.PHONY: help demo test test-steps lint-build test-rust test-py package-check lambda-check check fmt clippy no-datafusion validate build package deploy bench bench-compare bench-fresh bench-refine bench-upsert bench-gold bench-logs fuzz chaos venv moto-start moto-stop clean
+.PHONY: help demo test test-steps lint-build test-rust test-py package-check lambda-check check fmt clippy no-datafusion validate build package deploy bench bench-compare bench-fresh bench-hostile bench-refine bench-upsert bench-gold bench-logs fuzz chaos venv moto-start moto-stop clean
 
 help: ## List targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-14s %s\n", $$1, $$2}'
@@ -150,6 +150,10 @@ bench-compare: moto-start ## Every peer side by side in one run, one table (BENC
 
 bench-fresh: moto-start ## End-to-end freshness (record -> readable, per layer) and monthly cost, N=1 and 70 tables, the real functions (BENCH_SIZE=quick|full; not in CI)
 	MOTO_PORT=$(MOTO_PORT) $(VENV)/bin/python scripts/bench_fresh.py
+
+bench-hostile: venv ## Peak memory of the CLI under issue 38's hostile CDC inputs (Parquet bombs, 80,000-column records; not in CI)
+	cargo build -q -p lakestream-cli $(FEATURES)
+	$(VENV)/bin/python scripts/bench_hostile.py
 
 bench-refine: ## Curated interval join on one day of generated data: once, and after every batch (one core)
 	cargo bench -p lakestream-core --bench refine_join --no-run

@@ -74,7 +74,8 @@ async fn owner_keeps_its_name(
     let Some((name, form)) = catalog_name(&config.catalog, table) else {
         return Ok(None);
     };
-    let owner = catalog.get_table(database, &name).await?;
+    // A catalog that cannot answer keeps the collision (that table fails, the others go on).
+    let owner = catalog.get_table(database, &name).await.ok().flatten();
     Ok(owner
         .filter(|t| t.owner() == Some(table))
         .map(|_| (name, form)))

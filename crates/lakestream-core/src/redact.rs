@@ -95,8 +95,9 @@ pub fn scrub(text: &str) -> String {
         // timestamp from '...'`.
         if c == '\'' && VALUE_BEFORE_QUOTE.iter().any(|w| out.ends_with(w)) {
             out.push_str("'…'");
-            for q in chars.by_ref() {
-                if q == '\'' {
+            // The span ends at a quote not followed by a letter or digit (`'O'Brien'` is one).
+            while let Some(q) = chars.next() {
+                if q == '\'' && chars.peek().is_none_or(|n| !n.is_alphanumeric()) {
                     break;
                 }
             }
@@ -184,6 +185,10 @@ mod tests {
         assert_eq!(
             scrub("Parser error: Error parsing timestamp from 'alice@x.org': bad"),
             "Parser error: Error parsing timestamp from '…': bad"
+        );
+        assert_eq!(
+            scrub("Cannot cast string 'O'Brien' to value of Int64 type"),
+            "Cannot cast string '…' to value of Int64 type"
         );
         assert_eq!(
             scrub("whilst decoding field 'email' of 'raw/order'"),

@@ -386,7 +386,7 @@ fn record_progress(
         refiner.progress.forget(&job.job);
         return;
     }
-    let read: Vec<(String, u64)> = report
+    let mut read: Vec<(String, u64)> = report
         .runs
         .last()
         .map(|r| {
@@ -396,6 +396,15 @@ fn record_progress(
                 .collect()
         })
         .unwrap_or_default();
+    // A source the run did not read (nothing new in it): what this process loaded of it, so an
+    // observed version counts up to that (never past it: a forged notice's version).
+    for s in job.sources() {
+        if !read.iter().any(|(t, _)| t == s)
+            && let Some(v) = refiner.warm.version(s)
+        {
+            read.push((s.to_string(), v));
+        }
+    }
     let ids = job
         .sources()
         .iter()

@@ -56,6 +56,12 @@ impl WarmHandles {
         h.table_id().ok()
     }
 
+    /// The version of `table`'s kept handle, when one is kept and loaded (no request).
+    pub fn version(&self, table: &str) -> Option<u64> {
+        let handles = self.handles.lock().ok()?;
+        handles.get(table).filter(|h| h.exists())?.version()
+    }
+
     /// Keep `handle` warm for the next [`take`](Self::take) of its table.
     pub fn put(&self, handle: TableHandle) {
         if let Ok(mut m) = self.handles.lock() {

@@ -410,3 +410,33 @@ async fn a_forged_notice_version_never_makes_later_notices_look_seen() -> Result
     );
     Ok(())
 }
+
+/// A job already caught up when a process starts (another container ran it) finds nothing new;
+/// it still remembers what it loaded, so the same notice again, and the schedule's probe, find it
+/// not due instead of loading its sources on every trigger.
+#[tokio::test]
+async fn a_caught_up_job_that_found_nothing_is_not_due_again() -> Result<()> {
+    let lake = TestLake::new(Backend::Fs, "refine-caught-up")?;
+    let notices = ingest(&lake, ORDERS).await?;
+    let gold: Vec<RefineNotice> = notices.into_iter().filter(|n| n.job == "gold").collect();
+    let first = Refiner::new(lake.config.clone(), Arc::new(SystemClock))?;
+    let ran_first = refine::handle(&first, &sqs_event(&gold))
+        .await?
+        .into_result()?;
+    assert!(ran(&ran_first).contains(&"gold"), "{:?}", ran_first.jobs);
+    // A second process: gold is due (never seen here) and finds nothing new.
+    let cold = Refiner::new(lake.config.clone(), Arc::new(SystemClock))?;
+    let nothing = refine::handle(&cold, &sqs_event(&gold))
+        .await?
+        .into_result()?;
+    assert!(ran(&nothing).is_empty(), "{:?}", nothing.jobs);
+    let again = refine::handle(&cold, &sqs_event(&gold))
+        .await?
+        .into_result()?;
+    assert!(
+        again.jobs.iter().all(|j| !j.due()),
+        "the caught-up job is due again: {:?}",
+        again.jobs
+    );
+    Ok(())
+}

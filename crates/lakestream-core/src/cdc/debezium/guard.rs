@@ -6,6 +6,7 @@
 use super::BronzeTarget;
 use super::envelope::Change;
 use chrono::{DateTime, Utc};
+use lakestream_formats::config::bronze;
 
 /// How far after its ingestion a change's source time may be (7 days, in µs).
 const MAX_SOURCE_SKEW_US: i64 = 7 * 24 * 3600 * 1_000_000;
@@ -39,39 +40,33 @@ impl TableGuard {
         }
     }
 
-    /// Why `change` may not land (a dead letter), or `None`; the first record of a new table
-    /// fixes what it did not know.
-    pub(super) fn refuse(&mut self, change: &Change) -> Option<String> {
+    /// Why `change` may not land (a dead letter), or `None`.
+    pub(super) fn refuse(&self, change: &Change) -> Option<String> {
         if !self.declared && !change.key_fields.is_empty() {
             let fields = sorted(&change.key_fields);
-            match &self.keys {
-                None => self.keys = Some(fields),
-                Some(keys) if *keys != fields => {
-                    return Some(format!(
-                        "the record key names [{}], the table's keys are [{}] (fixed when its \
-                         bronze table was created); declare the keys in `cdc.<family>.keys` if \
-                         the source table has none, or rebuild the table if its primary key \
-                         changed (README \"CDC over a table's life\")",
-                        fields.join(", "),
-                        keys.join(", ")
-                    ));
-                }
-                Some(_) => {}
+            if let Some(keys) = self.keys.as_ref().filter(|k| **k != fields) {
+                return Some(format!(
+                    "the record key names [{}], the table's keys are [{}] (fixed when its bronze \
+                     table was created); declare the keys in `cdc.<family>.keys` if the source \
+                     table has none, or rebuild the table if its primary key changed (README \
+                     \"CDC over a table's life\")",
+                    fields.join(", "),
+                    keys.join(", ")
+                ));
             }
         }
-        // One topic, one kind of position: `__seq`s of two kinds do not compare.
-        if !change.position_kind.is_empty() {
-            match &self.positions {
-                None => self.positions = Some(change.position_kind.to_string()),
-                Some(k) if k != change.position_kind => {
-                    return Some(format!(
-                        "the change is ordered by source.{}, the table's changes by source.{k}: \
-                         they cannot be compared (is another connector writing to this topic?)",
-                        change.position_kind
-                    ));
-                }
-                Some(_) => {}
-            }
+        // One topic, one kind of position: `__seq`s of two kinds do not compare. Snapshot rows
+        // are exempt (an incremental snapshot's rows may carry no position of the stream's kind).
+        if let Some(k) = self.positions.as_ref().filter(|k| {
+            !change.position_kind.is_empty()
+                && change.op != bronze::OP_SNAPSHOT
+                && **k != change.position_kind
+        }) {
+            return Some(format!(
+                "the change is ordered by source.{}, the table's changes by source.{k}: they \
+                 cannot be compared (is another connector writing to this topic?)",
+                change.position_kind
+            ));
         }
         // A commit time from the future is data, not a clock: it would rank and date versions
         // (and prove a position restart) for good. A week of skew is tolerated.
@@ -86,6 +81,20 @@ impl TableGuard {
             );
         }
         None
+    }
+
+    /// `change` lands: it fixes the keys and the kind of position when they were not known
+    /// (a new table's first change; a snapshot row fixes no position kind).
+    pub(super) fn accept(&mut self, change: &Change) {
+        if !self.declared && !change.key_fields.is_empty() && self.keys.is_none() {
+            self.keys = Some(sorted(&change.key_fields));
+        }
+        if !change.position_kind.is_empty()
+            && change.op != bronze::OP_SNAPSHOT
+            && self.positions.is_none()
+        {
+            self.positions = Some(change.position_kind.to_string());
+        }
     }
 }
 

@@ -232,6 +232,8 @@ pub fn decode(
             index.insert(name.to_lowercase(), cols.len());
             cols.push((name, dt));
         }
+        // Only a record that lands fixes what its table did not know yet.
+        guard.accept(&change);
         good.push((j, *r, change, placed));
     }
     let batch = bronze_batch(&mut good, &cols, ingested_at)?;
@@ -309,7 +311,10 @@ fn place_row(
                         if let Some(w) = unwritable_name(&name) {
                             return Err(Refusal::Record(w));
                         }
-                        if new.len() >= max_new || cols.len() + new.len() >= max_table {
+                        // A table's first record brings all its columns; after that one
+                        // record may add at most `max_new` (a source adds columns one by one).
+                        let per_record = !cols.is_empty() && new.len() >= max_new;
+                        if per_record || cols.len() + new.len() >= max_table {
                             return Err(Refusal::Record(format!(
                                 "the record adds more columns than `[cdc_limits]` allows (at \
                                  most {max_new} new in one record, {max_table} in the table, \

@@ -129,6 +129,12 @@ impl CdcFileIngestor {
             };
             report.objects.push((obj.uri(), outcome));
         }
+        // An object named twice in one call (notifications are at least once) is one letter.
+        let mut seen = std::collections::HashSet::new();
+        letters.retain(|l| match &l.origin {
+            crate::dead_letter::Origin::Object { app_id, .. } => seen.insert(app_id.clone()),
+            _ => true,
+        });
         self.letters(&letters, &mut report).await?;
         Ok(report)
     }

@@ -103,7 +103,10 @@ impl TextChunk {
         let new = names
             .filter(|n| !self.index.contains_key(&n.to_lowercase()))
             .count();
-        (new > max_new || self.names.len() + new > max_table).then(|| {
+        // The chunk's first row brings its columns (a new chunk starts without them); after
+        // that one row may add at most `max_new`.
+        let per_row = !self.names.is_empty() && new > max_new;
+        (per_row || self.names.len() + new > max_table).then(|| {
             format!(
                 "the row adds {new} columns, more than `[cdc_limits]` allows (at most {max_new} \
                  new in one row, {max_table} in the table); raise `max_new_columns` / \

@@ -269,3 +269,37 @@ fn a_change_of_position_kind_is_a_reject() {
     .unwrap();
     assert_eq!(d.rows, Vec::<usize>::new());
 }
+
+/// Review of issue 38: a new table's first record brings all its columns (a 300-column source
+/// table is not refused by `max_new_columns`), and a record that is refused fixes nothing (a
+/// refused first record keyed by `country` does not make the real `id`-keyed records rejects).
+#[test]
+fn a_wide_first_record_lands_and_a_refused_record_fixes_nothing() {
+    let cols: Vec<String> = (0..300).map(|i| format!(r#""c{i}":{i}"#)).collect();
+    let wide = format!(
+        r#"{{"before":null,"after":{{"id":1,{}}},"source":{{"lsn":1}},"op":"c"}}"#,
+        cols.join(",")
+    );
+    let d = run(
+        &target("t", &[]),
+        &[rec("a.b.c", 0, None, wide.as_bytes())],
+        &bronze_only(),
+    );
+    assert_eq!(
+        (d.rows.len(), d.new_fields.len()),
+        (1, 301),
+        "{:?}",
+        d.rejects
+    );
+    let future = br#"{"before":null,"after":{"id":1,"country":"NL"},"source":{"lsn":1,"ts_ms":253402300000000},"op":"c"}"#;
+    let ok = br#"{"before":null,"after":{"id":2,"country":"NL"},"source":{"lsn":2},"op":"c"}"#;
+    let d = run(
+        &target("t", &[]),
+        &[
+            rec("a.b.c", 0, Some(&br#"{"country":"NL"}"#[..]), future),
+            rec("a.b.c", 1, Some(&br#"{"id":2}"#[..]), ok),
+        ],
+        &bronze_only(),
+    );
+    assert_eq!(d.rows, vec![1], "{:?}", d.rejects);
+}

@@ -135,6 +135,11 @@ pub async fn read_table(lake: &Lake, table: &str, version: Option<u64>) -> Resul
     if let Some(v) = version {
         h.at_version(v).await?;
     }
+    read_all(&h).await
+}
+
+/// All rows of the loaded `table` at its version, in the table schema.
+pub async fn read_all(h: &TableHandle) -> Result<RecordBatch> {
     h.refuse_deletion_vectors()?;
     let schema = h.arrow_schema()?;
     let mut batches = Vec::new();

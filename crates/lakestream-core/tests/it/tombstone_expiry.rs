@@ -212,3 +212,54 @@ async fn a_resent_change_below_a_delete_is_not_a_restart_whenever_the_run_starte
     }
     Ok(())
 }
+
+/// The `__op` of every row of the job's side table, sorted.
+async fn side_ops(l: &Lake) -> Result<Vec<String>> {
+    let b = read::read_table(l, "_lakestream/people/tombstones", None).await?;
+    let mut ops: Vec<String> = strings(&b, "__op")?.into_iter().flatten().collect();
+    ops.sort();
+    Ok(ops)
+}
+
+/// Issue 38 (13): an SCD2 job's side table kept every delete that closed nothing (deletes of
+/// keys it never saw) for good, and was read whole on every run. Its deletes now expire with
+/// `tombstone_retention`, recording the horizon; its truncates stay; a change of the expired
+/// delete's key older than it, redriven after, stays out instead of opening a version of a
+/// deleted key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_scd2_side_table_keeps_its_deletes_for_the_retention_only() -> Result<()> {
+    for backend in backends() {
+        let lake = TestLake::new(backend, "scd2-side-expiry")?;
+        let (cfg, l) = (config_scd(&lake, 2)?, lake.lake()?);
+        let day0 = writes_deletes_at();
+        // A truncate, then a delete of a key silver never saw: both stored.
+        append(&l, &[("t", "s01", "{}")]).await?;
+        append(&l, &[("d", "s03", r#"{"id":1,"v":"a"}"#)]).await?;
+        apply_at(&cfg, &l, day0).await?;
+        assert_eq!(side_ops(&l).await?, ["d", "t"], "{backend:?}");
+        // 40 days later another change lands; the run's expiry removes the stored delete.
+        let day40 = day0 + Duration::days(40);
+        append(&l, &[("c", "s05", r#"{"id":2,"v":"b"}"#)]).await?;
+        apply_at(&cfg, &l, day40).await?;
+        assert_eq!(side_ops(&l).await?, ["t"], "{backend:?}");
+        let tombs = TableHandle::open_existing(&l, "_lakestream/people/tombstones").await?;
+        assert_eq!(
+            tombs.property(EXPIRED_THROUGH_PROPERTY)?.as_deref(),
+            Some("s03"),
+            "{backend:?}"
+        );
+        // A change of key 1 older than its delete, redriven now: it stays out.
+        append(&l, &[("u", "s02", r#"{"id":1,"v":"a-late"}"#)]).await?;
+        assert_eq!(apply_at(&cfg, &l, day40).await?, 1, "{backend:?}");
+        assert_eq!(silver(&l).await?, ["2 b s05"], "{backend:?}");
+        // Key 1 inserted again after the horizon: a version.
+        append(&l, &[("c", "s07", r#"{"id":1,"v":"again"}"#)]).await?;
+        assert_eq!(apply_at(&cfg, &l, day40).await?, 0, "{backend:?}");
+        assert_eq!(silver(&l).await?, ["1 again s07", "2 b s05"], "{backend:?}");
+        // A year on, the truncate is still stored.
+        append(&l, &[("c", "s08", r#"{"id":3,"v":"c"}"#)]).await?;
+        apply_at(&cfg, &l, day0 + Duration::days(400)).await?;
+        assert_eq!(side_ops(&l).await?, ["t"], "{backend:?}");
+    }
+    Ok(())
+}

@@ -21,7 +21,8 @@ pub struct CdcApply {
     /// `1` or `2`.
     #[serde(default)]
     pub scd: ScdType,
-    /// SCD1: how long a delete's tombstone is kept (processing time).
+    /// How long a delete's tombstone (SCD1) or a stored delete that closed no version (SCD2)
+    /// is kept (processing time).
     #[serde(default = "default_tombstone_retention", deserialize_with = "duration")]
     pub tombstone_retention: Duration,
     /// The TOAST placeholder of a Debezium source (`unavailable.value.placeholder`): a cell

@@ -40,7 +40,7 @@ pub(crate) async fn run_once(
     let plan = Scd1Plan { ctx, cfg, apply };
     let expire = Some(keyed::Expiry {
         retention: apply.tombstone_retention,
-        horizon: Some(bronze::SEQ),
+        horizon: Some((bronze::SEQ, bronze::SOURCE_TS)),
     });
     keyed::run_keyed(ctx, &cfg.job, app, plan, output, expire).await
 }

@@ -14,18 +14,18 @@ use crate::table::TableHandle;
 use chrono::{DateTime, Utc};
 use deltalake::arrow::array::{Array, AsArray};
 use deltalake::protocol::DeltaOperation;
-use lakestream_formats::config::bronze;
 
 /// Remove tombstones written before `now - retention` (whole `date` partitions); with
-/// `horizon` (a CDC job's `__seq` column) the greatest value removed is kept in
-/// [`EXPIRED_THROUGH_PROPERTY`] in the same commit.
+/// `horizon` (a CDC job's `__seq` column and the column of its commit time) the greatest
+/// value removed is kept in [`EXPIRED_THROUGH_PROPERTY`] and the latest time in
+/// [`EXPIRED_AT_PROPERTY`], in the same commit.
 pub async fn expire(
     lake: &Lake,
     table: &str,
     settings: &CommitSettings,
     now: DateTime<Utc>,
     retention: std::time::Duration,
-    horizon: Option<&str>,
+    horizon: Option<(&str, &str)>,
 ) -> Result<usize> {
     let mut handle = TableHandle::open(lake, table)?;
     if !handle.refresh().await? {
@@ -51,7 +51,7 @@ pub async fn expire(
     let n = removes.len();
     let schema = handle.arrow_schema()?;
     let properties = match horizon {
-        Some(column) => expired_through(lake, &handle, column, &cutoff).await?,
+        Some(columns) => expired_through(lake, &handle, columns, &cutoff).await?,
         None => vec![],
     };
     let change = Change {
@@ -81,13 +81,13 @@ pub async fn expire(
 }
 
 /// The horizon after removing the tombstones dated before `cutoff`: the greatest `column`
-/// value and the latest delete commit time (`__source_ts`) among them, or the ones recorded
-/// before when greater
+/// value and the latest delete commit time (column `time`: `__source_ts`, or an SCD2 side
+/// table's `__at`) among them, or the ones recorded before when greater
 /// ([`EXPIRED_THROUGH_PROPERTY`], [`EXPIRED_AT_PROPERTY`]).
 async fn expired_through(
     lake: &Lake,
     handle: &TableHandle,
-    column: &str,
+    (column, time): (&str, &str),
     cutoff: &str,
 ) -> Result<Vec<(String, String)>> {
     let table = handle.name();
@@ -100,8 +100,8 @@ async fn expired_through(
     ) else {
         return Ok(vec![]);
     };
-    let written = match rows.column_by_name(bronze::SOURCE_TS) {
-        Some(_) => positions::times(&rows, bronze::SOURCE_TS)?,
+    let written = match rows.column_by_name(time) {
+        Some(_) => positions::times(&rows, time)?,
         None => vec![None; rows.num_rows()],
     };
     let removed: Vec<usize> = (0..rows.num_rows())

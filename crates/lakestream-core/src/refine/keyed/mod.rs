@@ -19,7 +19,7 @@
 //! data feed) and the commit loop of `run.rs`. The upsert, CDC and aggregate folders import
 //! from here, never from each other.
 
-mod expiry;
+pub(crate) mod expiry;
 pub(crate) mod incoming;
 pub mod order;
 pub(crate) mod rewrite;

@@ -76,8 +76,8 @@ pub(crate) struct Expiry {
     pub retention: std::time::Duration,
     /// CDC: the ordering column whose greatest expired value is kept as the horizon below
     /// which a change for a key without row or tombstone stays out
-    /// ([`tombstones::keep_out_forgotten`]).
-    pub horizon: Option<&'static str>,
+    /// ([`tombstones::keep_out_forgotten`]), and the column of the tombstones' commit times.
+    pub horizon: Option<(&'static str, &'static str)>,
 }
 
 /// Run a keyed job once on the one commit loop (re-planned from a fresh snapshot on conflict),

@@ -308,7 +308,8 @@ impl Planner for Write {
 }
 
 /// Record tombstones for the delete rows `deletes` (key and ordering columns, source types)
-/// with their tie texts. Writing one twice is harmless (the newest per key counts).
+/// with their tie texts, in `now`'s `date` partition. Writing one twice is harmless (the
+/// newest per key counts).
 pub async fn write(
     lake: &Lake,
     table: &str,
@@ -318,10 +319,35 @@ pub async fn write(
     ties: Vec<String>,
     now: DateTime<Utc>,
 ) -> Result<()> {
+    let today = now.format("%Y-%m-%d").to_string();
+    let dates = vec![today; deletes.num_rows()];
+    write_dated(lake, table, settings, deletes, (columns, ties), now, dates).await
+}
+
+/// The `date` partition of rows that never expire ([`expiry`](super::expiry) removes the
+/// partitions dated before a cutoff): an SCD2 job's stored truncates.
+pub const NEVER_EXPIRES: &str = "9999-12-31";
+
+/// [`write`] with each row's `date` partition given (`dates`, one per row).
+pub async fn write_dated(
+    lake: &Lake,
+    table: &str,
+    settings: &CommitSettings,
+    deletes: &RecordBatch,
+    (columns, ties): (&[String], Vec<String>),
+    now: DateTime<Utc>,
+    dates: Vec<String>,
+) -> Result<()> {
     if deletes.num_rows() == 0 {
         return Ok(());
     }
     let n = deletes.num_rows();
+    if dates.len() != n {
+        return Err(Error::Internal(format!(
+            "{} dates for {n} tombstones",
+            dates.len()
+        )));
+    }
     let mut fields = Vec::new();
     let mut cols: Vec<ArrayRef> = Vec::new();
     for c in columns {
@@ -352,11 +378,7 @@ pub async fn write(
         deltalake::arrow::datatypes::DataType::Utf8,
         false,
     ));
-    cols.push(Arc::new(StringArray::from(vec![
-        now.format("%Y-%m-%d")
-            .to_string();
-        n
-    ])));
+    cols.push(Arc::new(StringArray::from(dates)));
     let schema: SchemaRef = Arc::new(Schema::new(fields));
     let mut handle = TableHandle::open(lake, table)?;
     let mut planner = Write {

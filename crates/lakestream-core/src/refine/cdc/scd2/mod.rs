@@ -26,8 +26,8 @@ use crate::commit::{
 };
 use crate::error::{Error, Result};
 use crate::refine::context::{JOB_PROPERTY, RunContext, source_id_property};
-use crate::refine::keyed::tombstones;
 use crate::refine::keyed::values::Toast;
+use crate::refine::keyed::{expiry, tombstones};
 use crate::refine::report::{RunCounts, RunReport, SideReport, UpsertCounts};
 use crate::table::TableHandle;
 use deltalake::arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray};
@@ -92,7 +92,18 @@ impl ChangePlanner for Scd2Planner<'_, '_> {
             .collect();
         let table = tombstones::table_name(&self.cfg.job);
         let ctx = self.ctx;
-        tombstones::write(ctx.lake, &table, ctx.settings, rows, columns, ties, ctx.now).await
+        let dates = stored::dates(rows, &ctx.now.format("%Y-%m-%d").to_string())?;
+        let (lake, settings) = (ctx.lake, ctx.settings);
+        tombstones::write_dated(
+            lake,
+            &table,
+            settings,
+            rows,
+            (columns, ties),
+            ctx.now,
+            dates,
+        )
+        .await
     }
 }
 
@@ -115,6 +126,14 @@ pub(crate) async fn run_once(
     let mut report = planner.report;
     report.attempts = ran.attempts;
     report.output_version = ran.landed.map(|l| l.version);
+    if ran.landed.is_some() {
+        // Stored deletes older than the retention go, recording the side table's horizon
+        // (`stored`); truncates are in a partition that never expires.
+        let tombs = tombstones::table_name(&cfg.job);
+        let horizon = Some((bronze::SEQ, stored::AT));
+        let retention = apply.tombstone_retention;
+        expiry::expire(ctx.lake, &tombs, ctx.settings, ctx.now, retention, horizon).await?;
+    }
     Ok(report)
 }
 
@@ -228,7 +247,10 @@ async fn plan(
     let who = super::changes::who(p.cfg, p.apply);
     super::positions::check(&changes, Some((&old, silver::START_AT)), &read.keys, who)?;
     let tombs = tombstones::table_name(&p.cfg.job);
-    let kept = stored::load(p.ctx.lake, &tombs, &codec).await?;
+    let side = stored::load(p.ctx.lake, &tombs, &codec).await?;
+    let who_owned: super::positions::Who = (who.0.into(), who.1.into(), who.2.map(Into::into));
+    let (changes, kept_out) = stored::keep_out(&changes, &old, &side, &codec, &who_owned)?;
+    let kept = &side.stored;
     // A change ranked below a truncate but committed after it: the positions went back.
     let all_truncates: Vec<(&str, Option<i64>)> = truncates
         .iter()
@@ -246,8 +268,8 @@ async fn plan(
         truncates: &truncates,
         toast: toast.as_ref(),
     };
-    let rebuilt = history::rebuild(&schema, &codec, &old, run, &kept)?;
-    p.pending = stored::to_store(&codec, &rebuilt, &truncates, &kept)?.map(|rows| {
+    let rebuilt = history::rebuild(&schema, &codec, &old, run, kept)?;
+    p.pending = stored::to_store(&codec, &rebuilt, &truncates, kept)?.map(|rows| {
         let schema = rows.schema();
         let columns = schema.fields().iter().map(|f| f.name().clone()).collect();
         (rows, columns)
@@ -270,6 +292,7 @@ async fn plan(
     p.report.counts = RunCounts::Upsert(UpsertCounts {
         inserted: rebuilt.inserted,
         updated: rebuilt.closed,
+        older_ignored: kept_out,
         ..Default::default()
     });
     let change = Change {

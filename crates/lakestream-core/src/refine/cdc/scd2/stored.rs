@@ -1,37 +1,72 @@
 //! The SCD2 job's side table of deletes and truncates silver has no trace of
-//! (`_lakestream/<job>/tombstones`, the tombstone table SCD1 jobs use, never expired here: a
-//! history is kept for good): a delete that closes no row (it arrived before the upserts it
-//! ends, or an older delete closed its row first) and every truncate. Each run loads them
-//! ([`load`]) and records its new ones ([`to_store`]) before its silver commit, so a run killed
-//! in between loses nothing (a row stored twice is one event: equal `__seq`s are one change).
-//! Only such deletes are kept, not every delete: the table stays small (out-of-order deliveries
-//! and truncates), and is read whole on every run.
+//! (`_lakestream/<job>/tombstones`, the tombstone table SCD1 jobs use): a delete that closes
+//! no row (it arrived before the upserts it ends, or an older delete closed its row first)
+//! and every truncate. Each run loads them ([`load`]) and records its new ones
+//! ([`to_store`]) before its silver commit, so a run killed in between loses nothing (a row
+//! stored twice is one event: equal `__seq`s are one change).
+//!
+//! Stored deletes expire like SCD1 tombstones (`tombstone_retention` after they were stored,
+//! whole `date` partitions, after a silver commit), recording the greatest expired `__seq`
+//! and time as the side table's horizon ([`Side::horizon`]); truncates are stored in the
+//! [`NEVER_EXPIRES`] partition and kept. So the table holds the deletes of the retention
+//! window and the truncates, not every out-of-order delete of the table's life. A change at
+//! or below the horizon for a key with no silver row and nothing stored stays out (it may be
+//! older than a forgotten delete of its key: a deleted key must not come back), as SCD1's.
 
 use super::history::{Rebuilt, Stored, Truncate};
 use super::keys::KeyCodec;
 use crate::error::{Error, Result};
-use crate::read::read_table;
+use crate::read::read_all;
+use crate::refine::cdc::positions::{RunColumns, Who};
+use crate::refine::keyed::tombstones::{EXPIRED_AT_PROPERTY, EXPIRED_THROUGH_PROPERTY};
 use crate::storage::Lake;
+use crate::table::TableHandle;
 use deltalake::arrow::array::{
-    ArrayRef, AsArray, RecordBatch, StringArray, TimestampMicrosecondArray, new_null_array,
+    ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray, TimestampMicrosecondArray,
+    new_null_array,
 };
-use deltalake::arrow::compute::{cast, concat};
+use deltalake::arrow::compute::{cast, concat, filter_record_batch};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, TimeUnit, TimestampMicrosecondType};
 use lakestream_formats::config::bronze;
 use std::collections::HashSet;
 use std::sync::Arc;
 
+pub use crate::refine::keyed::tombstones::NEVER_EXPIRES;
+
 /// A stored row's time column: the delete's `__source_ts`, else its `__ingested_at` (what
 /// closes a row's `__END_AT`).
 pub const AT: &str = "__at";
 
-/// Every stored delete and truncate of `table` (none when it does not exist yet).
-pub async fn load(lake: &Lake, table: &str, codec: &KeyCodec) -> Result<Vec<Stored>> {
-    let batch = match read_table(lake, table, None).await {
-        Ok(b) => b,
-        Err(Error::TableNotFound(_)) => return Ok(vec![]),
+/// What the side table holds: the stored deletes and truncates, and the horizon of expired
+/// deletes.
+#[derive(Debug, Default)]
+pub struct Side {
+    /// Every stored delete and truncate.
+    pub stored: Vec<Stored>,
+    /// The greatest `__seq` of the expired deletes and their latest time (µs), if any expired.
+    pub horizon: Option<(String, Option<i64>)>,
+}
+
+/// Every stored delete and truncate of `table`, and its horizon (nothing when it does not
+/// exist yet).
+pub async fn load(lake: &Lake, table: &str, codec: &KeyCodec) -> Result<Side> {
+    let handle = match TableHandle::open_existing(lake, table).await {
+        Ok(h) => h,
+        Err(Error::TableNotFound(_)) => return Ok(Side::default()),
         Err(e) => return Err(e),
     };
+    let horizon = handle.property(EXPIRED_THROUGH_PROPERTY)?.map(|seq| {
+        let at = handle.property(EXPIRED_AT_PROPERTY).ok().flatten();
+        (seq, at.and_then(|t| t.parse::<i64>().ok()))
+    });
+    let stored = rows(&handle, codec).await?;
+    Ok(Side { stored, horizon })
+}
+
+/// The stored rows of the loaded side table.
+async fn rows(handle: &TableHandle, codec: &KeyCodec) -> Result<Vec<Stored>> {
+    let table = handle.name();
+    let batch = read_all(handle).await?;
     if batch.num_rows() == 0 {
         return Ok(vec![]);
     }
@@ -118,4 +153,70 @@ pub fn to_store(
         Arc::new(Schema::new(fields)),
         columns,
     )?))
+}
+
+/// The run's `changes` without those kept out by the side table's horizon: an upsert (not a
+/// delete or truncate) at or below the horizon's `__seq`, committed no later than its time,
+/// for a key with no silver row (`old`) and nothing stored. One committed after the horizon
+/// but ranked below it proves the source's positions went back (an error). Plain-file
+/// `__seq`s (`0|<row time>|...`) order by the rows' own times: never kept out. Returns the
+/// changes kept and how many were kept out.
+pub fn keep_out(
+    changes: &RecordBatch,
+    old: &RecordBatch,
+    side: &Side,
+    codec: &KeyCodec,
+    who: &Who,
+) -> Result<(RecordBatch, usize)> {
+    let Some((horizon, horizon_at)) = &side.horizon else {
+        return Ok((changes.clone(), 0));
+    };
+    let mut known: HashSet<Vec<u8>> = codec.encode(old)?.into_iter().collect();
+    known.extend(side.stored.iter().filter_map(|s| s.key.clone()));
+    let keys = codec.encode(changes)?;
+    let c = RunColumns::of(changes, who)?;
+    let op = cast(
+        changes
+            .column_by_name(bronze::OP)
+            .ok_or_else(|| Error::Internal("changes without `__op`".into()))?,
+        &DataType::Utf8,
+    )?;
+    let op = op.as_string::<i32>();
+    let mut keep = Vec::with_capacity(changes.num_rows());
+    for (row, key) in keys.iter().enumerate() {
+        let seq = c.seq.value(row);
+        let upsert = ![bronze::OP_DELETE, bronze::OP_TRUNCATE].contains(&op.value(row));
+        if !upsert || known.contains(key) || seq > horizon.as_str() || seq.starts_with("0|") {
+            keep.push(true);
+            continue;
+        }
+        if matches!((c.at[row], horizon_at), (Some(a), Some(h)) if a > *h) {
+            c.check(row, (horizon, *horizon_at))?;
+            keep.push(true);
+            continue;
+        }
+        keep.push(false);
+    }
+    let kept_out = keep.iter().filter(|k| !**k).count();
+    if kept_out == 0 {
+        return Ok((changes.clone(), 0));
+    }
+    let mask = BooleanArray::from(keep);
+    Ok((filter_record_batch(changes, &mask)?, kept_out))
+}
+
+/// The `date` partition of each row [`to_store`] returned: a truncate never expires
+/// ([`NEVER_EXPIRES`]), a delete expires with `today`'s partition.
+pub fn dates(rows: &RecordBatch, today: &str) -> Result<Vec<String>> {
+    let op = rows
+        .column_by_name(bronze::OP)
+        .and_then(|c| c.as_string_opt::<i32>())
+        .ok_or_else(|| Error::Internal("stored rows without `__op`".into()))?;
+    Ok(op
+        .iter()
+        .map(|o| match o == Some(bronze::OP_TRUNCATE) {
+            true => NEVER_EXPIRES.to_string(),
+            false => today.to_string(),
+        })
+        .collect())
 }

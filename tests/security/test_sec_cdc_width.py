@@ -95,3 +95,42 @@ def test_a_record_keyed_by_other_fields_never_rekeys_the_table(lake, tmp_path):
     assert [r["offset"] for r in letters] == [3] and "the table's keys are [id]" in letters[0]["error"], letters
     lake.cli("refine")
     assert sorted(r["id"] for r in rows(lake, "silver/crm/public/people")) == [0, 1, 2, 4]
+
+
+def cdc_keys_in_lag(lake, source):
+    """`lakestream lag --json`'s keys of the CDC job reading `source`: `[keys, keys_from]`."""
+    lag = json.loads(lake.cli("lag", "--json"))
+    found = [r["keys"] for r in lag["refine"] if r["source"] == source]
+    assert len(found) == 1, lag["refine"]
+    return found[0]
+
+
+def test_lag_says_where_a_tables_keys_came_from(lake, tmp_path):
+    """Issue 38 (6): keys fixed by the first record (data) are told apart from declared ones, so
+    an operator sees which tables' identity an upstream writer chose: `lakestream lag` names the
+    keys and their source (`key-schema`: a wrapped key's schema; `key-payload`: an unwrapped key's
+    fields; `config`: declared)."""
+    declared = '\n[cdc.keys]\n"public.orders" = ["order_id"]\n'
+    lake.config.write_text(lake.config.read_text() + FAMILY.replace('topics = ["crm.public.*"]\n',
+                                                                    'topics = ["crm.public.*"]\n' + declared, 1))
+    invoke_msk(lake, tmp_path / "people.json", [record(0, {"id": 1, "name": "ann"})])
+    order = record(1, {"order_id": 7, "id": 1})
+    order["topic"] = "crm.public.orders"
+    wrapped = {"schema": {"type": "struct", "fields": [{"field": "id", "type": "int64"}]}, "payload": {"id": 2}}
+    shipment = record(2, {"id": 2})
+    shipment["topic"] = "crm.public.shipments"
+    shipment["key"] = base64.b64encode(json.dumps(wrapped).encode()).decode()
+    for rec, name in [(order, "orders"), (shipment, "shipments")]:
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"eventSource": "aws:kafka", "records": {f"crm.public.{name}-0": [rec]},
+                                    "eventSourceArn": "arn:aws:kafka:us-east-1:123456789012:cluster/c/x",
+                                    "bootstrapServers": "b-1:9098"}))
+        out = subprocess.run([BIN, "invoke", "msk", "--event", str(path), "--config", str(lake.config)],
+                             capture_output=True, text=True, check=False)
+        assert out.returncode == 0, out.stderr[-3000:]
+    assert cdc_keys_in_lag(lake, "bronze/crm/public/people") == ["id", "key-payload"]
+    assert cdc_keys_in_lag(lake, "bronze/crm/public/orders") == ["order_id", "config"]
+    assert cdc_keys_in_lag(lake, "bronze/crm/public/shipments") == ["id", "key-schema"]
+    text = lake.cli("lag")
+    assert "keys [id] from the records (key-payload)" in text, text
+    assert "keys [order_id] declared" in text, text

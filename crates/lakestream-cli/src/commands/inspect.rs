@@ -246,8 +246,17 @@ pub async fn lag(config: &lakestream_formats::config::PipelineConfig, json: bool
             ),
             _ => String::new(),
         };
+        let keys = match &r.keys {
+            Some((k, Some(from))) if from == "config" => format!("; keys [{k}] declared"),
+            Some((k, from)) => format!(
+                "; keys [{k}] from the records ({}): declare them in `cdc.<family>.keys` to fix \
+                 them by config",
+                from.as_deref().unwrap_or("source unrecorded")
+            ),
+            None => String::new(),
+        };
         println!(
-            "  {} -> {}: {} {consumed}/{latest} ({} behind{keep})",
+            "  {} -> {}: {} {consumed}/{latest} ({} behind{keep}{keys})",
             r.job, r.output, r.source, r.behind
         );
     }

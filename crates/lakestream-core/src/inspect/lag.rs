@@ -16,7 +16,7 @@ use crate::read::child_tables;
 use crate::storage::Lake;
 use crate::table::TableHandle;
 use chrono::{DateTime, Duration, Utc};
-use lakestream_formats::config::{AccessLogLayout, PipelineConfig};
+use lakestream_formats::config::{AccessLogLayout, PipelineConfig, bronze};
 use std::collections::BTreeMap;
 
 /// One Kafka topic's table.
@@ -57,6 +57,11 @@ pub struct RefineLag {
     pub must_read_by: Option<DateTime<Utc>>,
     /// The job is already further behind than that (or its next commit is gone).
     pub too_far_behind: bool,
+    /// A CDC bronze source: its keys (`lakestream.cdc.keys`) and where they came from
+    /// (`lakestream.cdc.keys_from`: `config`, `key-schema`, `key-payload`; `None` for a table
+    /// created before it was recorded). Keys not from the config were fixed by the first
+    /// record that landed: data, which an operator may want to declare.
+    pub keys: Option<(String, Option<String>)>,
 }
 
 /// One access-log table.
@@ -187,6 +192,7 @@ async fn refine_jobs(
 ) -> Result<Vec<RefineLag>> {
     let mut out = Vec::new();
     for job in jobs {
+        let cdc = matches!(job.kind, lakestream_formats::refine::JobKind::Cdc(_));
         let mut output = TableHandle::open(lake, &job.output)?;
         let exists = output.refresh().await?;
         for source in job.sources() {
@@ -194,8 +200,11 @@ async fn refine_jobs(
                 readers::consumed_version(&mut output, exists, config, &job.job, source).await?;
             let mut src = TableHandle::open(lake, source)?;
             let (mut unread_since, mut max_lag_hours, mut must_read_by) = (None, None, None);
-            let mut too_far_behind = false;
+            let (mut too_far_behind, mut keys) = (false, None);
             let latest = if src.refresh().await? {
+                if cdc && let Some(k) = src.property(bronze::KEYS_PROPERTY)? {
+                    keys = Some((k, src.property(bronze::KEYS_FROM_PROPERTY)?));
+                }
                 let limit = readers::max_lag(&src)?;
                 max_lag_hours = Some(limit.num_hours());
                 // A job that consumed nothing reads from version 0 (readers.rs).
@@ -224,6 +233,7 @@ async fn refine_jobs(
                 max_lag_hours,
                 must_read_by,
                 too_far_behind,
+                keys,
             });
         }
     }

@@ -107,7 +107,7 @@ pub(super) fn decode_bronze(
 ) -> Result<(Decoded, Properties, Option<String>)> {
     let recs: Vec<&SourceRecord> = todo.iter().filter_map(|&i| records.get(i)).collect();
     let d = decode(target, &recs, schema, table, now)?;
-    let properties = target.properties(&d.keys, d.position_kind.as_deref());
+    let properties = target.properties((&d.keys, d.keys_from), d.position_kind.as_deref());
     let type_change = d.type_changes.first().cloned();
     Ok((
         Decoded {

@@ -21,6 +21,9 @@ pub(super) struct Change {
     pub key: Option<String>,
     /// The key's field names (the key schema's order when wrapped).
     pub key_fields: Vec<String>,
+    /// Where `key_fields` came from: [`KEYS_FROM_SCHEMA`] or [`KEYS_FROM_PAYLOAD`] (empty
+    /// without a key).
+    pub keys_from: &'static str,
     /// Which source field ordered the change (`commit_lsn`, `file`, `lsn`, `scn`, `ts_ms`;
     /// empty for a tombstone): one topic's changes must all have the same kind to compare.
     pub position_kind: &'static str,
@@ -117,8 +120,8 @@ pub(super) fn parse(
             }
         },
     };
-    let (key, key_fields) = match key {
-        None => (None, vec![]),
+    let (key, key_fields, keys_from) = match key {
+        None => (None, vec![], ""),
         Some(bytes) => record_key(bytes)?,
     };
     Ok(Change {
@@ -134,6 +137,7 @@ pub(super) fn parse(
         source_ts,
         key,
         key_fields,
+        keys_from,
         position_kind,
         row,
     })
@@ -167,7 +171,7 @@ pub(super) fn tombstone(
         return Err("a tombstone's key is not a JSON object of key columns".into());
     };
     let row = cells(fields, schema.as_ref(), declared)?;
-    let (key, key_fields) = record_key(key)?;
+    let (key, key_fields, keys_from) = record_key(key)?;
     // A timestamp out of range is no time (the apply then uses the ingest time).
     let source_ts = timestamp_ms
         .and_then(|ms| ms.checked_mul(1000))
@@ -178,6 +182,7 @@ pub(super) fn tombstone(
         source_ts,
         key,
         key_fields,
+        keys_from,
         position_kind: "",
         row,
     })
@@ -225,14 +230,20 @@ fn cells(
     Ok(out)
 }
 
-/// The record key: compact JSON of its payload and its field names.
-fn record_key(bytes: &[u8]) -> Result<(Option<String>, Vec<String>), String> {
+/// `lakestream.cdc.keys_from` of keys named by a wrapped record key's schema (Debezium's key
+/// schema: the source table's primary key).
+pub const KEYS_FROM_SCHEMA: &str = "key-schema";
+/// `lakestream.cdc.keys_from` of keys read off an unwrapped record key's payload fields.
+pub const KEYS_FROM_PAYLOAD: &str = "key-payload";
+
+/// The record key: compact JSON of its payload, its field names and where they came from.
+fn record_key(bytes: &[u8]) -> Result<(Option<String>, Vec<String>, &'static str), String> {
     let v: Value = serde_json::from_slice(bytes).map_err(|e| {
         format!("record key is not JSON ({e}); Debezium topics need key.converter=JsonConverter")
     })?;
     let (schema, payload) = unwrap(v);
     if payload.is_null() {
-        return Ok((None, vec![]));
+        return Ok((None, vec![], ""));
     }
     let fields: Vec<String> = match (
         schema
@@ -248,7 +259,11 @@ fn record_key(bytes: &[u8]) -> Result<(Option<String>, Vec<String>), String> {
         (None, Value::Object(m)) => m.keys().cloned().collect(),
         (None, _) => vec![],
     };
-    Ok((Some(payload.to_string()), fields))
+    let from = match schema.as_ref().and_then(|s| s.get("fields")) {
+        Some(_) => KEYS_FROM_SCHEMA,
+        None => KEYS_FROM_PAYLOAD,
+    };
+    Ok((Some(payload.to_string()), fields, from))
 }
 
 /// A non-negative integer (JSON number or numeric text) of the source block.

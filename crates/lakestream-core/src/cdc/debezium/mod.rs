@@ -95,16 +95,24 @@ impl BronzeTarget {
     }
 
     /// The bronze table properties set when the table is created; `keys` are the record
-    /// key's fields (the declared keys win; no key property when neither is known), `positions`
-    /// the kind of position its changes are ordered by.
-    pub fn properties(&self, keys: &[String], positions: Option<&str>) -> Vec<(String, String)> {
+    /// key's fields and where they came from (the declared keys win; no key property when
+    /// neither is known), `positions` the kind of position its changes are ordered by.
+    pub fn properties(
+        &self,
+        (keys, keys_from): (&[String], &str),
+        positions: Option<&str>,
+    ) -> Vec<(String, String)> {
         let mut p = vec![
             (bronze::FAMILY_PROPERTY.to_string(), self.family.clone()),
             (bronze::TABLE_PROPERTY.to_string(), self.table.qualified()),
         ];
-        let keys = self.declared_keys.as_deref().unwrap_or(keys);
+        let (keys, from) = match self.declared_keys.as_deref() {
+            Some(k) => (k, bronze::KEYS_FROM_CONFIG),
+            None => (keys, keys_from),
+        };
         if !keys.is_empty() {
             p.push((bronze::KEYS_PROPERTY.to_string(), keys.join(",")));
+            p.push((bronze::KEYS_FROM_PROPERTY.to_string(), from.to_string()));
         }
         if let Some(k) = positions {
             p.push((bronze::POSITIONS_PROPERTY.to_string(), k.to_string()));
@@ -127,6 +135,8 @@ pub struct DecodedBronze {
     pub new_fields: Vec<Field>,
     /// The record key's field names (of the first record with a key).
     pub keys: Vec<String>,
+    /// Where `keys` came from (`envelope::KEYS_FROM_*`; empty without keys).
+    pub keys_from: &'static str,
     /// The kind of position the table's changes are ordered by (`lsn`, `file`, ...), if known.
     pub position_kind: Option<String>,
     /// Source columns whose type changed (a value that does not fit the column's type, in a
@@ -237,11 +247,11 @@ pub fn decode(
         good.push((j, *r, change, placed));
     }
     let batch = bronze_batch(&mut good, &cols, ingested_at)?;
-    let keys = good
+    let (keys, keys_from) = good
         .iter()
-        .map(|g| &g.2.key_fields)
-        .find(|k| !k.is_empty())
-        .cloned()
+        .map(|g| (&g.2.key_fields, g.2.keys_from))
+        .find(|k| !k.0.is_empty())
+        .map(|(k, from)| (k.clone(), from))
         .unwrap_or_default();
     Ok(DecodedBronze {
         batch,
@@ -253,6 +263,7 @@ pub fn decode(
             .map(|(n, dt)| Field::new(n, dt.clone(), true))
             .collect(),
         keys,
+        keys_from,
         position_kind: guard.positions,
         type_changes,
     })

@@ -354,6 +354,10 @@ impl CdcFileIngestor {
                     .unwrap_or_default(),
             ),
             (
+                bronze::KEYS_FROM_PROPERTY.into(),
+                bronze::KEYS_FROM_CONFIG.into(),
+            ),
+            (
                 "delta.setTransactionRetentionDuration".into(),
                 format!(
                     "interval {} days",

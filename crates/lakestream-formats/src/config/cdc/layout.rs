@@ -57,6 +57,11 @@ pub mod bronze {
     pub const TABLE_PROPERTY: &str = "lakestream.cdc.table";
     /// Key columns, comma separated (from the Debezium record key or the config).
     pub const KEYS_PROPERTY: &str = "lakestream.cdc.keys";
+    /// Where the keys came from: [`KEYS_FROM_CONFIG`] (declared), else the record key
+    /// (`key-schema`: a wrapped key's schema; `key-payload`: an unwrapped key's fields).
+    pub const KEYS_FROM_PROPERTY: &str = "lakestream.cdc.keys_from";
+    /// [`KEYS_FROM_PROPERTY`] of keys declared in the config.
+    pub const KEYS_FROM_CONFIG: &str = "config";
     /// Bronze property: the source field a Debezium table's changes are ordered by (`lsn`,
     /// `file`, `commit_lsn`, `scn`, `ts_ms`), fixed when the table is created.
     pub const POSITIONS_PROPERTY: &str = "lakestream.cdc.positions";

@@ -199,9 +199,14 @@ fn postgres_with_schemas_every_op() {
         .as_primitive::<TimestampMicrosecondType>();
     assert_eq!(updated.value(0), micros("2026-11-29T10:34:01.123456Z"));
     assert_eq!(updated.value(2), micros("2026-11-29T11:00:00Z"));
-    let props = t.properties(&d.keys, d.position_kind.as_deref());
+    let props = t.properties((&d.keys, d.keys_from), d.position_kind.as_deref());
     assert!(
         props.contains(&(bronze::KEYS_PROPERTY.into(), "id".into())),
+        "{props:?}"
+    );
+    // The fixture's keys are wrapped with their schema: the key schema named them.
+    assert!(
+        props.contains(&(bronze::KEYS_FROM_PROPERTY.into(), "key-schema".into())),
         "{props:?}"
     );
     assert!(
@@ -215,14 +220,18 @@ fn postgres_with_schemas_every_op() {
 fn declared_keys_win_over_the_record_key() {
     let mut t = target("customers", &[]);
     t.declared_keys = Some(vec!["email".into(), "id".into()]);
-    let p = t.properties(&["id".to_string()], None);
+    let p = t.properties((&["id".to_string()], "key-payload"), None);
     assert!(
         p.contains(&(bronze::KEYS_PROPERTY.into(), "email,id".into())),
         "{p:?}"
     );
     assert!(
+        p.contains(&(bronze::KEYS_FROM_PROPERTY.into(), "config".into())),
+        "{p:?}"
+    );
+    assert!(
         !target("x", &[])
-            .properties(&[], None)
+            .properties((&[], ""), None)
             .iter()
             .any(|(k, _)| k == bronze::KEYS_PROPERTY)
     );

@@ -266,20 +266,39 @@ fn record_key(bytes: &[u8]) -> Result<(Option<String>, Vec<String>, &'static str
     Ok((Some(payload.to_string()), fields, from))
 }
 
-/// A non-negative integer (JSON number or numeric text) of the source block.
+/// A non-negative integer (JSON number or numeric text) of the source block, at most
+/// `i64::MAX`: Debezium's source fields are `int64` (PostgreSQL's `lsn`, MySQL's `pos`, the
+/// serial numbers; Oracle's `scn` text is smaller still), so a larger one (`lsn` =
+/// 18446744073709551615, which would outrank and, on a truncate, void every later change) is
+/// not one. Errors name the field and the JSON type, never the value.
 fn number(source: &Map<String, Value>, name: &str) -> Result<Option<u64>, String> {
-    match source.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| format!("source.{name} {n} is not a non-negative integer")),
-        Some(Value::String(s)) => s
-            .trim()
-            .parse::<u64>()
-            .map(Some)
-            .map_err(|_| format!("source.{name} {s:?} is not a non-negative integer")),
-        Some(other) => Err(format!("source.{name} {other} is not an integer")),
+    let n = match source.get(name) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Number(n)) => n.as_u64(),
+        Some(Value::String(s)) => s.trim().parse::<u64>().ok(),
+        Some(other) => {
+            return Err(format!(
+                "source.{name} is not an integer (a JSON {})",
+                json_type(other)
+            ));
+        }
+    };
+    n.filter(|n| i64::try_from(*n).is_ok())
+        .map(Some)
+        .ok_or_else(|| {
+            format!("source.{name} is not a non-negative 64-bit integer (Debezium's `int64`)")
+        })
+}
+
+/// The JSON type of `v`, for errors that must not quote it.
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
     }
 }
 
@@ -337,9 +356,13 @@ pub(super) fn position(
             .rsplit_once('.')
             .and_then(|(_, n)| n.parse::<u64>().ok())
             .filter(|n| *n < 10_000_000_000)
-            .ok_or_else(|| format!("source.file {file:?} has no binlog file number"))?;
+            .ok_or("source.file has no binlog file number (`mysql-bin.000003`)")?;
         let pos = number(source, "pos")?.ok_or("source.file without source.pos")?;
+        // `row` is an `int32`: ten digits keep the position's text order.
         let row = number(source, "row")?.unwrap_or(0);
+        if row >= 10_000_000_000 {
+            return Err("source.row is not a row number of a binlog event (`int32`)".into());
+        }
         return Ok((format!("{n:010}.{pos:020}.{row:010}"), true, "file"));
     }
     for name in ["lsn", "scn", "ts_ms"] {

@@ -124,6 +124,67 @@ fn a_forged_sql_server_lsn_is_a_reject() {
     );
 }
 
+/// Issue 38 (5): Debezium's source positions are `int64`: a PostgreSQL truncate at `lsn`
+/// 18446744073709551615 (above every real LSN: it voided every later change of the table), a
+/// MySQL `row` past `int32` (it broke the position's fixed width) are rejects, named by field
+/// without their value; `i64::MAX` itself is a position.
+#[test]
+fn positions_past_int64_are_rejects() {
+    let t = |source: &str| {
+        format!(r#"{{"before":null,"after":null,"source":{source},"op":"t"}}"#).into_bytes()
+    };
+    let d = run(
+        &target("t", &[]),
+        &[
+            rec(
+                "a.b.c",
+                0,
+                None,
+                &t(r#"{"lsn":18446744073709551615,"ts_ms":5}"#),
+            ),
+            rec(
+                "a.b.c",
+                1,
+                None,
+                &t(r#"{"lsn":"9223372036854775808","ts_ms":5}"#),
+            ),
+            rec(
+                "a.b.c",
+                2,
+                None,
+                &t(r#"{"lsn":9223372036854775807,"ts_ms":5}"#),
+            ),
+        ],
+        &bronze_only(),
+    );
+    assert_eq!(d.rows, vec![2], "{:?}", d.rejects);
+    for (_, reason) in &d.rejects {
+        assert!(
+            reason.contains("source.lsn is not a non-negative 64-bit"),
+            "{reason}"
+        );
+        assert!(
+            !reason.contains("922337") && !reason.contains("1844"),
+            "{reason}"
+        );
+    }
+    let d = run(
+        &target("t", &[]),
+        &[rec(
+            "a.b.c",
+            0,
+            None,
+            &t(r#"{"file":"mysql-bin.000003","pos":4,"row":99999999999,"ts_ms":5}"#),
+        )],
+        &bronze_only(),
+    );
+    assert!(
+        d.rejects[0].1.contains("source.row is not a row number"),
+        "{:?}",
+        d.rejects
+    );
+}
+
 /// Issue 38 (2): a record adding more than `max_new_columns`, or taking its table past
 /// `max_table_columns`, is a reject; one at the bound is kept; 40,000 new columns are refused
 /// (the lookup of new names is a hash, not a scan per column).

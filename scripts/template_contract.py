@@ -69,8 +69,18 @@ RULES = {
     "QUEUE-AGE-ALARM": "the log notification queue has an alarm on the age of its oldest message",
     "LOG-SOURCES": "a function fed S3 notifications by SQS must set LAKESTREAM_LOG_BUCKETS to buckets "
     "its role can read, never the lake's (else it reads whatever bucket a notification names)",
-    "CDC-LANDING": "with a CDC landing bucket, the notified function reads it (s3:GetObject and "
-    "s3:ListBucket), the queue accepts its notifications, and it is not the lake bucket",
+    "CDC-LANDING": "with a CDC landing bucket, the notified function reads it under every prefix of "
+    "CdcLandingPrefixes (s3:GetObject, and s3:ListBucket for those keys), the queue accepts its "
+    "notifications, and it is not the lake bucket",
+    "LANDING-READ": "no role reads the CDC landing bucket outside the families' prefixes "
+    "(CdcLandingPrefixes): s3:GetObject only on <landing>/<prefix>*, never on the whole bucket, "
+    "and s3:ListBucket only with an s3:prefix condition under those prefixes",
+    "KMS-OPTION": "with LakeKmsKeyArn every bucket the stack creates uses aws:kms with that key and "
+    "an S3 Bucket Key (the server access log bucket keeps SSE-S3: log delivery does not support "
+    "SSE-KMS), and every role that reads or writes such a bucket may kms:Decrypt and "
+    "kms:GenerateDataKey with it; with CdcLandingKmsKeyArn the roles reading the landing bucket may "
+    "kms:Decrypt with it; every KMS grant is one of those keys, through S3 only (kms:ViaService); "
+    "without a key, SSE-S3 and no KMS grant",
     "REFINE-NOTICES": "every ingest function (a Kafka or S3-notification trigger) sends refine "
     "notices: LAKESTREAM_REFINE_QUEUE_URL names a FIFO queue its role may sqs:SendMessage to, which "
     "triggers the refine function with ReportBatchItemFailures and a visibility timeout at least "
@@ -619,7 +629,10 @@ def check(template_path: Path, overrides: dict[str, str], txn_retention_days: in
     findings += _check_log_sources(resources)
     findings += _check_refine_notices(resources)
     findings += _check_catalog_scope(resources)
-    findings += _check_cdc_landing(resources, str(params.get("CdcLandingBucketName", "")), str(params.get("LakeBucketName", "")))
+    landing = str(params.get("CdcLandingBucketName", ""))
+    findings += _check_cdc_landing(resources, landing, str(params.get("LakeBucketName", "")), _landing_prefixes(params))
+    findings += _check_landing_read(resources, landing, _landing_prefixes(params))
+    findings += _check_kms_option(resources, params)
 
     invoke_configs = {
         function_role(resources, r["Properties"].get("FunctionName", ""))[0]: r["Properties"]
@@ -832,9 +845,139 @@ def _check_log_sources(resources: dict[str, Any]) -> list[str]:
     return findings
 
 
-def _check_cdc_landing(resources: dict[str, Any], landing: str, lake: str) -> list[str]:
+def _landing_prefixes(params: dict[str, Any]) -> list[str]:
+    """CdcLandingPrefixes as a list (the parameter is one comma-separated string)."""
+    value = params.get("CdcLandingPrefixes", "")
+    items = value if isinstance(value, list) else str(value).split(",")
+    return [str(p) for p in items if str(p)]
+
+
+def _lists(statements: list[dict[str, Any]], bucket_arn: str, key: str) -> bool:
+    """An Allow of s3:ListBucket on the bucket whose s3:prefix condition (if any) admits `key`:
+    S3 answers a missing key 404, not 403, only then (it checks ListBucket with the key as
+    s3:prefix)."""
+    for s in statements:
+        if not any(fnmatch.fnmatchcase("s3:ListBucket", a) for a in _listify(s.get("Action", []))):
+            continue
+        if not any(fnmatch.fnmatchcase(bucket_arn, r) for r in _listify(s.get("Resource", []))):
+            continue
+        cond = s.get("Condition", {})
+        like = [str(v) for v in _listify(cond.get("StringLike", {}).get("s3:prefix", []))]
+        equal = [str(v) for v in _listify(cond.get("StringEquals", {}).get("s3:prefix", []))]
+        if not like and not equal:
+            return True
+        if any(fnmatch.fnmatchcase(key, v) for v in like) or key in equal:
+            return True
+    return False
+
+
+def _check_landing_read(resources: dict[str, Any], landing: str, prefixes: list[str]) -> list[str]:
+    """LANDING-READ (issue 38, 10): every role's grants on the landing bucket stay under the
+    families' prefixes. Probed with keys outside them: the bucket's root, another folder, and a
+    sibling of each prefix (`dms/erpx/` next to `dms/erp/`)."""
+    if not landing:
+        return []
+    findings = []
+    bucket = f"arn:aws:s3:::{landing}"
+    outside = [f"{bucket}/x.csv", f"{bucket}/outside-the-families/public/t/x.csv"]
+    outside += [f"{bucket}/{p.rstrip('/')}x/public/t/x.csv" for p in prefixes]
+    shown = ", ".join(prefixes) or "none"
+    for name, res in sorted(resources.items()):
+        if res["Type"] != "AWS::IAM::Role":
+            continue
+        statements = role_statements(res)
+        read = next((o for o in outside if allows(statements, "s3:GetObject", o)), None)
+        if read is not None:
+            findings.append(f"LANDING-READ {name}: may s3:GetObject {read}, outside the families' prefixes ({shown})")
+        for s in statements:
+            if not any(fnmatch.fnmatchcase("s3:ListBucket", a) for a in _listify(s.get("Action", []))):
+                continue
+            if not any(fnmatch.fnmatchcase(bucket, r) for r in _listify(s.get("Resource", []))):
+                continue
+            cond = s.get("Condition", {})
+            values = [str(v) for op in ("StringLike", "StringEquals")
+                      for v in _listify(cond.get(op, {}).get("s3:prefix", []))]
+            wide = [v for v in values if not any(v.startswith(p) for p in prefixes)]
+            if not values:
+                findings.append(f"LANDING-READ {name}: s3:ListBucket on {bucket} without an s3:prefix condition (lists the whole bucket)")
+            elif wide:
+                findings.append(f"LANDING-READ {name}: s3:ListBucket on {bucket} for s3:prefix {wide[0]!r}, outside the families' prefixes ({shown})")
+    return findings
+
+
+def _check_kms_option(resources: dict[str, Any], params: dict[str, Any]) -> list[str]:
+    """KMS-OPTION (issue 38, 10): LakeKmsKeyArn encrypts the stack's buckets (Bucket Keys on),
+    every role touching them may use the key through S3; CdcLandingKmsKeyArn lets the landing
+    readers decrypt; no key: SSE-S3 and no KMS grant at all."""
+    findings = []
+    key = str(params.get("LakeKmsKeyArn", ""))
+    landing = str(params.get("CdcLandingBucketName", ""))
+    landing_key = str(params.get("CdcLandingKmsKeyArn", "")) if landing else ""
+    via = f"s3.{PSEUDO['AWS::Region']}.amazonaws.com"
+    encrypted = []
+    for name, res in sorted(resources.items()):
+        if res["Type"] != "AWS::S3::Bucket":
+            continue
+        sse = _listify(res["Properties"].get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", [{}]))[0]
+        default = sse.get("ServerSideEncryptionByDefault", {})
+        algorithm, key_id = default.get("SSEAlgorithm"), default.get("KMSMasterKeyID")
+        log_target = any(
+            s.get("Effect") == "Allow" and "logging.s3.amazonaws.com" in json.dumps(s.get("Principal"))
+            for doc in _bucket_policies(resources, name) for s in _statements(doc)
+        )
+        if log_target or not key:
+            if algorithm not in (None, "AES256"):
+                why = ("S3 server access log delivery does not support SSE-KMS default encryption"
+                       if log_target else "LakeKmsKeyArn is empty")
+                findings.append(f"KMS-OPTION {name}: encrypted with {algorithm}, not SSE-S3 (AES256): {why}")
+            continue
+        if algorithm != "aws:kms" or key_id != key:
+            findings.append(f"KMS-OPTION {name}: encrypted with {algorithm} {key_id or ''}".rstrip()
+                            + f", not aws:kms with LakeKmsKeyArn {key}")
+        if str(sse.get("BucketKeyEnabled")).lower() != "true":
+            findings.append(f"KMS-OPTION {name}: no S3 Bucket Key (BucketKeyEnabled): a KMS request per object read or written")
+        encrypted.append(str(res["Properties"].get("BucketName") or f"{name.lower()}-physical-id"))
+    keys = {k for k in (key, landing_key) if k}
+    for name, res in sorted(resources.items()):
+        if res["Type"] != "AWS::IAM::Role":
+            continue
+        statements = role_statements(res)
+        for s in statements:
+            if not any(str(a).startswith("kms:") for a in _listify(s.get("Action", []))):
+                continue
+            on = [str(r) for r in _listify(s.get("Resource", []))]
+            if not keys:
+                findings.append(f"KMS-OPTION {name}: KMS actions granted on {', '.join(on)} though no key parameter is set")
+                continue
+            if any(r not in keys for r in on):
+                findings.append(f"KMS-OPTION {name}: KMS actions on {', '.join(r for r in on if r not in keys)}, "
+                                "not LakeKmsKeyArn or CdcLandingKmsKeyArn")
+            vias = _listify(s.get("Condition", {}).get("StringEquals", {}).get("kms:ViaService", []))
+            if not vias or any(v != via for v in vias):
+                findings.append(f"KMS-OPTION {name}: KMS grant not limited to S3 (Condition StringEquals kms:ViaService {via})")
+        for bucket in encrypted:
+            touches = any(
+                any(fnmatch.fnmatchcase(a, act) for a in ("s3:GetObject", "s3:PutObject")
+                    for act in _listify(s.get("Action", [])))
+                and any(str(r).startswith(f"arn:aws:s3:::{bucket}/") or fnmatch.fnmatchcase(f"arn:aws:s3:::{bucket}/x", str(r))
+                        for r in _listify(s.get("Resource", [])))
+                for s in statements
+            )
+            for action in ("kms:Decrypt", "kms:GenerateDataKey"):
+                if touches and not allows(statements, action, key):
+                    findings.append(f"KMS-OPTION {name}: reads or writes {bucket} (SSE-KMS) but cannot {action} with LakeKmsKeyArn")
+        reads_landing = landing and any(
+            allows(statements, "s3:GetObject", f"arn:aws:s3:::{landing}/{p}public/t/x.csv") for p in _landing_prefixes(params)
+        )
+        if landing_key and reads_landing and not allows(statements, "kms:Decrypt", landing_key):
+            findings.append(f"KMS-OPTION {name}: reads the landing bucket {landing} but cannot kms:Decrypt with CdcLandingKmsKeyArn")
+    return findings
+
+
+def _check_cdc_landing(resources: dict[str, Any], landing: str, lake: str, prefixes: list[str]) -> list[str]:
     """CDC-LANDING: the landing bucket of DMS / files families is readable by the function the
-    notification queue triggers, may send to that queue, and is not the lake bucket."""
+    notification queue triggers under each family prefix, may send to that queue, and is not the
+    lake bucket."""
     if not landing:
         return []
     findings = []
@@ -850,9 +993,15 @@ def _check_cdc_landing(resources: dict[str, Any], landing: str, lake: str) -> li
         if owner is None:
             continue
         fn, role = owner
-        for action, res in (("s3:GetObject", f"{bucket}/dms/x.csv"), ("s3:ListBucket", bucket)):
-            if not allows(role_statements(role), action, res):
-                findings.append(f"CDC-LANDING {fn}: role cannot {action} in the landing bucket {landing}")
+        if not prefixes:
+            findings.append(f"CDC-LANDING {fn}: no landing prefix (CdcLandingPrefixes) to read under")
+        for p in prefixes:
+            key = f"{p}public/orders/LOAD00000001.csv"
+            if not allows(role_statements(role), "s3:GetObject", f"{bucket}/{key}"):
+                findings.append(f"CDC-LANDING {fn}: role cannot s3:GetObject under {p} in the landing bucket {landing}")
+            if not _lists(role_statements(role), bucket, key):
+                findings.append(f"CDC-LANDING {fn}: role cannot s3:ListBucket for keys under {p} in the landing "
+                                "bucket (a deleted object would be a 403, retried, not a 404)")
         queue_arn = str(props.get("EventSourceArn", ""))
         queue = queue_arn.rsplit(":", 1)[-1]
         senders = [

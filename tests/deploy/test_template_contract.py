@@ -22,6 +22,12 @@ def rules(findings: list[str]) -> set[str]:
     return {f.split(" ", 1)[0] for f in findings}
 
 
+# Issue 38 (10): a landing bucket with two families, and the KMS keys.
+LANDING = {"CdcLandingBucketName": "lakestream-landing", "CdcLandingPrefixes": "dms/erp/,files/crm/"}
+LAKE_KEY = {"LakeKmsKeyArn": "arn:aws:kms:us-east-1:123456789012:key/0a1b2c3d-4e5f-6789-abcd-ef0123456789"}
+LANDING_KEY = {**LANDING, "CdcLandingKmsKeyArn": "arn:aws:kms:us-east-1:123456789012:key/mrk-0123456789abcdef"}
+
+
 @pytest.mark.parametrize(
     "params",
     [
@@ -30,6 +36,11 @@ def rules(findings: list[str]) -> set[str]:
         {"LogIngestMode": "drain"},
         {"MskTopic2": "", "MskConsumerGroupPrefix": "prod"},
         {"MskTopic3": "clicks", "MskTopic4": "views", "MskPollerMode": "Provisioned"},
+        {"CdcLandingBucketName": "lakestream-landing"},
+        LANDING,
+        {**LANDING, "CdcLandingPrefixes": "dms/erp/,dms/hr/,files/crm/,exports/year=2026/"},
+        LAKE_KEY,
+        {**LANDING_KEY, **LAKE_KEY, "LogIngestMode": "drain"},
     ],
 )
 def test_fixed_template_holds_the_contract(params: dict[str, str]) -> None:
@@ -182,6 +193,105 @@ def test_each_rule_catches_its_mistake(tmp_path: Path, rule: str, old: str, new:
     assert rule in rules(findings), findings
 
 
+LANDING_OBJECTS = '"arn:${AWS::Partition}:s3:::${CdcLandingBucketName}/${Prefix}*"'
+LANDING_LIST = '"s3:prefix": !Split [",", !Sub ["${Prefixes}*", {Prefixes: !Join ["*,", !Split [",", !Ref CdcLandingPrefixes]]}]]'
+KMS_VIA_S3 = '                Condition:\n                  StringEquals: {"kms:ViaService": !Sub "s3.${AWS::Region}.amazonaws.com"}\n'
+
+# Rules that hold only for some parameters: (rule, parameters, old text, new text).
+PARAM_MUTATIONS = [
+    # Issue 38 (10): s3-log-ingest reads only the families' prefixes of the landing bucket.
+    ("LANDING-READ", LANDING, LANDING_OBJECTS, '"arn:${AWS::Partition}:s3:::${CdcLandingBucketName}/*"'),
+    ("LANDING-READ", LANDING, f"                Condition:\n                  StringLike:\n                    {LANDING_LIST}\n", ""),
+    ("LANDING-READ", LANDING, LANDING_LIST, '"s3:prefix": ["*"]'),
+    (
+        "LANDING-READ",
+        LANDING,
+        '              Action: [s3:GetObject, s3:PutObject, s3:DeleteObject, s3:AbortMultipartUpload]\n'
+        '              Resource: !Sub "arn:${AWS::Partition}:s3:::${LakeBucketName}/${LakePrefix}/*"\n',
+        '              Action: [s3:GetObject, s3:PutObject, s3:DeleteObject, s3:AbortMultipartUpload]\n'
+        '              Resource:\n                - !Sub "arn:${AWS::Partition}:s3:::${LakeBucketName}/${LakePrefix}/*"\n'
+        '                - !Sub "arn:${AWS::Partition}:s3:::${CdcLandingBucketName}/*"\n',
+    ),
+    # ... and every prefix is readable, and listable (a deleted object is a 404, not a 403).
+    ("CDC-LANDING", LANDING, 'Prefix: !Select [1, !Split [",", !Sub "${CdcLandingPrefixes},,,"]]',
+     'Prefix: !Select [0, !Split [",", !Sub "${CdcLandingPrefixes},,,"]]'),
+    ("CDC-LANDING", LANDING, LANDING_LIST, '"s3:prefix": [!Sub ["${P}*", {P: !Select [0, !Split [",", !Ref CdcLandingPrefixes]]}]]'),
+    # The KMS option: the stack's buckets use the key with a Bucket Key, every role touching them
+    # may use it through S3 only; the raw-logs bucket keeps SSE-S3; no key, no KMS at all.
+    ("KMS-OPTION", LAKE_KEY, '              - {SSEAlgorithm: "aws:kms", KMSMasterKeyID: !Ref LakeKmsKeyArn}\n',
+     "              - {SSEAlgorithm: AES256}\n"),
+    ("KMS-OPTION", LAKE_KEY, "            BucketKeyEnabled: !If [HasLakeKmsKey, true, !Ref AWS::NoValue]\n", ""),
+    ("KMS-OPTION", LAKE_KEY, "                Action: [kms:Decrypt, kms:GenerateDataKey]\n", "                Action: kms:Decrypt\n"),
+    ("KMS-OPTION", LAKE_KEY, KMS_VIA_S3, ""),
+    (
+        "KMS-OPTION",
+        LAKE_KEY,
+        "(the logs would not arrive).\n      BucketEncryption:\n        ServerSideEncryptionConfiguration:\n"
+        "          - ServerSideEncryptionByDefault: {SSEAlgorithm: AES256}\n",
+        "(the logs would not arrive).\n      BucketEncryption:\n        ServerSideEncryptionConfiguration:\n"
+        '          - ServerSideEncryptionByDefault: {SSEAlgorithm: "aws:kms", KMSMasterKeyID: !Ref LakeKmsKeyArn}\n'
+        "            BucketKeyEnabled: true\n",
+    ),
+    ("KMS-OPTION", {}, '  HasLakeKmsKey: !Not [!Equals [!Ref LakeKmsKeyArn, ""]]', '  HasLakeKmsKey: !Equals [!Ref LakeKmsKeyArn, ""]'),
+    ("KMS-OPTION", LANDING_KEY, '  HasCdcLandingKmsKey: !And [!Condition HasCdcLanding, !Not [!Equals [!Ref CdcLandingKmsKeyArn, ""]]]',
+     '  HasCdcLandingKmsKey: !Equals ["yes", "no"]'),
+]
+
+
+@pytest.mark.parametrize("rule,params,old,new", PARAM_MUTATIONS, ids=[f"{m[0]}-{i}" for i, m in enumerate(PARAM_MUTATIONS)])
+def test_each_parameter_rule_catches_its_mistake(tmp_path: Path, rule: str, params: dict[str, str], old: str, new: str) -> None:
+    assert contract.check(TEMPLATE, params) == []
+    findings = contract.check(mutated(tmp_path, old, new), params)
+    assert rule in rules(findings), findings
+
+
+def test_landing_grants_are_the_families_prefixes_only() -> None:
+    """s3-log-ingest reads and lists exactly the families' prefixes, one resource each (before
+    issue 38 (10) it had s3:GetObject on <landing>/* and an unconditioned s3:ListBucket)."""
+    resources = _resources({**LANDING, "CdcLandingPrefixes": "dms/erp/,files/crm/,x/"})
+    statements = {s.get("Sid"): s for s in contract.role_statements(resources["LogIngestFunctionRole"])}
+    assert statements["CdcLandingObjects"]["Resource"] == [
+        "arn:aws:s3:::lakestream-landing/dms/erp/*",
+        "arn:aws:s3:::lakestream-landing/files/crm/*",
+        "arn:aws:s3:::lakestream-landing/x/*",
+    ]
+    assert statements["CdcLandingList"]["Condition"] == {"StringLike": {"s3:prefix": ["dms/erp/*", "files/crm/*", "x/*"]}}
+    assert "CdcLandingKmsKey" not in statements
+
+
+def _resources(params: dict[str, str]) -> dict[str, dict]:
+    """The resolved resources of today's template for these parameters (the rest at defaults)."""
+    import copy
+
+    raw = contract.yaml_parse(TEMPLATE.read_text())
+    cfn_params = {k: params.get(k, v.get("Default", contract.PLACEHOLDERS.get(k, "placeholder")))
+                  for k, v in raw["Parameters"].items()}
+    sam = copy.deepcopy(raw)
+    sam.get("Globals", {}).get("Function", {}).pop("CodeUri", None)
+    for res in sam["Resources"].values():
+        if res.get("Type") == "AWS::Serverless::Function":
+            res["Properties"]["CodeUri"] = "s3://placeholder/code.zip"
+    return contract.Resolver(contract.transform(sam, {**contract.PSEUDO, **cfn_params}, contract._NoIam()), cfn_params).resources()
+
+
+def test_without_a_key_the_buckets_are_as_before() -> None:
+    """Empty LakeKmsKeyArn: SSE-S3 exactly as before the option (no BucketKeyEnabled), no KMS grant."""
+    resources = _resources({})
+    for bucket in ("LakeBucket", "RawLogsBucket", "FailedBatchesBucket"):
+        assert resources[bucket]["Properties"]["BucketEncryption"] == {
+            "ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+        }, bucket
+    for name, res in resources.items():
+        if res["Type"] == "AWS::IAM::Role":
+            assert "kms:" not in str(contract.role_statements(res)), name
+    keyed = _resources(LAKE_KEY)
+    assert keyed["RawLogsBucket"]["Properties"]["BucketEncryption"] == resources["RawLogsBucket"]["Properties"]["BucketEncryption"]
+    assert keyed["LakeBucket"]["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"] == [
+        {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": LAKE_KEY["LakeKmsKeyArn"]},
+         "BucketKeyEnabled": True}
+    ]
+
+
 def test_samconfig_must_deploy_the_built_architecture(tmp_path: Path) -> None:
     cfg = tmp_path / "samconfig.toml"
     assert contract.check_samconfig(cfg, "x86_64") == []  # first deploy: --guided gets ARCH
@@ -259,6 +369,37 @@ def test_every_function_keeps_what_its_code_needs(params: dict[str, str]) -> Non
         assert not contract.effective(r, "s3:PutObject", f"{lake}/_config/lakestream.toml"), role
         deletes = contract.effective(r, "s3:DeleteObject", f"{lake}/raw/order/part-0.parquet")
         assert deletes == (role == "MaintenanceFunctionRole"), role
+
+
+def _parameter(name: str) -> dict:
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    return yaml.load((ROOT / "template.yaml").read_text(), Loader=Loader)["Parameters"][name]
+
+
+def test_landing_prefixes_pattern_takes_one_to_four_plain_prefixes() -> None:
+    """CdcLandingPrefixes: each prefix ends in `/` (a family's location is a folder) and has no IAM
+    wildcard; at most four (one IAM resource each), so a fifth is refused at deploy, not dropped."""
+    import re
+
+    spec = _parameter("CdcLandingPrefixes")
+    ok = lambda v: re.fullmatch(spec["AllowedPattern"], v) is not None  # noqa: E731 - CloudFormation matches the whole value
+    assert ok(spec["Default"])
+    for good in ["dms/", "dms/erp/,files/crm/", "a/,b/,c/,d/", "exports/year=2026/", "crm-landing/dms.v2/"]:
+        assert ok(good), good
+    for bad in ["", "dms", "dms/erp", "/dms/", "dms//x/", "dms/,", ",dms/", "dms/, files/", "dms/*/", "d?s/",
+                "a/,b/,c/,d/,e/", "${x}/"]:
+        assert not ok(bad), bad
+    for name in ("LakeKmsKeyArn", "CdcLandingKmsKeyArn"):
+        key = _parameter(name)
+        fits = lambda v: re.fullmatch(key["AllowedPattern"], v) is not None  # noqa: E731
+        assert key["Default"] == "" and fits("")
+        assert fits("arn:aws:kms:eu-west-1:123456789012:key/mrk-1234abcd") and fits(LAKE_KEY["LakeKmsKeyArn"])
+        assert not fits("arn:aws:kms:eu-west-1:123456789012:alias/lake"), name  # IAM grants on an alias grant nothing
 
 
 def test_lake_prefix_pattern_allows_only_plain_segments() -> None:

@@ -17,6 +17,11 @@ pub struct RefineArgs {
     /// works after bronze's early log is cleaned).
     #[arg(long)]
     pub rebuild: bool,
+    /// Void the truncate at SEQ (its `__seq` in bronze) for the (one) named CDC apply job and
+    /// rebuild its output without it: for a forged or mistaken truncate that emptied silver.
+    /// Later runs ignore that truncate wherever it comes from.
+    #[arg(long, value_name = "SEQ", conflicts_with = "skip_to")]
+    pub void_truncate: Option<String>,
     /// Stop each job after this many committed runs.
     #[arg(long, default_value_t = 10_000)]
     pub max_runs: usize,

@@ -1,7 +1,8 @@
 //! `lakestream refine`: run the config's refine jobs through the refine function's own code
 //! (`refine::run`: dependency order, a failed job skips only the jobs reading its output), print
 //! what each did, and fail when a job failed; `--skip-to TABLE=V` records a source version as
-//! consumed; `--rebuild` empties a job's output and runs it from the start. Jobs are named as
+//! consumed; `--rebuild` empties a job's output and runs it from the start; `--void-truncate
+//! SEQ` does so without one truncate. Jobs are named as
 //! `refine` and `lag` print them: configured jobs and every CDC family table's
 //! `cdc-<family>/<schema>.<table>`.
 
@@ -21,6 +22,11 @@ pub async fn run_command(args: RefineArgs) -> Result<()> {
     let l = open_lake(&cfg, &args.lake)?;
     match args.skip_to {
         Some(spec) => skip_to(&cfg, &l, &args.jobs, &spec).await,
+        None if args.void_truncate.is_some() => {
+            let seq = args.void_truncate.as_deref().unwrap_or_default();
+            void_truncate(&cfg, &l, &args.jobs, seq).await?;
+            run(cfg, l, &args.jobs, args.max_runs, args.json).await
+        }
         None if args.rebuild => {
             rebuild(&cfg, &l, &args.jobs).await?;
             run(cfg, l, &args.jobs, args.max_runs, args.json).await
@@ -129,6 +135,32 @@ pub async fn rebuild(config: &PipelineConfig, lake: &Lake, jobs: &[String]) -> R
         ),
         None => println!("refine {job}: no output yet; building it"),
     }
+    Ok(())
+}
+
+/// `--void-truncate SEQ` for one CDC apply job: the truncate voided and the output emptied in
+/// one commit (the run that follows rebuilds it without the truncate).
+pub async fn void_truncate(
+    config: &PipelineConfig,
+    lake: &Lake,
+    jobs: &[String],
+    seq: &str,
+) -> Result<()> {
+    let [job] = jobs else {
+        bail!(
+            "--void-truncate needs exactly one job name, e.g. `lakestream refine \
+             cdc-crm/public.orders --void-truncate <SEQ>`"
+        );
+    };
+    let cfg = find_job(config, lake, job).await?;
+    let settings = (&config.commit).into();
+    let ctx = RunContext::new(config, lake, &settings, chrono::Utc::now());
+    let v = lakestream_core::refine::void_truncate(&ctx, &cfg, seq).await?;
+    println!(
+        "refine {job}: the truncate at `{seq}` voided and output `{}` emptied at version {v}; \
+         rebuilding",
+        cfg.output
+    );
     Ok(())
 }
 

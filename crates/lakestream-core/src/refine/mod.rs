@@ -35,7 +35,7 @@ pub mod source;
 pub mod upsert;
 
 pub use context::{RunContext, source_app_id, source_id_property};
-pub use rebuild::rebuild;
+pub use rebuild::{rebuild, void_truncate};
 pub use report::{
     AggregateCounts, JobReport, JoinCounts, RunCounts, RunReport, SideReport, UpsertCounts,
 };

@@ -16,15 +16,63 @@
 use super::context::{RunContext, source_id_property};
 use crate::commit::{self, ChangePlanner, Proposal, ReadScope, TableState};
 use crate::error::{Error, Result};
+use crate::refine::cdc::scd1::TRUNCATED_AT_TIME_PROPERTY;
 use crate::table::TableHandle;
 use deltalake::kernel::Transaction;
 use deltalake::protocol::DeltaOperation;
+use lakestream_formats::config::silver;
 use lakestream_formats::refine::{JobKind, RefineJob};
 
 /// Reset `cfg`'s output: every live file removed, every source's `txn` set to `-1` (nothing
 /// consumed) and its table id recorded anew, in one commit. `None`: there is no output yet
 /// (its first run builds it). Joins keep state beside their output and are refused.
 pub async fn rebuild(ctx: &RunContext<'_>, cfg: &RefineJob) -> Result<Option<u64>> {
+    reset(ctx, cfg, None).await
+}
+
+/// The longest `__seq` an operator may void (positions are at most ~60 characters).
+const MAX_SEQ_LEN: usize = 200;
+
+/// `--void-truncate`: a CDC apply's output rebuilt (as [`rebuild`]) with the truncate at `seq`
+/// (its `__seq` in bronze) added to its voided ones ([`silver::VOID_TRUNCATES_PROPERTY`]) in
+/// the reset commit, so the rebuilt silver has the rows a forged or mistaken truncate removed
+/// and later runs ignore it (from bronze, a redelivery or an SCD2 job's side table). Refused
+/// for a job without an output yet (nothing to record the void on). Returns the reset
+/// version.
+pub async fn void_truncate(ctx: &RunContext<'_>, cfg: &RefineJob, seq: &str) -> Result<u64> {
+    if !matches!(cfg.kind, JobKind::Cdc(_)) {
+        return Err(Error::Config(format!(
+            "refine job `{}`: --void-truncate applies to CDC apply jobs only",
+            cfg.job
+        )));
+    }
+    if seq.is_empty() || seq.len() > MAX_SEQ_LEN || seq.chars().any(char::is_control) {
+        return Err(Error::Config(format!(
+            "--void-truncate: give the truncate's `__seq` as bronze holds it (at most \
+             {MAX_SEQ_LEN} characters, one line)"
+        )));
+    }
+    reset(ctx, cfg, Some(seq)).await?.ok_or_else(|| {
+        Error::Config(format!(
+            "refine job `{}`: its output `{}` does not exist yet, so there is no truncate to \
+             void",
+            cfg.job, cfg.output
+        ))
+    })
+}
+
+/// The voided truncates' `__seq`s an output records.
+pub(crate) fn voided_truncates(output: &TableHandle) -> Result<Vec<String>> {
+    if !output.exists() {
+        return Ok(vec![]);
+    }
+    Ok(output
+        .property(silver::VOID_TRUNCATES_PROPERTY)?
+        .map(|v| v.lines().map(str::to_string).collect())
+        .unwrap_or_default())
+}
+
+async fn reset(ctx: &RunContext<'_>, cfg: &RefineJob, void: Option<&str>) -> Result<Option<u64>> {
     if let JobKind::Join(_) = cfg.kind {
         return Err(Error::Config(format!(
             "refine job `{}`: --rebuild is not supported for interval joins (their side state \
@@ -64,6 +112,7 @@ pub async fn rebuild(ctx: &RunContext<'_>, cfg: &RefineJob) -> Result<Option<u64
             )],
             _ => vec![],
         },
+        void: void.map(str::to_string),
     };
     Ok(commit::run(&mut output, ctx.settings, &mut planner)
         .await?
@@ -79,6 +128,8 @@ struct ResetPlanner {
     sources: Vec<(String, Option<String>)>,
     /// Further properties the reset commit sets.
     properties: Vec<(String, String)>,
+    /// A truncate `__seq` to add to the voided ones.
+    void: Option<String>,
 }
 
 impl ChangePlanner for ResetPlanner {
@@ -110,6 +161,21 @@ impl ChangePlanner for ResetPlanner {
             .filter_map(|(t, id)| Some((source_id_property(t), id.clone()?)))
             .chain(self.properties.iter().cloned())
             .collect();
+        if let Some(seq) = &self.void {
+            let mut voided = voided_truncates(output)?;
+            if !voided.contains(seq) {
+                voided.push(seq.clone());
+            }
+            let v = voided.join("\n");
+            change
+                .properties
+                .push((silver::VOID_TRUNCATES_PROPERTY.to_string(), v));
+            // The silver's record of its newest truncate may be the voided one: cleared (empty),
+            // the rebuilding run records the newest truncate still standing.
+            for p in [silver::TRUNCATED_AT_PROPERTY, TRUNCATED_AT_TIME_PROPERTY] {
+                change.properties.push((p.to_string(), String::new()));
+            }
+        }
         Ok(Some(Proposal {
             change,
             schema,

@@ -11,7 +11,7 @@ use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use deltalake::logstore::object_store::{ObjectStoreExt, path::Path};
 use lakestream_core::commit::CommitSettings;
-use lakestream_core::refine::{RunContext, rebuild, run_job};
+use lakestream_core::refine::{RunContext, rebuild, run_job, void_truncate};
 use lakestream_core::table::TableHandle;
 use lakestream_core::{Lake, read};
 use lakestream_formats::config::PipelineConfig;
@@ -236,6 +236,49 @@ async fn a_rebuild_racing_an_apply_and_appends_loses_and_repeats_nothing() -> Re
                 want(scd, true),
                 "{backend:?} scd{scd}"
             );
+        }
+    }
+    Ok(())
+}
+
+/// Issue 38 (5): a truncate whose position is above every real one (forged, or a connector
+/// bug) voids every later change of the table: silver stays empty. An operator voids it
+/// (`--void-truncate SEQ`): silver is rebuilt with every change it had voided, and the
+/// truncate stays void when it is delivered again (SCD1 and SCD2; SCD2's side table stored it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_voids_a_forged_truncate_and_silver_comes_back() -> Result<()> {
+    for backend in backends() {
+        for scd in [1u8, 2] {
+            let lake = TestLake::new(backend, &format!("void-truncate-{scd}"))?;
+            let (cfg, l) = (config(&lake, scd)?, lake.lake()?);
+            let s: CommitSettings = (&cfg.commit).into();
+            append(&l, &[("c", "s01", r#"{"id":1,"v":"a"}"#)]).await?;
+            // The forged truncate ranks above everything the source will send.
+            append(&l, &[("t", "s99", "{}")]).await?;
+            append(&l, &[("c", "s05", r#"{"id":2,"v":"b"}"#)]).await?;
+            apply(&cfg, &l, &s).await?;
+            let voided_now = silver(&l, scd).await?;
+            assert!(
+                voided_now.iter().all(|r| scd == 2 && !r.ends_with(" -")),
+                "{backend:?} scd{scd}: the truncate should have voided every row: {voided_now:?}"
+            );
+            let job = cfg.refine_job("people").context("job")?;
+            let ctx = RunContext::new(&cfg, &l, &s, chrono::Utc::now());
+            void_truncate(&ctx, job, "s99").await?;
+            append(&l, &[("u", "s06", r#"{"id":1,"v":"a2"}"#)]).await?;
+            apply(&cfg, &l, &s).await?;
+            let want: &[&str] = match scd {
+                1 => &["1 a2 s06", "2 b s05"],
+                _ => &["1 a s01 s06", "1 a2 s06 -", "2 b s05 -"],
+            };
+            assert_eq!(silver(&l, scd).await?, want, "{backend:?} scd{scd}");
+            // Delivered again (a redrive): still void.
+            append(&l, &[("t", "s99", "{}")]).await?;
+            apply(&cfg, &l, &s).await?;
+            assert_eq!(silver(&l, scd).await?, want, "{backend:?} scd{scd}");
+            // Another job kind is refused.
+            let e = void_truncate(&ctx, job, "").await.err();
+            assert!(e.is_some(), "{backend:?}: an empty SEQ is refused");
         }
     }
     Ok(())

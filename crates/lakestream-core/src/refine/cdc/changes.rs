@@ -10,8 +10,10 @@ use super::{compacted, positions};
 use crate::error::{Error, Result};
 use crate::refine::context::RunContext;
 use crate::refine::source::{SourceRead, read_next, read_snapshot};
-use deltalake::arrow::array::{ArrayRef, RecordBatch, TimestampMicrosecondArray, UInt32Array};
-use deltalake::arrow::compute::{cast, take_record_batch};
+use deltalake::arrow::array::{
+    ArrayRef, AsArray, BooleanArray, RecordBatch, TimestampMicrosecondArray, UInt32Array,
+};
+use deltalake::arrow::compute::{cast, filter_record_batch, take_record_batch};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::arrow::row::{RowConverter, SortField};
 use lakestream_formats::config::bronze;
@@ -46,7 +48,7 @@ pub(crate) async fn read_changes(
     ctx: &RunContext<'_>,
     cfg: &RefineJob,
     apply: &CdcApply,
-    consumed: Option<u64>,
+    (consumed, voided): (Option<u64>, &[String]),
 ) -> Result<Option<ChangeRead>> {
     // The first run (a new silver, or one rebuilt) reads bronze's snapshot: bronze is
     // append-only, so its live rows are every change it holds, with no need for its early log.
@@ -62,6 +64,7 @@ pub(crate) async fn read_changes(
     let rows = read.rows()?;
     read.batches = Vec::new();
     let changes = project(&rows, &keys, &apply.source, &cfg.job)?;
+    let changes = without_voided(&changes, voided)?;
     let changes = positions::apply_resets(&changes, &apply.position_resets)?;
     let changes = compacted::place_tombstones(
         &changes,
@@ -78,6 +81,28 @@ pub(crate) async fn read_changes(
         keys,
         changes,
     }))
+}
+
+/// `changes` without the truncates an operator voided (their bronze `__seq`s, `voided`).
+fn without_voided(changes: &RecordBatch, voided: &[String]) -> Result<RecordBatch> {
+    if voided.is_empty() {
+        return Ok(changes.clone());
+    }
+    let text = |name: &str| {
+        changes
+            .column_by_name(name)
+            .and_then(|c| c.as_string_opt::<i32>())
+            .ok_or_else(|| Error::Internal(format!("changes have no text `{name}`")))
+    };
+    let (op, seq) = (text(bronze::OP)?, text(bronze::SEQ)?);
+    let keep: BooleanArray = (0..changes.num_rows())
+        .map(|i| {
+            let void =
+                op.value(i) == bronze::OP_TRUNCATE && voided.iter().any(|v| v == seq.value(i));
+            Some(!void)
+        })
+        .collect();
+    Ok(filter_record_batch(changes, &keep)?)
 }
 
 /// The job, its bronze table and its family: who a [`positions`] error names.

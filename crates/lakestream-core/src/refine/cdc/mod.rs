@@ -15,7 +15,7 @@ mod compacted;
 pub mod family;
 pub mod feed;
 pub(crate) mod positions;
-mod scd1;
+pub(crate) mod scd1;
 pub(crate) mod scd2;
 
 use super::context::RunContext;

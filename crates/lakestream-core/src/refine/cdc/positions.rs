@@ -62,6 +62,16 @@ pub fn rank_prefix(k: usize) -> String {
     format!("e{k:04}|")
 }
 
+/// `seq` without its reset rank prefix ([`rank_prefix`]): the position bronze holds.
+pub(crate) fn unranked(seq: &str) -> &str {
+    match seq.as_bytes() {
+        [b'e', d @ ..] if d.len() > 5 && d[..4].iter().all(u8::is_ascii_digit) && d[4] == b'|' => {
+            &seq[6..]
+        }
+        _ => seq,
+    }
+}
+
 /// `changes` with each `__seq` ranked by `resets` (µs, ascending): unchanged when there are
 /// none.
 pub(crate) fn apply_resets(changes: &RecordBatch, resets: &[i64]) -> Result<RecordBatch> {

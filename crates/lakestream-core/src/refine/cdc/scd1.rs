@@ -18,6 +18,7 @@ use crate::refine::keyed::rewrite::Sweep;
 use crate::refine::keyed::unchanged::Values;
 use crate::refine::keyed::values::{self, Before, Toast};
 use crate::refine::keyed::{self, KeyedPlan, Planned, empty_report};
+use crate::refine::rebuild::voided_truncates;
 use crate::refine::report::RunReport;
 use crate::table::TableHandle;
 use deltalake::arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray};
@@ -79,7 +80,7 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
             read,
             keys,
             changes,
-        }) = read_changes(ctx, cfg, apply, consumed).await?
+        }) = read_changes(ctx, cfg, apply, (consumed, &voided_truncates(output)?)).await?
         else {
             report.waiting_for = Some(apply.source.clone());
             return Ok(Planned::Nothing(report));
@@ -237,7 +238,10 @@ fn truncates_of(changes: &RecordBatch) -> Result<Vec<(&str, Option<i64>)>> {
 
 /// The silver's `lakestream.cdc.truncated_at` (the `__seq` of the last truncate applied).
 fn truncated_at(output: &TableHandle) -> Result<Option<String>> {
-    output.property(silver::TRUNCATED_AT_PROPERTY)
+    // Empty: none (a `--void-truncate` reset cleared it).
+    Ok(output
+        .property(silver::TRUNCATED_AT_PROPERTY)?
+        .filter(|t| !t.is_empty()))
 }
 
 /// The changes that still apply after the truncates (those of the table, `before`, and the

@@ -85,4 +85,7 @@ pub mod silver {
     pub const END_SEQ: &str = "__END_SEQ";
     /// Silver table property: the sequence of the last truncate applied (SCD1 and SCD2).
     pub const TRUNCATED_AT_PROPERTY: &str = "lakestream.cdc.truncated_at";
+    /// Silver property: the `__seq`s of truncates an operator voided (`lakestream refine <job>
+    /// --void-truncate SEQ`), one per line; the apply treats them as if bronze had none.
+    pub const VOID_TRUNCATES_PROPERTY: &str = "lakestream.cdc.void_truncates";
 }

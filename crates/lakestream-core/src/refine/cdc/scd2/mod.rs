@@ -25,9 +25,11 @@ use crate::commit::{
     run, write_change_data,
 };
 use crate::error::{Error, Result};
+use crate::refine::cdc::positions::unranked;
 use crate::refine::context::{JOB_PROPERTY, RunContext, source_id_property};
 use crate::refine::keyed::values::Toast;
 use crate::refine::keyed::{expiry, tombstones};
+use crate::refine::rebuild::voided_truncates;
 use crate::refine::report::{RunCounts, RunReport, SideReport, UpsertCounts};
 use crate::table::TableHandle;
 use deltalake::arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray};
@@ -66,7 +68,9 @@ impl ChangePlanner for Scd2Planner<'_, '_> {
             .and_then(|v| u64::try_from(*v).ok());
         self.report = RunReport::new(RunCounts::Upsert(UpsertCounts::default()));
         self.pending = None;
-        let Some(read) = read_changes(self.ctx, self.cfg, self.apply, consumed).await? else {
+        let voided = voided_truncates(output)?;
+        let Some(read) = read_changes(self.ctx, self.cfg, self.apply, (consumed, &voided)).await?
+        else {
             self.report.waiting_for = Some(self.apply.source.clone());
             return Ok(None);
         };
@@ -247,7 +251,10 @@ async fn plan(
     let who = super::changes::who(p.cfg, p.apply);
     super::positions::check(&changes, Some((&old, silver::START_AT)), &read.keys, who)?;
     let tombs = tombstones::table_name(&p.cfg.job);
-    let side = stored::load(p.ctx.lake, &tombs, &codec).await?;
+    let mut side = stored::load(p.ctx.lake, &tombs, &codec).await?;
+    let voided = voided_truncates(output)?;
+    side.stored
+        .retain(|s| s.key.is_some() || !voided.iter().any(|v| v == unranked(&s.seq)));
     let who_owned: super::positions::Who = (who.0.into(), who.1.into(), who.2.map(Into::into));
     let (changes, kept_out) = stored::keep_out(&changes, &old, &side, &codec, &who_owned)?;
     let kept = &side.stored;

@@ -122,6 +122,7 @@ validate: venv ## cfn-lint, sam validate (with and without --lint), the offline 
 	$(VENV)/bin/python scripts/template_contract.py
 	$(VENV)/bin/python scripts/template_contract.py --param MskPollerMode=Provisioned --param LogIngestMode=drain
 	$(VENV)/bin/python scripts/template_contract.py --param CdcLandingBucketName=lakestream-landing
+	$(VENV)/bin/python scripts/template_contract.py --param CdcLandingBucketName=lakestream-landing --param CdcLandingPrefixes=dms/erp/,files/crm/ --param LakeKmsKeyArn=arn:aws:kms:us-east-1:123456789012:key/00000000-0000-0000-0000-000000000000 --param CdcLandingKmsKeyArn=arn:aws:kms:us-east-1:123456789012:key/11111111-1111-1111-1111-111111111111
 	$(VENV)/bin/pytest -q tests/deploy
 
 build: venv ## cargo lambda release build of every function (ARCH=arm64|x86_64), prints sizes

@@ -702,3 +702,33 @@ U,2026-11-29 11:34:02.000000,5,Sprocket,ten,true\n";
     }
     Ok(())
 }
+
+/// Issue 38 (2): a JSON line refused (here for its `Op`) adds none of its columns: before, the
+/// keys sorted before `Op` were added to the chunk first, so a refused row still widened bronze
+/// with all-null columns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_json_line_adds_no_column() -> Result<()> {
+    let s = Setup::new(Backend::Fs, "cdc-files-refused-width")?;
+    let json = s.put(
+        "dms/dbo/items/20261129-120000000.jsonl",
+        b"{\"AA_forged\":1,\"Op\":\"X\",\"id\":5}\n{\"Op\":\"I\",\"id\":6,\"ts\":\"2026-11-29 12:00:00\"}\n",
+    )?;
+    let r = s.ingestor(100)?.ingest(&[json], &s.source()).await?;
+    assert_eq!(
+        r.objects[0].1,
+        ObjectOutcome::Committed {
+            rows: 1,
+            dead_lettered: 1
+        },
+        "{r:?}"
+    );
+    let bronze = s.lake.read(ITEMS).await?;
+    let names: Vec<String> = bronze
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().to_lowercase())
+        .collect();
+    assert!(!names.contains(&"aa_forged".to_string()), "{names:?}");
+    Ok(())
+}

@@ -402,8 +402,19 @@ impl TextDecoder {
             }
         };
         let mut op = bronze::OP_SNAPSHOT;
-        if self.spec.kind.cdc && !obj.contains_key("Op") {
-            return chunk.reject(row, rec.raw, "a CDC row without `Op`".into());
+        // The row is checked whole before any of its columns joins the chunk: a refused row
+        // adds no column.
+        if self.spec.kind.cdc {
+            match obj.get("Op") {
+                None => return chunk.reject(row, rec.raw, "a CDC row without `Op`".into()),
+                Some(v) => match v.as_str().and_then(dms_op) {
+                    Some(o) => op = o,
+                    None => {
+                        let why = "unknown Op: DMS writes I, U or D".into();
+                        return chunk.reject(row, rec.raw, why);
+                    }
+                },
+            }
         }
         if let Some(why) = case_twins(obj.keys().map(String::as_str)) {
             return chunk.reject(row, rec.raw, format!("the row {why}"));
@@ -415,16 +426,6 @@ impl TextDecoder {
         let mut values = Vec::with_capacity(obj.len());
         for (k, v) in obj {
             if self.spec.kind.cdc && k == "Op" {
-                match v.as_str().and_then(dms_op) {
-                    Some(o) => op = o,
-                    None => {
-                        return chunk.reject(
-                            row,
-                            rec.raw,
-                            "unknown Op: DMS writes I, U or D".into(),
-                        );
-                    }
-                }
                 continue;
             }
             let text = match v {

@@ -134,3 +134,47 @@ def test_lag_says_where_a_tables_keys_came_from(lake, tmp_path):
     text = lake.cli("lag")
     assert "keys [id] from the records (key-payload)" in text, text
     assert "keys [order_id] declared" in text, text
+
+
+def test_the_width_bounds_count_the_bronze_table_not_only_the_object(lake, tmp_path_factory):
+    """Issue 38 (2): the files bounds counted one chunk's columns, so each new object (or chunk)
+    could bring `max_table_columns` more to the same bronze table, and its first row was exempt
+    from `max_new_columns`. Now they count the bronze table's columns: a JSON row or a Parquet
+    schema adding more than `max_new_columns` to an existing table, or taking it past
+    `max_table_columns`, is refused; one within both lands."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    limits = "\n[cdc_limits]\nmax_table_columns = 50\nmax_new_columns = 5\n"
+    lake.config.write_text(lake.config.read_text() + FAMILY + limits)
+    work = tmp_path_factory.mktemp("work")
+    objects = work / "objects"
+    folder = objects / "landing/files/shop/events"
+    folder.mkdir(parents=True)
+
+    def ingest(name):
+        event = sqs_event(work / f"{name}.json", [("landing", f"files/shop/events/{name}")])
+        code, out, err = invoke_s3_logs(lake, event, objects)
+        assert code == 0 and out["response"]["batchItemFailures"] == [], err[-2000:]
+
+    # A new table: its first row brings 41 columns.
+    (folder / "a.jsonl").write_text(json.dumps({"id": 1, **{f"a{i}": i for i in range(40)}}) + "\n")
+    ingest("a.jsonl")
+    assert len([k for k in rows(lake, "bronze/shop/shop/events")[0] if not k.startswith("__")]) == 41
+    # The next object's first row adds 6 (> 5): refused; 3 new: lands.
+    (folder / "b.jsonl").write_text("\n".join([
+        json.dumps({"id": 2, **{f"b{i}": i for i in range(6)}}),
+        json.dumps({"id": 3, **{f"c{i}": i for i in range(3)}})]) + "\n")
+    ingest("b.jsonl")
+    assert sorted(int(r["id"]) for r in rows(lake, "bronze/shop/shop/events")) == [1, 3]
+    letters = rows(lake, "dead_letters")
+    assert len(letters) == 1 and "max_new_columns" in letters[0]["error"], letters
+    # 44 columns now: a Parquet object with 5 new ones (49) lands; then 5 more (54 > 50) does not.
+    for name, prefix in [("d.parquet", "d"), ("e.parquet", "e")]:
+        pq.write_table(pa.table({"id": [4], **{f"{prefix}{i}": [i] for i in range(5)}}), folder / name)
+        ingest(name)
+    assert sorted(int(r["id"]) for r in rows(lake, "bronze/shop/shop/events")) == [1, 3, 4]
+    letters = rows(lake, "dead_letters")
+    assert len(letters) == 2 and any("max_table_columns" in r["error"] and "e.parquet" in (r.get("object") or r["error"])
+                                     for r in letters), letters
+    width = len([k for k in rows(lake, "bronze/shop/shop/events")[0] if not k.startswith("__")])
+    assert width == 49, width

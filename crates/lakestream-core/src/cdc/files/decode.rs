@@ -19,7 +19,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use lakestream_formats::config::{CdcColumn, CdcFamily, CdcLimits, CdcSource, FamilyTable, bronze};
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 /// How much one chunk (one bronze commit) holds.
@@ -70,6 +70,9 @@ pub struct FileSpec {
     pub columns_key: String,
     /// Bounds on the object (`[cdc_limits]`).
     pub limits: CdcLimits,
+    /// The bronze table's row columns, lower-cased (empty for a new table): the width bounds
+    /// count the table's columns, not only the chunk's.
+    pub bronze: Arc<HashSet<String>>,
 }
 
 impl FileSpec {
@@ -91,6 +94,28 @@ impl FileSpec {
             uri,
             columns_key: format!("cdc.{}.columns.\"{}\"", family.family, t.qualified()),
             limits: limits.clone(),
+            bronze: Arc::default(),
+        })
+    }
+
+    /// `Some(why)` when a header or schema naming `names` would take the bronze table past
+    /// `max_table_columns`, or add more than `max_new_columns` to an existing one.
+    pub(super) fn schema_too_wide<'a>(
+        &self,
+        names: impl Iterator<Item = &'a str>,
+    ) -> Option<String> {
+        let (max_table, max_new) = self.limits.width();
+        let new = names
+            .filter(|n| !self.bronze.contains(&n.to_lowercase()))
+            .count();
+        let width = self.bronze.len() + new;
+        (width > max_table || (!self.bronze.is_empty() && new > max_new)).then(|| {
+            format!(
+                "it adds {new} columns to a table of {} (`[cdc_limits]`: at most {max_new} new \
+                 at once to an existing table, {max_table} in all); raise `max_new_columns` / \
+                 `max_table_columns` if the source table is that wide",
+                self.bronze.len()
+            )
         })
     }
 
@@ -233,9 +258,15 @@ impl TextDecoder {
         }
     }
 
+    /// An empty chunk with the header's columns.
+    fn new_chunk(&self) -> TextChunk {
+        let names = self.names.as_deref().unwrap_or(&[]);
+        TextChunk::new(names, &self.spec.declared, self.spec.bronze.clone())
+    }
+
     async fn next_chunk(&mut self) -> Result<Chunk> {
         let csv = self.spec.kind.format == Format::Csv;
-        let mut chunk = TextChunk::new(self.names.as_deref().unwrap_or(&[]), &self.spec.declared);
+        let mut chunk = self.new_chunk();
         let first_row = self.next_row.max(self.skip + 1);
         let mut eof = false;
         while chunk.len() < self.limits.rows && chunk.bytes < self.limits.bytes {
@@ -251,7 +282,7 @@ impl TextDecoder {
             }
             if csv && self.names.is_none() {
                 self.read_header(&rec)?;
-                chunk = TextChunk::new(self.names.as_deref().unwrap_or(&[]), &self.spec.declared);
+                chunk = self.new_chunk();
                 continue;
             }
             let row = self.next_row;
@@ -309,13 +340,10 @@ impl TextDecoder {
         if let Some(why) = case_twins(names.iter().map(String::as_str)) {
             return Err(self.spec.refuse(format!("the header {why}")));
         }
-        let (max_table, _) = self.spec.limits.width();
-        if names.len() > max_table {
-            return Err(self.spec.refuse(format!(
-                "the header names {} columns, more than `cdc_limits.max_table_columns` \
-                 ({max_table})",
-                names.len()
-            )));
+        if let Some(why) = self.spec.schema_too_wide(names.iter().map(String::as_str)) {
+            return Err(self
+                .spec
+                .refuse(format!("the header names {} columns: {why}", names.len())));
         }
         self.names = Some(names);
         Ok(())

@@ -279,7 +279,17 @@ impl CdcFileIngestor {
             ),
             ingested_at_us,
         };
-        let spec = FileSpec::of(family, table, kind, uri.clone(), &self.config.cdc_limits)?;
+        let mut spec = FileSpec::of(family, table, kind, uri.clone(), &self.config.cdc_limits)?;
+        if h.exists() {
+            spec.bronze = Arc::new(
+                h.arrow_schema()?
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().to_lowercase())
+                    .filter(|n| !n.starts_with("__"))
+                    .collect(),
+            );
+        }
         let limits = ChunkLimits {
             rows: self.files.chunk_rows.max(1),
             bytes: self.files.chunk_bytes.max(1),

@@ -229,17 +229,10 @@ impl ParquetDecoder {
                 retryable: false,
             });
         }
-        let (max_table, _) = spec.limits.width();
-        let width = builder.schema().fields().len();
-        if width > max_table {
-            return Err(Error::Fetch {
-                object: spec.uri.clone(),
-                message: format!(
-                    "the Parquet schema has {width} columns, more than \
-                     `cdc_limits.max_table_columns` ({max_table})"
-                ),
-                retryable: false,
-            });
+        let fields = builder.schema().fields();
+        if let Some(why) = spec.schema_too_wide(fields.iter().map(|f| f.name().as_str())) {
+            let width = fields.len();
+            return Err(spec.refuse(format!("the Parquet schema has {width} columns: {why}")));
         }
         // Batches of about `max_decoded_mib`, from the widest row group's declared bytes per row.
         let rows = batch_rows(

@@ -14,6 +14,7 @@ use deltalake::arrow::compute::{CastOptions, cast_with_options, filter_record_ba
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use deltalake::arrow::record_batch::RecordBatch;
 use lakestream_formats::config::{CdcColumn, CdcType};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// A row that cannot land: its 1-based row number, raw bytes and why.
@@ -58,6 +59,10 @@ pub struct TextChunk {
     raws: Vec<Vec<u8>>,
     /// Rows refused while reading (field count, `Op`, not UTF-8 / JSON).
     pub bad: Vec<BadRow>,
+    /// The bronze table's row columns, lower-cased ([`FileSpec::bronze`](super::decode::FileSpec)).
+    bronze: Arc<HashSet<String>>,
+    /// The chunk's columns bronze does not have.
+    beyond: usize,
     /// Raw bytes held.
     pub bytes: usize,
 }
@@ -65,7 +70,7 @@ pub struct TextChunk {
 impl TextChunk {
     /// An empty chunk with `columns` known up front (declared or from the header), typed by
     /// `declared`.
-    pub fn new(columns: &[String], declared: &[CdcColumn]) -> Self {
+    pub fn new(columns: &[String], declared: &[CdcColumn], bronze: Arc<HashSet<String>>) -> Self {
         let mut c = Self {
             names: vec![],
             index: std::collections::HashMap::new(),
@@ -76,6 +81,8 @@ impl TextChunk {
             raws: vec![],
             bad: vec![],
             bytes: 0,
+            bronze,
+            beyond: 0,
         };
         for name in columns {
             c.column(name, declared);
@@ -94,19 +101,22 @@ impl TextChunk {
     }
 
     /// `Some(why)` when a row with columns `names` would add more than `max_new` columns to the
-    /// chunk, or take it past `max_table` columns (`[cdc_limits]`).
+    /// chunk and its bronze table, or take the table past `max_table` columns
+    /// (`[cdc_limits]`).
     pub fn too_wide<'a>(
         &self,
         names: impl Iterator<Item = &'a str>,
         (max_table, max_new): (usize, usize),
     ) -> Option<String> {
         let new = names
-            .filter(|n| !self.index.contains_key(&n.to_lowercase()))
+            .map(str::to_lowercase)
+            .filter(|n| !self.index.contains_key(n) && !self.bronze.contains(n))
             .count();
-        // The chunk's first row brings its columns (a new chunk starts without them); after
-        // that one row may add at most `max_new`.
-        let per_row = !self.names.is_empty() && new > max_new;
-        (per_row || self.names.len() + new > max_table).then(|| {
+        // A new table's first row brings its columns; after that one row may add at most
+        // `max_new`.
+        let first = self.names.is_empty() && self.bronze.is_empty();
+        let per_row = !first && new > max_new;
+        (per_row || self.bronze.len() + self.beyond + new > max_table).then(|| {
             format!(
                 "the row adds {new} columns, more than `[cdc_limits]` allows (at most {max_new} \
                  new in one row, {max_table} in the table); raise `max_new_columns` / \
@@ -120,7 +130,11 @@ impl TextChunk {
         if let Some(&i) = self.index.get(&name.to_lowercase()) {
             return i;
         }
-        self.index.insert(name.to_lowercase(), self.names.len());
+        let lower = name.to_lowercase();
+        if !self.bronze.contains(&lower) {
+            self.beyond += 1;
+        }
+        self.index.insert(lower, self.names.len());
         let t = declared
             .iter()
             .find(|d| d.name.eq_ignore_ascii_case(name))
@@ -258,7 +272,7 @@ mod tests {
             CdcColumn::parse("ts timestamp").map_err(anyhow::Error::msg)?,
         ];
         let names: Vec<String> = declared.iter().map(|d| d.name.clone()).collect();
-        let mut c = TextChunk::new(&names, &declared);
+        let mut c = TextChunk::new(&names, &declared, Arc::default());
         let row = |a: &str, b: &str, t: &str| {
             vec![
                 (0, Some(a.to_string())),

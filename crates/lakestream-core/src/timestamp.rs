@@ -52,10 +52,10 @@ pub fn out_of_range(us: i64, text: &str) -> Option<String> {
     } else {
         ""
     };
+    // The value itself is not quoted: a reason names the column and the types only.
     Some(format!(
-        "{:?} is in the year {year}, outside the years 0001-9999 that Delta readers accept{hint}; \
-         not written",
-        text.trim()
+        "the value is in the year {year}, outside the years 0001-9999 that Delta readers \
+         accept{hint}; not written"
     ))
 }
 

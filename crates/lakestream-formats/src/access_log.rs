@@ -163,7 +163,9 @@ pub fn parse_line(line: &str) -> Result<AccessLogRecord<'_>, ParseError> {
         match n {
             TIME => {
                 let v = value.ok_or_else(|| ParseError("time is missing".into()))?;
-                rec.time_us = parse_time(v).ok_or_else(|| ParseError(format!("bad time [{v}]")))?;
+                rec.time_us = parse_time(v).ok_or_else(|| {
+                    ParseError("bad time: not [dd/Mon/yyyy:HH:MM:SS +zzzz]".into())
+                })?;
                 have_time = true;
             }
             HTTP_STATUS => rec.http_status = value.map(|v| parse_int::<i32>(v, n)).transpose()?,
@@ -186,9 +188,10 @@ pub fn parse_line(line: &str) -> Result<AccessLogRecord<'_>, ParseError> {
 fn parse_int<T: std::str::FromStr>(v: &str, n: usize) -> Result<T, ParseError> {
     v.parse::<T>().map_err(|_| {
         ParseError(format!(
-            "field {} ({}): {v:?} is not a number in range",
+            "field {} ({}): a text of {} characters is not a number in range",
             n + 1,
-            FIELDS[n]
+            FIELDS[n],
+            v.chars().count()
         ))
     })
 }

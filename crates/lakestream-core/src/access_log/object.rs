@@ -193,9 +193,9 @@ impl<F: Fn(&str) -> String> Lines<F> {
                             line_no,
                             raw,
                             format!(
-                                "bucket name `{}` is not a valid S3 bucket name ({why}); the line \
-                                 is not written to any table",
-                                b.escape_debug()
+                                "the bucket field ({} characters) is not a valid S3 bucket name \
+                                 ({why}); the line is not written to any table",
+                                b.chars().count()
                             ),
                         );
                         true

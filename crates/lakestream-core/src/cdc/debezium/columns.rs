@@ -30,7 +30,8 @@ pub(super) fn convert(cell: Cell, to: &DataType) -> std::result::Result<Cell, St
         (Cell::Null, _) => Cell::Null,
         (c @ Cell::Bool(_), DataType::Boolean) => c,
         (Cell::Int(v), DataType::Int32) => {
-            i32::try_from(v).map_err(|_| format!("{v} does not fit the column's int32"))?;
+            i32::try_from(v)
+                .map_err(|_| "the value does not fit the column's int32".to_string())?;
             Cell::Int(v)
         }
         (c @ Cell::Int(_), DataType::Int64) => c,

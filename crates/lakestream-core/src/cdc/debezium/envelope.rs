@@ -3,7 +3,7 @@
 //! position that orders the change (ARCHITECTURE.md "The ordering rule"), the commit time, the
 //! record key as compact JSON, and the row image's cells.
 
-use super::types::{Typed, typed, untyped};
+use super::types::{Typed, shape, typed, untyped};
 use lakestream_formats::config::{CdcColumn, bronze};
 use serde_json::{Map, Value};
 
@@ -67,7 +67,8 @@ pub(super) fn parse(
         Some("t") => bronze::OP_TRUNCATE,
         Some(other) => {
             return Err(format!(
-                "op {other:?} is not a Debezium row change (c, u, d, r or t)"
+                "`op` ({}) is not a Debezium row change (c, u, d, r or t)",
+                shape(&Value::String(other.to_string()))
             ));
         }
         None => {
@@ -91,10 +92,10 @@ pub(super) fn parse(
         Some(t) => {
             let ms = t
                 .as_i64()
-                .ok_or_else(|| format!("source.ts_ms {t} is not an integer"))?;
+                .ok_or_else(|| format!("source.ts_ms is not an integer ({})", shape(t)))?;
             let us = ms
                 .checked_mul(1000)
-                .ok_or_else(|| format!("source.ts_ms {ms} is out of range"))?;
+                .ok_or_else(|| "source.ts_ms is out of range".to_string())?;
             if let Some(why) = crate::timestamp::out_of_range(us, &ms.to_string()) {
                 return Err(format!("source.ts_ms: {why}"));
             }
@@ -278,8 +279,8 @@ fn number(source: &Map<String, Value>, name: &str) -> Result<Option<u64>, String
         Some(Value::String(s)) => s.trim().parse::<u64>().ok(),
         Some(other) => {
             return Err(format!(
-                "source.{name} is not an integer (a JSON {})",
-                json_type(other)
+                "source.{name} is not an integer ({})",
+                shape(other)
             ));
         }
     };
@@ -288,18 +289,6 @@ fn number(source: &Map<String, Value>, name: &str) -> Result<Option<u64>, String
         .ok_or_else(|| {
             format!("source.{name} is not a non-negative 64-bit integer (Debezium's `int64`)")
         })
-}
-
-/// The JSON type of `v`, for errors that must not quote it.
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 /// SQL Server's LSN as Debezium sends it: `00000027:00000db0:0007` (8, 8 and 4 hex digits).

@@ -44,12 +44,31 @@ fn ts() -> DataType {
     crate::schema::timestamp_type()
 }
 
+/// What `v` is, for a reason that must not quote it (no record value in a dead letter's
+/// reason or a log line: the column and the types only).
+pub(super) fn shape(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("a JSON string of {} characters", s.chars().count()),
+        Value::Number(_) => "a JSON number".into(),
+        Value::Bool(_) => "a JSON boolean".into(),
+        Value::Null => "null".into(),
+        Value::Array(a) => format!("a JSON array of {} items", a.len()),
+        Value::Object(o) => format!("a JSON object of {} fields", o.len()),
+    }
+}
+
+/// What text `t` is, without quoting it.
+fn text_shape(t: &str) -> String {
+    format!("a text of {} characters", t.chars().count())
+}
+
 fn int(v: &Value) -> Result<i64, String> {
-    v.as_i64().ok_or_else(|| format!("{v} is not an integer"))
+    v.as_i64()
+        .ok_or_else(|| format!("{} is not an integer", shape(v)))
 }
 
 fn micros(us: Option<i64>, raw: &Value) -> Result<Cell, String> {
-    let us = us.ok_or_else(|| format!("{raw} is out of range"))?;
+    let us = us.ok_or_else(|| format!("{} is out of range", shape(raw)))?;
     match crate::timestamp::out_of_range(us, &raw.to_string()) {
         Some(why) => Err(why),
         None => Ok(Cell::Micros(us)),
@@ -59,10 +78,10 @@ fn micros(us: Option<i64>, raw: &Value) -> Result<Cell, String> {
 fn base64(v: &Value) -> Result<Vec<u8>, String> {
     let s = v
         .as_str()
-        .ok_or_else(|| format!("{v} is not base64 text"))?;
+        .ok_or_else(|| format!("{} is not base64 text", shape(v)))?;
     base64::engine::general_purpose::STANDARD
         .decode(s)
-        .map_err(|e| format!("{s:?} is not base64 ({e})"))
+        .map_err(|_| format!("{} is not base64", text_shape(s)))
 }
 
 /// A value typed by its Kafka Connect field schema.
@@ -102,9 +121,9 @@ pub(super) fn typed(v: &Value, schema: &Value) -> Result<Typed, String> {
         return Ok((Some(dt), Cell::Null));
     }
     let cell = match (name, &dt) {
-        (_, DataType::Date32) => {
-            Cell::Date(i32::try_from(int(v)?).map_err(|_| format!("{v} days is out of range"))?)
-        }
+        (_, DataType::Date32) => Cell::Date(
+            i32::try_from(int(v)?).map_err(|_| format!("{} is out of range as days", shape(v)))?,
+        ),
         ("io.debezium.time.Timestamp" | "org.apache.kafka.connect.data.Timestamp", _) => {
             micros(int(v)?.checked_mul(1000), v)?
         }
@@ -113,26 +132,28 @@ pub(super) fn typed(v: &Value, schema: &Value) -> Result<Typed, String> {
         ("io.debezium.time.ZonedTimestamp", _) => {
             let s = v
                 .as_str()
-                .ok_or_else(|| format!("{v} is not ISO-8601 text"))?;
+                .ok_or_else(|| format!("{} is not ISO-8601 text", shape(v)))?;
             let t = chrono::DateTime::parse_from_rfc3339(s)
-                .map_err(|e| format!("{s:?} is not an ISO-8601 timestamp ({e})"))?;
+                .map_err(|_| format!("{} is not an ISO-8601 timestamp", text_shape(s)))?;
             micros(Some(t.timestamp_micros()), v)?
         }
         ("io.debezium.time.Time" | "org.apache.kafka.connect.data.Time", _) => Cell::Int(
             int(v)?
                 .checked_mul(1000)
-                .ok_or_else(|| format!("{v} ms is out of range"))?,
+                .ok_or_else(|| format!("{} is out of range as milliseconds", shape(v)))?,
         ),
         ("io.debezium.time.MicroTime", _) => Cell::Int(int(v)?),
         ("io.debezium.time.NanoTime", _) => Cell::Int(int(v)?.div_euclid(1000)),
         (_, DataType::Decimal128(_, s)) => Cell::Decimal(unscaled(&base64(v)?)?, *s),
         (_, DataType::Int32 | DataType::Int64) => Cell::Int(int(v)?),
-        (_, DataType::Float64) => {
-            Cell::Float(v.as_f64().ok_or_else(|| format!("{v} is not a number"))?)
-        }
-        (_, DataType::Boolean) => {
-            Cell::Bool(v.as_bool().ok_or_else(|| format!("{v} is not a boolean"))?)
-        }
+        (_, DataType::Float64) => Cell::Float(
+            v.as_f64()
+                .ok_or_else(|| format!("{} is not a number", shape(v)))?,
+        ),
+        (_, DataType::Boolean) => Cell::Bool(
+            v.as_bool()
+                .ok_or_else(|| format!("{} is not a boolean", shape(v)))?,
+        ),
         (_, DataType::Binary) => Cell::Bytes(base64(v)?),
         _ => json_text(v),
     };
@@ -232,34 +253,47 @@ pub(super) fn untyped(v: &Value, declared: Option<CdcType>) -> Result<Typed, Str
     let cell = match d {
         CdcType::String => json_text(v),
         CdcType::Int32 | CdcType::Int64 => Cell::Int(int(v)?),
-        CdcType::Float64 => Cell::Float(v.as_f64().ok_or_else(|| format!("{v} is not a number"))?),
-        CdcType::Boolean => Cell::Bool(v.as_bool().ok_or_else(|| format!("{v} is not a boolean"))?),
+        CdcType::Float64 => Cell::Float(
+            v.as_f64()
+                .ok_or_else(|| format!("{} is not a number", shape(v)))?,
+        ),
+        CdcType::Boolean => Cell::Bool(
+            v.as_bool()
+                .ok_or_else(|| format!("{} is not a boolean", shape(v)))?,
+        ),
         // Numbers are epoch milliseconds (the connector's time.precision.mode=connect).
         CdcType::Timestamp => match v {
             Value::Number(_) => micros(int(v)?.checked_mul(1000), v)?,
             Value::String(s) => micros(crate::timestamp::parse_timestamp_micros(s), v)?,
             _ => {
                 return Err(format!(
-                    "{v} is not a timestamp (ISO-8601 text or epoch ms)"
+                    "{} is not a timestamp (ISO-8601 text or epoch ms)",
+                    shape(v)
                 ));
             }
         },
         CdcType::Date => match v {
-            Value::Number(_) => {
-                Cell::Date(i32::try_from(int(v)?).map_err(|_| format!("{v} days is out of range"))?)
-            }
+            Value::Number(_) => Cell::Date(
+                i32::try_from(int(v)?)
+                    .map_err(|_| format!("{} is out of range as days", shape(v)))?,
+            ),
             Value::String(s) => {
                 let d = chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
-                    .map_err(|e| format!("{s:?} is not a YYYY-MM-DD date ({e})"))?;
+                    .map_err(|_| format!("{} is not a YYYY-MM-DD date", text_shape(s)))?;
                 Cell::Date((d - chrono::NaiveDate::default()).num_days() as i32)
             }
-            _ => return Err(format!("{v} is not a date (YYYY-MM-DD or epoch days)")),
+            _ => {
+                return Err(format!(
+                    "{} is not a date (YYYY-MM-DD or epoch days)",
+                    shape(v)
+                ));
+            }
         },
         CdcType::Decimal(p, s) => {
             let text = match v {
                 Value::String(t) => t.clone(),
                 Value::Number(n) => n.to_string(),
-                _ => return Err(format!("{v} is not a decimal")),
+                _ => return Err(format!("{} is not a decimal", shape(v))),
             };
             Cell::Decimal(parse_decimal(&text, p, s)?, s)
         }
@@ -287,19 +321,24 @@ pub(super) fn parse_decimal(text: &str, p: u8, s: i8) -> Result<i128, String> {
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
         return Err(if base64ish {
             format!(
-                "{t:?} looks like a base64 decimal (decimal.handling.mode=precise): without \
+                "{} looks like a base64 decimal (decimal.handling.mode=precise): without \
                  schemas the connector must send decimals as text, set \
-                 decimal.handling.mode=string"
+                 decimal.handling.mode=string",
+                text_shape(t)
             )
         } else {
             format!(
-                "{t:?} is not a decimal number (decimal.handling.mode=string sends e.g. \"12.50\")"
+                "{} is not a decimal number (decimal.handling.mode=string sends e.g. \"12.50\")",
+                text_shape(t)
             )
         });
     }
     let frac = frac.trim_end_matches('0');
     if frac.len() > s as usize {
-        return Err(format!("{t:?} has more than {s} decimal places"));
+        return Err(format!(
+            "{} has more than {s} decimal places",
+            text_shape(t)
+        ));
     }
     let mut n: i128 = 0;
     let padded = frac
@@ -309,10 +348,10 @@ pub(super) fn parse_decimal(text: &str, p: u8, s: i8) -> Result<i128, String> {
         n = n
             .checked_mul(10)
             .and_then(|n| n.checked_add(i128::from(b - b'0')))
-            .ok_or_else(|| format!("{t:?} does not fit decimal({p},{s})"))?;
+            .ok_or_else(|| format!("{} does not fit decimal({p},{s})", text_shape(t)))?;
     }
     if n >= 10i128.pow(u32::from(p)) {
-        return Err(format!("{t:?} does not fit decimal({p},{s})"));
+        return Err(format!("{} does not fit decimal({p},{s})", text_shape(t)));
     }
     Ok(if neg { -n } else { n })
 }

@@ -9,17 +9,19 @@
 //! unless `IncludeOpForFullLoad` (a header column `Op`, or one more field than declared with
 //! `I`/`U`/`D` in it), and their rows are `r`, as are every plain file's.
 
-use super::layout::{DecodedRows, FileKind, Format, dms_op};
+use super::layout::{DecodedRows, Format, dms_op};
 use super::parquet::ParquetDecoder;
 use super::rows::{BadRow, TextChunk};
+pub use super::spec::FileSpec;
+use super::spec::case_twins;
 use super::text::{CsvSplitter, LineSplitter, RawRecord, Splitter};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::s3_object::ObjectVersion;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use lakestream_formats::config::{CdcColumn, CdcFamily, CdcLimits, CdcSource, FamilyTable, bronze};
-use std::collections::{HashSet, VecDeque};
+use lakestream_formats::config::{CdcSource, bronze};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// How much one chunk (one bronze commit) holds.
@@ -48,99 +50,6 @@ pub struct Chunk {
     /// file without a header (a column added or dropped at the source). The reason says what to
     /// change; the rows after it wait for the fixed config (the object is not finished).
     pub stop: Option<String>,
-}
-
-/// What decoding one object needs from its family.
-pub struct FileSpec {
-    /// The file's kind.
-    pub kind: FileKind,
-    /// The family's source.
-    pub source: CdcSource,
-    /// Declared columns of the table (may be empty).
-    pub declared: Vec<CdcColumn>,
-    /// First line is a header.
-    pub header: bool,
-    /// CSV delimiter.
-    pub delimiter: u8,
-    /// The commit-time column.
-    pub timestamp_column: Option<String>,
-    /// `s3://bucket/key`, for messages.
-    pub uri: String,
-    /// The config key naming the table's declared columns, for messages.
-    pub columns_key: String,
-    /// Bounds on the object (`[cdc_limits]`).
-    pub limits: CdcLimits,
-    /// The bronze table's row columns, lower-cased (empty for a new table): the width bounds
-    /// count the table's columns, not only the chunk's.
-    pub bronze: Arc<HashSet<String>>,
-}
-
-impl FileSpec {
-    /// The spec of `t`'s file `kind` in `family`.
-    pub fn of(
-        family: &CdcFamily,
-        t: &FamilyTable,
-        kind: FileKind,
-        uri: String,
-        limits: &CdcLimits,
-    ) -> Result<Self> {
-        Ok(Self {
-            kind,
-            source: family.source.kind(),
-            declared: family.declared_columns(t)?,
-            header: family.has_csv_header(),
-            delimiter: family.csv_delimiter(),
-            timestamp_column: family.timestamp_column().map(str::to_string),
-            uri,
-            columns_key: format!("cdc.{}.columns.\"{}\"", family.family, t.qualified()),
-            limits: limits.clone(),
-            bronze: Arc::default(),
-        })
-    }
-
-    /// `Some(why)` when a header or schema naming `names` would take the bronze table past
-    /// `max_table_columns`, or add more than `max_new_columns` to an existing one.
-    pub(super) fn schema_too_wide<'a>(
-        &self,
-        names: impl Iterator<Item = &'a str>,
-    ) -> Option<String> {
-        let (max_table, max_new) = self.limits.width();
-        let new = names
-            .filter(|n| !self.bronze.contains(&n.to_lowercase()))
-            .count();
-        let width = self.bronze.len() + new;
-        (width > max_table || (!self.bronze.is_empty() && new > max_new)).then(|| {
-            format!(
-                "it adds {new} columns to a table of {} (`[cdc_limits]`: at most {max_new} new \
-                 at once to an existing table, {max_table} in all); raise `max_new_columns` / \
-                 `max_table_columns` if the source table is that wide",
-                self.bronze.len()
-            )
-        })
-    }
-
-    pub(super) fn refuse(&self, message: String) -> Error {
-        Error::Fetch {
-            object: self.uri.clone(),
-            message,
-            retryable: false,
-        }
-    }
-}
-
-/// `Some(why)` when two of `names` differ only in case (Delta column names are
-/// case-insensitive: one would overwrite or shift the other).
-pub(super) fn case_twins<'a>(names: impl Iterator<Item = &'a str>) -> Option<String> {
-    let mut seen: std::collections::HashMap<String, &str> = std::collections::HashMap::new();
-    for n in names {
-        if let Some(first) = seen.insert(n.to_lowercase(), n) {
-            return Some(format!(
-                "has columns `{first}` and `{n}`, which differ only in case: Delta column names \
-                 are case-insensitive; rename one at the source"
-            ));
-        }
-    }
-    None
 }
 
 /// An object's decoder.
@@ -382,8 +291,8 @@ impl TextDecoder {
                 Some(_) => {}
                 None => {
                     let why = format!(
-                        "unknown Op `{}`: DMS writes I, U or D",
-                        given.chars().take(8).collect::<String>().escape_debug()
+                        "unknown Op (a text of {} characters): DMS writes I, U or D",
+                        given.chars().count()
                     );
                     chunk.reject(row, rec.raw, why);
                     return None;

@@ -280,16 +280,7 @@ impl CdcFileIngestor {
             ingested_at_us,
         };
         let mut spec = FileSpec::of(family, table, kind, uri.clone(), &self.config.cdc_limits)?;
-        if h.exists() {
-            spec.bronze = Arc::new(
-                h.arrow_schema()?
-                    .fields()
-                    .iter()
-                    .map(|f| f.name().to_lowercase())
-                    .filter(|n| !n.starts_with("__"))
-                    .collect(),
-            );
-        }
+        spec.bronze = bronze_columns(h)?;
         let limits = ChunkLimits {
             rows: self.files.chunk_rows.max(1),
             bytes: self.files.chunk_bytes.max(1),
@@ -376,4 +367,19 @@ impl CdcFileIngestor {
             ),
         ]
     }
+}
+
+/// The row columns of bronze table `h` (loaded), lower-cased; none for a new table.
+fn bronze_columns(h: &TableHandle) -> Result<Arc<std::collections::HashSet<String>>> {
+    if !h.exists() {
+        return Ok(Arc::default());
+    }
+    Ok(Arc::new(
+        h.arrow_schema()?
+            .fields()
+            .iter()
+            .map(|f| f.name().to_lowercase())
+            .filter(|n| !n.starts_with("__"))
+            .collect(),
+    ))
 }

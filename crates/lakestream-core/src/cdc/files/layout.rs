@@ -282,11 +282,13 @@ pub fn align(table: &str, batch: &RecordBatch, schema: &SchemaRef) -> Result<Rec
                 if c.data_type() == f.data_type() {
                     c.clone()
                 } else {
-                    cast_with_options(c, f.data_type(), &opts).map_err(|e| Error::Schema {
+                    // Arrow's error quotes the value that did not convert: not passed on.
+                    cast_with_options(c, f.data_type(), &opts).map_err(|_| Error::Schema {
                         table: table.to_string(),
                         reason: format!(
-                            "column `{}` is {} in the table but {} in this file ({e}); declare \
-                             it with the table's type in the family's `columns`",
+                            "column `{}` is {} in the table but {} in this file, and a value does \
+                             not convert; declare it with the table's type in the family's \
+                             `columns`",
                             f.name(),
                             f.data_type(),
                             c.data_type()

@@ -3,7 +3,7 @@
 //! `source = "dms" | "files"`, notified through the same S3-notification queue as access logs.
 //!
 //! Modules import downward only: `ingest` (one object: open, resume, chunk loop, dead
-//! letters) -> `planner` (one chunk's commit) and `decode` (chunks of any format) -> `parquet`
+//! letters) -> `planner` (one chunk's commit) and `decode` (chunks of any format) -> `spec` (what one object needs: columns, bounds) -> `parquet`
 //! / `text` (records out of the byte stream; `parquet_bounds` checks a Parquet object's
 //! metadata before parquet-rs decodes it, `parquet_dictionary` expands dictionary-encoded text
 //! within the decoded bound) -> `rows` (text -> typed columns, bad rows) ->
@@ -18,6 +18,7 @@ pub mod parquet_dictionary;
 mod parquet_thrift;
 pub mod planner;
 pub mod rows;
+mod spec;
 pub mod text;
 
 pub use ingest::{CdcFileIngestor, FileSettings};

@@ -222,7 +222,7 @@ impl ParquetDecoder {
         }
         let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, meta);
         let names = builder.schema().fields().iter().map(|f| f.name().as_str());
-        if let Some(why) = super::decode::case_twins(names) {
+        if let Some(why) = super::spec::case_twins(names) {
             return Err(Error::Fetch {
                 object: spec.uri.clone(),
                 message: format!("the Parquet schema {why}"),

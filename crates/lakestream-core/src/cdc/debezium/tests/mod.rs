@@ -358,7 +358,10 @@ fn bad_records_are_rejects_with_reasons() {
     };
     has(0, "not JSON");
     has(1, "no `op`");
-    has(2, "\"x\"");
+    has(
+        2,
+        "`op` (a JSON string of 1 characters) is not a Debezium row change",
+    );
     has(3, "no position");
     has(4, "key.converter");
     has(5, "bronze column");

@@ -250,13 +250,7 @@ async fn plan(
     // committed after it proves the positions went back.
     let who = super::changes::who(p.cfg, p.apply);
     super::positions::check(&changes, Some((&old, silver::START_AT)), &read.keys, who)?;
-    let tombs = tombstones::table_name(&p.cfg.job);
-    let mut side = stored::load(p.ctx.lake, &tombs, &codec).await?;
-    let voided = voided_truncates(output)?;
-    side.stored
-        .retain(|s| s.key.is_some() || !voided.iter().any(|v| v == unranked(&s.seq)));
-    let who_owned: super::positions::Who = (who.0.into(), who.1.into(), who.2.map(Into::into));
-    let (changes, kept_out) = stored::keep_out(&changes, &old, &side, &codec, &who_owned)?;
+    let (side, changes, kept_out) = side_table(p, output, &codec, &old, &changes).await?;
     let kept = &side.stored;
     // A change ranked below a truncate but committed after it: the positions went back.
     let all_truncates: Vec<(&str, Option<i64>)> = truncates
@@ -325,6 +319,26 @@ async fn plan(
         cdc_files,
     };
     proposal(p, &read, change, schema)
+}
+
+/// The job's side table (truncates an operator voided left out) and the run's `changes`
+/// without those its horizon keeps out, with their count.
+async fn side_table(
+    p: &Scd2Planner<'_, '_>,
+    output: &TableHandle,
+    codec: &KeyCodec,
+    old: &RecordBatch,
+    changes: &RecordBatch,
+) -> Result<(stored::Side, RecordBatch, usize)> {
+    let tombs = tombstones::table_name(&p.cfg.job);
+    let mut side = stored::load(p.ctx.lake, &tombs, codec).await?;
+    let voided = voided_truncates(output)?;
+    side.stored
+        .retain(|s| s.key.is_some() || !voided.iter().any(|v| v == unranked(&s.seq)));
+    let (job, table, family) = super::changes::who(p.cfg, p.apply);
+    let who: super::positions::Who = (job.into(), table.into(), family.map(Into::into));
+    let (changes, kept_out) = stored::keep_out(changes, old, &side, codec, &who)?;
+    Ok((side, changes, kept_out))
 }
 
 /// The commit's `lakestream.cdc.truncated_at` property: the newest of `truncates`, when newer

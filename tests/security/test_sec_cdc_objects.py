@@ -108,6 +108,8 @@ def test_a_hostile_parquet_object_is_one_dead_letter_and_the_batch_lands(lake, t
         assert outcomes[uri] == "refused", outcomes
         assert len(by_object[uri]) == 1 and why in by_object[uri][0] and "cdc_limits" in by_object[uri][0], by_object
     assert len(letters) == 2, letters
+    # Counted in the metric the dead-letter alarm watches (`LinesDeadLettered`).
+    assert out["report"]["objects"]["lines_dead_lettered"] == 2, out["report"]["objects"]
 
     # Delivered again (at least once): nothing more lands and no second letter is written.
     code, out, err = invoke_s3_logs(lake, event, objects)

@@ -44,7 +44,7 @@ pub struct ObjectIngestReport {
     pub objects: Vec<(String, ObjectOutcome)>,
     /// Lines parsed into rows (committed now).
     pub rows_written: usize,
-    /// Lines dead-lettered.
+    /// Dead letters: bad lines and rows, and objects refused whole.
     pub lines_dead_lettered: usize,
     /// Commits per table: table -> version.
     pub versions: BTreeMap<String, u64>,

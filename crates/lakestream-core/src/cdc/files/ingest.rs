@@ -135,6 +135,9 @@ impl CdcFileIngestor {
             crate::dead_letter::Origin::Object { app_id, .. } => seen.insert(app_id.clone()),
             _ => true,
         });
+        // Counted with the bad lines: the `LinesDeadLettered` metric (and its alarm) is every
+        // dead letter an invocation wrote.
+        report.lines_dead_lettered += letters.len();
         self.letters(&letters, &mut report).await?;
         Ok(report)
     }

@@ -48,6 +48,7 @@ import base64
 import datetime as dt
 import hashlib
 import json
+import random
 
 import pyarrow as pa
 
@@ -174,16 +175,47 @@ def delivery_order(rng, changes, late=0.25, resend=0.1):
     return order
 
 
+class Hostile:
+    """A record a producer to the topic forged (issue 38): each is dead-lettered alone with the
+    reason `why`, and changes nothing in bronze or silver."""
+
+    KINDS = {
+        # One record adding 1,001 columns (past `max_table_columns`).
+        "width": "max_table_columns",
+        # Keyed by other fields than the table's (fixed by its first record).
+        "key": "the record key names",
+        # A commit time a century ahead.
+        "future": "more than 7 days",
+        # A truncate at a position past int64 (it would void every later change).
+        "lsn": "64-bit",
+        # Not a row change.
+        "op": "not a Debezium row change",
+    }
+
+    def __init__(self, kind, key, lsn, ts_ms):
+        self.kind, self.key, self.lsn, self.ts_ms = kind, key, lsn, ts_ms
+        self.why = Hostile.KINDS[kind]
+
+    def __repr__(self):
+        return f"hostile-{self.kind}"
+
+
 class Stream:
     """One Debezium topic: its messages (offset order) and what of them bronze has."""
 
-    def __init__(self, rng, clock, prefix, schema, table, changes=30, keys=6, toast=False):
+    def __init__(self, rng, clock, prefix, schema, table, changes=30, keys=6, toast=False, hostile=0.0):
         self.topic = f"{prefix}.{schema}.{table}"
         self.prefix, self.schema, self.table = prefix, schema, table
-        self.messages = []  # (offset, Change or None for a tombstone)
+        self.messages = []  # (offset, Change, None for a tombstone, or Hostile)
         self.tombs = {}  # offset -> (key, Kafka timestamp ms) of each tombstone
         changes = history(rng, clock, table, changes, keys, toast=toast)
+        # Forged records from their own generator (keyed by the topic and the schedule's state,
+        # drawing nothing from it), so the stream's schedule is the same with them or without.
+        forge = random.Random(f"{self.topic}/{rng.getstate()[1][:4]}")
         for c in delivery_order(rng, changes, late=0 if toast else 0.25):
+            if self.messages and forge.random() < hostile:
+                kind = forge.choice(sorted(Hostile.KINDS))
+                self.messages.append((len(self.messages), Hostile(kind, c.key, c.lsn, c.ts_ms)))
             if c.op != "d" or rng.random() >= COMPACTED:
                 self.messages.append((len(self.messages), c))
             if c.op == "d":  # its tombstone (the delete itself may be compacted away)
@@ -193,6 +225,7 @@ class Stream:
         self.delivered = {}  # offset -> Change, what bronze holds
         self.tombstoned = {}  # offset -> (key, ts ms) of the tombstones delivered
         self.tomb_rows = set()  # offsets of the tombstones bronze holds
+        self.letters = set()  # offsets of the forged records dead-lettered
         self.resets = clock.resets  # the family's `position_resets` (µs)
 
     def take(self, n):
@@ -206,6 +239,8 @@ class Stream:
 
     def record(self, offset, change):
         """An MSK record (`schemas.enable=false`, PostgreSQL source block, key `{"id": ..}`)."""
+        if isinstance(change, Hostile):
+            return self.forged(offset, change)
         key = change.key if change else self.tombs[offset][0]
         ts = BASE_MS + offset if change else self.tombs[offset][1]
         rec = {"topic": self.topic, "partition": 0, "offset": offset,
@@ -213,6 +248,28 @@ class Stream:
                "key": b64({"id": key}),
                "value": b64(self.value(change)) if change else None}
         return rec
+
+    def forged(self, offset, h):
+        """The MSK record of forged record `h`."""
+        c = Change(h.key, "u", h.lsn, h.ts_ms, {"id": h.key, "v": "forged", "n": 0, "doc": "forged"})
+        value, key = self.value(c), {"id": h.key}
+        if h.kind == "width":
+            value["after"] = {"id": h.key, **{f"x{i}": i for i in range(1001)}}
+        elif h.kind == "key":
+            key = {"id": h.key, "tenant": 7}
+        elif h.kind == "future":
+            value["source"]["ts_ms"] = 4_102_444_800_000  # 2100-01-01
+        elif h.kind == "lsn":
+            value.update(op="t", before=None, after=None)
+            value["source"]["lsn"] = 2**64 - 1
+        else:
+            value["op"] = "x"
+        return {"topic": self.topic, "partition": 0, "offset": offset, "timestamp": BASE_MS + offset,
+                "timestampType": "CREATE_TIME", "headers": [], "key": b64(key), "value": b64(value)}
+
+    def value_bytes(self, offset):
+        """The raw value bytes of the message at `offset` (what a dead letter keeps)."""
+        return base64.b64decode(self.record(offset, self.messages[offset][1])["value"])
 
     def value(self, c):
         source = {"version": "2.7.3.Final", "connector": "postgresql", "name": self.prefix,
@@ -229,26 +286,35 @@ class Stream:
         for i, (offset, c) in enumerate(messages):
             if c is None:
                 prev = messages[i - 1][1] if i > 0 else None
-                if not (prev is not None and prev.op == "d" and prev.key == self.tombs[offset][0]):
+                follows = isinstance(prev, Change) and prev.op == "d" and prev.key == self.tombs[offset][0]
+                if not follows:
                     out.add(offset)
         return out
 
     def _written_through(self):
-        """The partition's committed offset (`txn`): the highest offset bronze wrote."""
-        return max(list(self.delivered) + list(self.tomb_rows), default=-1)
+        """The partition's committed offset (`txn`): the highest offset bronze wrote or
+        dead-lettered."""
+        return max(list(self.delivered) + list(self.tomb_rows) + list(self.letters), default=-1)
 
     def new_rows(self, messages):
         """How many rows bronze gains from this batch."""
         through = self._written_through()
-        changes = sum(1 for o, c in messages if c is not None and o not in self.delivered)
+        changes = sum(1 for o, c in messages if isinstance(c, Change) and o not in self.delivered)
         return changes + sum(1 for o in self._orphans(messages) if o > through)
+
+    def new_letters(self, messages):
+        """The forged records of this batch not dead-lettered yet (offset, Hostile)."""
+        through = self._written_through()
+        return [(o, c) for o, c in messages if isinstance(c, Hostile) and o > through]
 
     def landed(self, messages):
         """Bronze took these messages (a redelivery adds nothing)."""
         through = self._written_through()
         self.tomb_rows |= {o for o in self._orphans(messages) if o > through}
         for offset, c in messages:
-            if c is not None:
+            if isinstance(c, Hostile):
+                self.letters.add(offset)
+            elif c is not None:
                 self.delivered[offset] = c
             else:
                 self.tombstoned[offset] = self.tombs[offset]
@@ -476,16 +542,17 @@ position_resets = ["2026-11-29T08:01:40Z"]
 """
 
 
-def two_families(rng, changes=30, tables=3):
+def two_families(rng, changes=30, tables=3, hostile=0.08):
     """`shop` (SCD1: orders, users, items) and `audit` (SCD2: accounts, grants, roles), the
-    first `tables` of each, as `STREAMS_CONF` declares them: [(family, scd, [Stream])]."""
+    first `tables` of each, as `STREAMS_CONF` declares them: [(family, scd, [Stream])]; about
+    `hostile` of the messages are forged records (`Hostile`), each one dead letter."""
     # One database per family, each restarting its positions once (`STREAMS_CONF`).
     clock = LsnClock(rng, SHOP_RESET_MS)
     # The first table of each family is a PostgreSQL table with a TOASTed column.
-    shop = [Stream(rng, clock, "shop", "public", t, changes, toast=i == 0)
+    shop = [Stream(rng, clock, "shop", "public", t, changes, toast=i == 0, hostile=hostile)
             for i, t in enumerate(("orders", "users", "items")[:tables])]
     clock = LsnClock(rng, AUDIT_RESET_MS)
-    audit = [Stream(rng, clock, "audit", "public", t, changes, toast=i == 0)
+    audit = [Stream(rng, clock, "audit", "public", t, changes, toast=i == 0, hostile=hostile)
              for i, t in enumerate(("accounts", "grants", "roles")[:tables])]
     return [("shop", 1, shop), ("audit", 2, audit)]
 
@@ -494,8 +561,9 @@ def random_schedule(rng, families, tmp_path, checker, deliver, refine, optimize)
     """Deliver every stream in random rounds: a batch of 2-9 messages per topic in one MSK event
     (sometimes re-split: the last batch again with the new one), sometimes delivered twice,
     sometimes a compaction; an apply run (`refine`) after 60% of the rounds and after the last,
-    each followed by a check of every silver table. `deliver(path, new)` must land the event
-    (`new`: the changes bronze has not seen). Returns the number of rounds."""
+    each followed by a check of every silver table. `deliver(path, new, letters)` must land the
+    event (`new`: the changes bronze has not seen; `letters`: the forged records it has not
+    dead-lettered yet, [(stream, offset, Hostile)]). Returns the number of rounds."""
     streams = [s for _, _, ss in families for s in ss]
     previous, round_ = [], 0
     while not all(s.done() for s in streams) or round_ == 0:
@@ -506,11 +574,12 @@ def random_schedule(rng, families, tmp_path, checker, deliver, refine, optimize)
         path = tmp_path / f"round-{round_}.json"
         path.write_text(json.dumps(msk_event(batch)))
         new = sum(st.new_rows(ms) for st, ms in batch)
-        deliver(path, new)
+        letters = [(st, o, h) for st, ms in batch for o, h in st.new_letters(ms)]
+        deliver(path, new, letters)
         for s, messages in batch:
             s.landed(messages)
         if rng.random() < 0.25:
-            deliver(path, 0)  # at-least-once: the same event again
+            deliver(path, 0, [])  # at-least-once: the same event again
         previous = batch
         if rng.random() < 0.15:
             optimize()

@@ -38,7 +38,7 @@ def test_cdc_apply_under_faults_crashes_and_kills_matches_the_reference(tmp_path
             killed[0] += proc.wait() == -signal.SIGKILL
         lake.deliver(["refine"])
 
-    def deliver(path, _new):
+    def deliver(path, _new, _letters):
         lake.deliver(["invoke", "msk", "--event", str(path)])
 
     rounds = random_schedule(r, families, tmp_path, checker, deliver=deliver,

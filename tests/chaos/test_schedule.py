@@ -76,7 +76,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 import model as M
-from cdc_reference import STREAMS_CONF, Checker, msk_event as dbz_event, two_families
+from cdc_reference import BASE_MS, STREAMS_CONF, Checker, msk_event as dbz_event, two_families
 from lake_support import LakeBase, gold_difference
 from chaoslib import BIN, BUCKET, CLIENT, MOTO, MOTO_PORT, SEED, record, rng, scaled
 from faultproxy import FaultProxy
@@ -777,6 +777,12 @@ def apply(model, ops):
     for op in ops:
         if op["op"] == "dbz":
             for st, messages in op["batch"]:
+                # A forged record (cdc_reference.Hostile) is one dead letter, once.
+                for offset, h in st.new_letters(messages):
+                    raw = st.record(offset, h)["value"]
+                    kafka_us = (BASE_MS + offset) * 1000
+                    model.rows["dead_letters"][(st.topic, 0, offset, kafka_us, None, None, raw,
+                                                bronze_of(st))] += 1
                 st.landed(messages)
     if any(op["op"] in ("cdc-apply", "cdc-rebuild") for op in ops):
         model.cdc_applied = {st.topic: (dict(st.delivered), dict(st.tombstoned)) for st in model.cdc_streams}
@@ -791,7 +797,7 @@ def tables_of(op):
     if op["op"] == "logs":
         return {M.LOG_TABLE, "dead_letters"}
     if op["op"] == "dbz":
-        return {bronze_of(st) for st, _ in op["batch"]}
+        return {bronze_of(st) for st, _ in op["batch"]} | {"dead_letters"}
     if op["op"] == "cdc-apply":
         return {t for t in CDC_TABLES if t.startswith("silver/")}
     if op["op"] == "cdc-rebuild":

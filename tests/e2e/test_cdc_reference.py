@@ -9,6 +9,7 @@ with Python `deltalake` (rows and `load_cdf`) and DuckDB, on the filesystem and 
 - a family of 70 Debezium tables and a family of 70 AWS DMS tables (full load, then CDC files
   notified out of order and twice), each declared in one `[[cdc]]` block: a scale test, run on
   one backend only (the emulator when the run has one)."""
+import base64
 import datetime as dt
 import json
 import os
@@ -33,9 +34,12 @@ def test_random_debezium_streams_match_the_reference_scd1_scd2_and_change_feed(l
     families = two_families(rng)
     checker = Checker(lake.delta)
 
-    def deliver(path, new):
+    sent_letters = []
+
+    def deliver(path, new, letters):
         out = lake.invoke(path)
-        assert (out["written"], out["dead_lettered"]) == (new, 0), out
+        assert (out["written"], out["dead_lettered"]) == (new, len(letters)), out
+        sent_letters.extend(letters)
 
     raced = {"two applies": 0, "apply and compaction": 0}
 
@@ -58,6 +62,13 @@ def test_random_debezium_streams_match_the_reference_scd1_scd2_and_change_feed(l
 
     rounds = random_schedule(rng, families, tmp_path, checker, deliver=deliver, refine=refine,
                              optimize=lambda: lake.cli("optimize", "--all", "--min-files", "2"))
+    # Each forged record is one dead letter with its raw value and reason, and nothing else.
+    letters = {(r["topic"], r["offset"]): r for r in lake.read("dead_letters").to_pylist()}
+    assert len(letters) == len(sent_letters) > 0, (len(letters), len(sent_letters))
+    for st, offset, h in sent_letters:
+        letter = letters[(st.topic, offset)]
+        assert h.why in letter["error"], (h, letter["error"])
+        assert base64.b64decode(letter["raw_base64"]) == st.value_bytes(offset), h
     assert all(raced.values()), raced
     # Bronze kept every change once, no duplicates, and the tombstones that did not follow
     # their delete in their batch (as deletes without a position).

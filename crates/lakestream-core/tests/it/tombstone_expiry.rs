@@ -232,8 +232,10 @@ async fn an_scd2_side_table_keeps_its_deletes_for_the_retention_only() -> Result
         let lake = TestLake::new(backend, "scd2-side-expiry")?;
         let (cfg, l) = (config_scd(&lake, 2)?, lake.lake()?);
         let day0 = writes_deletes_at();
-        // A truncate, then a delete of a key silver never saw: both stored.
+        // A truncate, a key that stays, then a delete of a key silver never saw: the truncate
+        // and the delete are stored.
         append(&l, &[("t", "s01", "{}")]).await?;
+        append(&l, &[("c", "s02", r#"{"id":4,"v":"d"}"#)]).await?;
         append(&l, &[("d", "s03", r#"{"id":1,"v":"a"}"#)]).await?;
         apply_at(&cfg, &l, day0).await?;
         assert_eq!(side_ops(&l).await?, ["d", "t"], "{backend:?}");
@@ -251,15 +253,85 @@ async fn an_scd2_side_table_keeps_its_deletes_for_the_retention_only() -> Result
         // A change of key 1 older than its delete, redriven now: it stays out.
         append(&l, &[("u", "s02", r#"{"id":1,"v":"a-late"}"#)]).await?;
         assert_eq!(apply_at(&cfg, &l, day40).await?, 1, "{backend:?}");
-        assert_eq!(silver(&l).await?, ["2 b s05"], "{backend:?}");
+        assert_eq!(silver(&l).await?, ["2 b s05", "4 d s02"], "{backend:?}");
         // Key 1 inserted again after the horizon: a version.
         append(&l, &[("c", "s07", r#"{"id":1,"v":"again"}"#)]).await?;
         assert_eq!(apply_at(&cfg, &l, day40).await?, 0, "{backend:?}");
-        assert_eq!(silver(&l).await?, ["1 again s07", "2 b s05"], "{backend:?}");
+        assert_eq!(
+            silver(&l).await?,
+            ["1 again s07", "2 b s05", "4 d s02"],
+            "{backend:?}"
+        );
         // A year on, the truncate is still stored.
         append(&l, &[("c", "s08", r#"{"id":3,"v":"c"}"#)]).await?;
         apply_at(&cfg, &l, day0 + Duration::days(400)).await?;
         assert_eq!(side_ops(&l).await?, ["t"], "{backend:?}");
+        // Review: a rebuild reads all of bronze (the expired delete too), so the horizon keeps
+        // nothing out: key 1's late change is closed by its delete again, as before expiry.
+        let s: CommitSettings = (&cfg.commit).into();
+        let job = cfg.refine_job("people").context("job")?;
+        let ctx = RunContext::new(&cfg, &l, &s, day0 + Duration::days(400));
+        lakestream_core::refine::rebuild(&ctx, job).await?;
+        let before_rebuild = ["1 again s07", "2 b s05", "3 c s08", "4 d s02"];
+        assert_eq!(
+            apply_at(&cfg, &l, day0 + Duration::days(400)).await?,
+            0,
+            "{backend:?}"
+        );
+        let mut rebuilt = silver(&l).await?;
+        rebuilt.retain(|r| !r.starts_with("1 a-late"));
+        assert_eq!(rebuilt, before_rebuild, "{backend:?}");
+    }
+    Ok(())
+}
+
+/// Review of issue 38: side tables written before truncates were kept apart hold them in dated
+/// partitions. Expiry stores them again (they are never forgotten) and leaves them out of the
+/// horizon, which only forgotten deletes set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_side_tables_dated_truncates_survive_expiry_and_set_no_horizon() -> Result<()> {
+    use deltalake::arrow::array::TimestampMicrosecondArray;
+    use deltalake::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+    for backend in backends() {
+        let lake = TestLake::new(backend, "scd2-side-dated-truncate")?;
+        let (cfg, l) = (config_scd(&lake, 2)?, lake.lake()?);
+        let day0 = writes_deletes_at();
+        append(&l, &[("d", "s03", r#"{"id":1,"v":"a"}"#)]).await?;
+        apply_at(&cfg, &l, day0).await?;
+        // A truncate stored the old way: in the day's partition.
+        let columns = ["id", "__seq", "__at", "__op"].map(String::from);
+        let at =
+            TimestampMicrosecondArray::from(vec![Some(1_767_225_604_000_000)]).with_timezone("UTC");
+        let row = RecordBatch::try_from_iter([
+            (
+                "id",
+                Arc::new(Int64Array::from(vec![None::<i64>])) as ArrayRef,
+            ),
+            (
+                "__seq",
+                Arc::new(StringArray::from(vec!["s04"])) as ArrayRef,
+            ),
+            ("__at", Arc::new(at) as ArrayRef),
+            ("__op", Arc::new(StringArray::from(vec!["t"])) as ArrayRef),
+        ])?;
+        let s: CommitSettings = (&cfg.commit).into();
+        let tombs = "_lakestream/people/tombstones";
+        let ties = vec!["s04".to_string()];
+        lakestream_core::refine::keyed::tombstones::write(
+            &l, tombs, &s, &row, &columns, ties, day0,
+        )
+        .await?;
+        assert_eq!(side_ops(&l).await?, ["d", "t"], "{backend:?}");
+        let day40 = day0 + Duration::days(40);
+        append(&l, &[("c", "s05", r#"{"id":2,"v":"b"}"#)]).await?;
+        apply_at(&cfg, &l, day40).await?;
+        assert_eq!(side_ops(&l).await?, ["t"], "{backend:?}");
+        let tombs = TableHandle::open_existing(&l, tombs).await?;
+        assert_eq!(
+            tombs.property(EXPIRED_THROUGH_PROPERTY)?.as_deref(),
+            Some("s03"),
+            "{backend:?}"
+        );
     }
     Ok(())
 }

@@ -14,6 +14,7 @@ use crate::table::TableHandle;
 use chrono::{DateTime, Utc};
 use deltalake::arrow::array::{Array, AsArray};
 use deltalake::protocol::DeltaOperation;
+use lakestream_formats::config::bronze;
 
 /// Remove tombstones written before `now - retention` (whole `date` partitions); with
 /// `horizon` (a CDC job's `__seq` column and the column of its commit time) the greatest
@@ -104,8 +105,15 @@ async fn expired_through(
         Some(_) => positions::times(&rows, time)?,
         None => vec![None; rows.num_rows()],
     };
+    // An SCD2 side table's truncates are kept (never a forgotten delete): no horizon.
+    let truncate = rows
+        .column_by_name(bronze::OP)
+        .and_then(|c| c.as_string_opt::<i32>());
+    let is_truncate =
+        |i: usize| truncate.is_some_and(|t| t.is_valid(i) && t.value(i) == bronze::OP_TRUNCATE);
     let removed: Vec<usize> = (0..rows.num_rows())
         .filter(|&i| dates.is_valid(i) && values.is_valid(i) && dates.value(i) < cutoff)
+        .filter(|&i| !is_truncate(i))
         .collect();
     let seq = removed.iter().map(|&i| values.value(i).to_string()).max();
     // A tombstone's time is Kafka's, not a commit time: never a horizon time.

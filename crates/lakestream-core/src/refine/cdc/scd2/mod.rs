@@ -27,8 +27,8 @@ use crate::commit::{
 use crate::error::{Error, Result};
 use crate::refine::cdc::positions::unranked;
 use crate::refine::context::{JOB_PROPERTY, RunContext, source_id_property};
+use crate::refine::keyed::tombstones;
 use crate::refine::keyed::values::Toast;
-use crate::refine::keyed::{expiry, tombstones};
 use crate::refine::rebuild::voided_truncates;
 use crate::refine::report::{RunCounts, RunReport, SideReport, UpsertCounts};
 use crate::table::TableHandle;
@@ -133,10 +133,12 @@ pub(crate) async fn run_once(
     if ran.landed.is_some() {
         // Stored deletes older than the retention go, recording the side table's horizon
         // (`stored`); truncates are in a partition that never expires.
-        let tombs = tombstones::table_name(&cfg.job);
-        let horizon = Some((bronze::SEQ, stored::AT));
-        let retention = apply.tombstone_retention;
-        expiry::expire(ctx.lake, &tombs, ctx.settings, ctx.now, retention, horizon).await?;
+        stored::expire(
+            ctx,
+            &tombstones::table_name(&cfg.job),
+            apply.tombstone_retention,
+        )
+        .await?;
     }
     Ok(report)
 }
@@ -250,7 +252,11 @@ async fn plan(
     // committed after it proves the positions went back.
     let who = super::changes::who(p.cfg, p.apply);
     super::positions::check(&changes, Some((&old, silver::START_AT)), &read.keys, who)?;
-    let (side, changes, kept_out) = side_table(p, output, &codec, &old, &changes).await?;
+    // A first run (a new or rebuilt silver) reads all of bronze, the forgotten deletes too:
+    // nothing is kept out by the horizon then.
+    let incremental = state.version.is_some() && consumed.is_some();
+    let (side, changes, kept_out) =
+        side_table(p, (output, incremental), &codec, &old, &changes).await?;
     let kept = &side.stored;
     // A change ranked below a truncate but committed after it: the positions went back.
     let all_truncates: Vec<(&str, Option<i64>)> = truncates
@@ -322,10 +328,10 @@ async fn plan(
 }
 
 /// The job's side table (truncates an operator voided left out) and the run's `changes`
-/// without those its horizon keeps out, with their count.
+/// without those its horizon keeps out (an `incremental` run only), with their count.
 async fn side_table(
     p: &Scd2Planner<'_, '_>,
-    output: &TableHandle,
+    (output, incremental): (&TableHandle, bool),
     codec: &KeyCodec,
     old: &RecordBatch,
     changes: &RecordBatch,
@@ -337,6 +343,9 @@ async fn side_table(
         .retain(|s| s.key.is_some() || !voided.iter().any(|v| v == unranked(&s.seq)));
     let (job, table, family) = super::changes::who(p.cfg, p.apply);
     let who: super::positions::Who = (job.into(), table.into(), family.map(Into::into));
+    if !incremental {
+        return Ok((side, changes.clone(), 0));
+    }
     let (changes, kept_out) = stored::keep_out(changes, old, &side, codec, &who)?;
     Ok((side, changes, kept_out))
 }

@@ -18,11 +18,12 @@ use super::keys::KeyCodec;
 use crate::error::{Error, Result};
 use crate::read::read_all;
 use crate::refine::cdc::positions::{RunColumns, Who};
+use crate::refine::context::RunContext;
 use crate::refine::keyed::tombstones::{EXPIRED_AT_PROPERTY, EXPIRED_THROUGH_PROPERTY};
 use crate::storage::Lake;
 use crate::table::TableHandle;
 use deltalake::arrow::array::{
-    ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray, TimestampMicrosecondArray,
+    Array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray, TimestampMicrosecondArray,
     new_null_array,
 };
 use deltalake::arrow::compute::{cast, concat, filter_record_batch};
@@ -218,5 +219,99 @@ pub fn dates(rows: &RecordBatch, today: &str) -> Result<Vec<String>> {
             true => NEVER_EXPIRES.to_string(),
             false => today.to_string(),
         })
+        .collect())
+}
+
+/// Expire the stored deletes of side table `table` older than `retention`
+/// ([`expiry::expire`](crate::refine::keyed::expiry::expire), recording the horizon). Truncates
+/// stored in a dated partition (tables written before truncates had [`NEVER_EXPIRES`]) are
+/// first stored again there, so an expiry never drops one.
+pub async fn expire(
+    ctx: &RunContext<'_>,
+    table: &str,
+    retention: std::time::Duration,
+) -> Result<()> {
+    let mut handle = TableHandle::open(ctx.lake, table)?;
+    if !handle.refresh().await? {
+        return Ok(());
+    }
+    let cutoff = (ctx.now - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX))
+        .format("%Y-%m-%d")
+        .to_string();
+    let expiring = handle.live_files()?.iter().any(|f| {
+        f.partition_values()
+            .get("date")
+            .and_then(|d| d.as_deref())
+            .is_some_and(|d| d < cutoff.as_str())
+    });
+    if !expiring {
+        return Ok(());
+    }
+    keep_dated_truncates(ctx, &handle, &cutoff).await?;
+    let horizon = Some((bronze::SEQ, AT));
+    let (lake, settings) = (ctx.lake, ctx.settings);
+    crate::refine::keyed::expiry::expire(lake, table, settings, ctx.now, retention, horizon)
+        .await?;
+    Ok(())
+}
+
+/// Store again, in [`NEVER_EXPIRES`], the truncates of partitions dated before `cutoff` that
+/// are not there yet (one commit; a truncate stored twice is one event).
+async fn keep_dated_truncates(
+    ctx: &RunContext<'_>,
+    handle: &TableHandle,
+    cutoff: &str,
+) -> Result<()> {
+    let rows = read_all(handle).await?;
+    let text = |name: &str| {
+        rows.column_by_name(name)
+            .and_then(|c| c.as_string_opt::<i32>())
+    };
+    let (Some(op), Some(seq), Some(date)) = (text(bronze::OP), text(bronze::SEQ), text("date"))
+    else {
+        return Ok(());
+    };
+    let is_t = |i: usize| op.is_valid(i) && op.value(i) == bronze::OP_TRUNCATE;
+    let kept: HashSet<&str> = (0..rows.num_rows())
+        .filter(|&i| is_t(i) && date.value(i) == NEVER_EXPIRES)
+        .map(|i| seq.value(i))
+        .collect();
+    let mask: BooleanArray = (0..rows.num_rows())
+        .map(|i| Some(is_t(i) && date.value(i) < cutoff && !kept.contains(seq.value(i))))
+        .collect();
+    let dated = filter_record_batch(&rows, &mask)?;
+    if dated.num_rows() == 0 {
+        return Ok(());
+    }
+    let columns: Vec<String> = dated
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .filter(|n| !["tie", "deleted_at", "date"].contains(&n.as_str()))
+        .collect();
+    let ties = text_of(&dated, bronze::SEQ)?;
+    let dates = vec![NEVER_EXPIRES.to_string(); dated.num_rows()];
+    let (lake, settings) = (ctx.lake, ctx.settings);
+    let name = handle.name();
+    crate::refine::keyed::tombstones::write_dated(
+        lake,
+        name,
+        settings,
+        &dated,
+        (&columns, ties),
+        ctx.now,
+        dates,
+    )
+    .await
+}
+
+fn text_of(batch: &RecordBatch, name: &str) -> Result<Vec<String>> {
+    let c = batch
+        .column_by_name(name)
+        .and_then(|c| c.as_string_opt::<i32>())
+        .ok_or_else(|| Error::Internal(format!("stored rows without `{name}`")))?;
+    Ok(c.iter()
+        .map(|v| v.unwrap_or_default().to_string())
         .collect())
 }

@@ -63,7 +63,12 @@ struct Setup {
 
 impl Setup {
     fn new(backend: Backend, name: &str) -> Result<Self> {
-        let cfg = example_config_with(FAMILIES)?;
+        Self::with(backend, name, "")
+    }
+
+    /// With `extra` config after the families (e.g. `[cdc_limits]`).
+    fn with(backend: Backend, name: &str, extra: &str) -> Result<Self> {
+        let cfg = example_config_with(&format!("{FAMILIES}{extra}"))?;
         Ok(Self {
             lake: TestLake::with_config(backend, name, cfg)?,
             objects: tempfile::tempdir()?,
@@ -730,5 +735,60 @@ async fn a_refused_json_line_adds_no_column() -> Result<()> {
         .map(|f| f.name().to_lowercase())
         .collect();
     assert!(!names.contains(&"aa_forged".to_string()), "{names:?}");
+    Ok(())
+}
+
+/// Review of issue 38: the width bounds count the columns an object's earlier chunks brought
+/// (committed with them), so an object in many chunks cannot widen its table by a table's
+/// worth per chunk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_chunk_of_an_object_counts_the_columns_before_it() -> Result<()> {
+    let limits = "\n[cdc_limits]\nmax_table_columns = 50\nmax_new_columns = 100\n";
+    let s = Setup::with(Backend::Fs, "cdc-files-chunk-width", limits)?;
+    let line = |id: usize| {
+        let cols: Vec<String> = (0..30).map(|i| format!("\"k{id}_{i}\":{i}")).collect();
+        format!("{{\"order_id\":{id},{}}}\n", cols.join(","))
+    };
+    let body = format!("{}{}", line(1), line(2));
+    let obj = s.put("files/shop/orders/wide.jsonl", body.as_bytes())?;
+    let r = s.ingestor(1)?.ingest(&[obj], &s.source()).await?;
+    assert_eq!(
+        r.objects[0].1,
+        ObjectOutcome::Committed {
+            rows: 1,
+            dead_lettered: 1
+        },
+        "{r:?}"
+    );
+    let width = s
+        .lake
+        .read("bronze/shop/shop/orders")
+        .await?
+        .schema()
+        .fields()
+        .len();
+    assert!(width < 50 + 12, "bronze has {width} columns");
+    Ok(())
+}
+
+/// Review of issue 38: a DMS file's `Op` is no column of the table, so it does not count
+/// against `max_table_columns` (a table exactly at the bound refused its CDC files).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dms_op_column_does_not_count_against_the_width() -> Result<()> {
+    let limits = "\n[cdc_limits]\nmax_table_columns = 3\n";
+    let s = Setup::with(Backend::Fs, "cdc-files-op-width", limits)?;
+    let obj = s.put(
+        "dms/dbo/items/20261129-130000000.jsonl",
+        b"{\"Op\":\"I\",\"id\":7,\"ts\":\"2026-11-29 13:00:00\",\"name\":\"x\"}\n",
+    )?;
+    let r = s.ingestor(10)?.ingest(&[obj], &s.source()).await?;
+    assert_eq!(
+        r.objects[0].1,
+        ObjectOutcome::Committed {
+            rows: 1,
+            dead_lettered: 0
+        },
+        "{r:?}"
+    );
     Ok(())
 }

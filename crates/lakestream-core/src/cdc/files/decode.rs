@@ -219,6 +219,16 @@ impl TextDecoder {
         }
         let last_row = (self.next_row - 1).max(self.skip);
         let (decoded, bad) = chunk.finish(self.spec.timestamp_column.as_deref())?;
+        // The chunk's columns join the table with its commit: the next chunk's width bounds
+        // count them (else each chunk of one object could add another table's worth).
+        let schema = decoded.columns.schema();
+        let names = schema.fields().iter().map(|f| f.name().to_lowercase());
+        let new: Vec<String> = names.filter(|n| !self.spec.bronze.contains(n)).collect();
+        if !new.is_empty() {
+            let mut bronze = (*self.spec.bronze).clone();
+            bronze.extend(new);
+            self.spec.bronze = Arc::new(bronze);
+        }
         Ok(Chunk {
             decoded,
             bad,
@@ -356,8 +366,12 @@ impl TextDecoder {
         if let Some(why) = case_twins(obj.keys().map(String::as_str)) {
             return chunk.reject(row, rec.raw, format!("the row {why}"));
         }
-        if let Some(why) = chunk.too_wide(obj.keys().map(String::as_str), self.spec.limits.width())
-        {
+        let cdc = self.spec.kind.cdc;
+        let columns = obj
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !(cdc && *k == "Op"));
+        if let Some(why) = chunk.too_wide(columns, self.spec.limits.width()) {
             return chunk.reject(row, rec.raw, why);
         }
         let mut values = Vec::with_capacity(obj.len());

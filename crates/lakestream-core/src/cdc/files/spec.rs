@@ -63,8 +63,10 @@ impl FileSpec {
         names: impl Iterator<Item = &'a str>,
     ) -> Option<String> {
         let (max_table, max_new) = self.limits.width();
+        // A DMS file's `Op` is no column of the table.
+        let dms = self.source == CdcSource::Dms;
         let new = names
-            .filter(|n| !self.bronze.contains(&n.to_lowercase()))
+            .filter(|n| !(dms && *n == "Op") && !self.bronze.contains(&n.to_lowercase()))
             .count();
         let width = self.bronze.len() + new;
         (width > max_table || (!self.bronze.is_empty() && new > max_new)).then(|| {

@@ -40,16 +40,26 @@ const MAX_SEQ_LEN: usize = 200;
 /// for a job without an output yet (nothing to record the void on). Returns the reset
 /// version.
 pub async fn void_truncate(ctx: &RunContext<'_>, cfg: &RefineJob, seq: &str) -> Result<u64> {
-    if !matches!(cfg.kind, JobKind::Cdc(_)) {
+    let JobKind::Cdc(apply) = &cfg.kind else {
         return Err(Error::Config(format!(
             "refine job `{}`: --void-truncate applies to CDC apply jobs only",
             cfg.job
         )));
-    }
+    };
     if seq.is_empty() || seq.len() > MAX_SEQ_LEN || seq.chars().any(char::is_control) {
         return Err(Error::Config(format!(
             "--void-truncate: give the truncate's `__seq` as bronze holds it (at most \
              {MAX_SEQ_LEN} characters, one line)"
+        )));
+    }
+    // A `__seq` copied from silver or an error carries its reset rank: bronze's has none.
+    let seq = crate::refine::cdc::positions::unranked(seq);
+    if !truncate_in(ctx, &apply.source, seq).await? {
+        return Err(Error::Config(format!(
+            "--void-truncate: bronze `{}` holds no truncate (`__op` = t) at `__seq` `{seq}`; \
+             nothing was changed (list them with `lakestream sql \"SELECT __seq, __source_ts \
+             FROM ... WHERE __op = 't'\"` or `lakestream show`)",
+            apply.source
         )));
     }
     reset(ctx, cfg, Some(seq)).await?.ok_or_else(|| {
@@ -59,6 +69,42 @@ pub async fn void_truncate(ctx: &RunContext<'_>, cfg: &RefineJob, seq: &str) -> 
             cfg.job, cfg.output
         ))
     })
+}
+
+/// Whether bronze table `source` holds a truncate at `seq` (its `__op` and `__seq` columns
+/// read, file by file).
+async fn truncate_in(ctx: &RunContext<'_>, source: &str, seq: &str) -> Result<bool> {
+    use deltalake::arrow::array::{Array, AsArray};
+    use deltalake::arrow::datatypes::{DataType, Field, Schema};
+    use lakestream_formats::config::bronze;
+    let h = ctx.load_source(source).await?;
+    if !h.exists() {
+        return Ok(false);
+    }
+    let schema = std::sync::Arc::new(Schema::new(vec![
+        Field::new(bronze::OP, DataType::Utf8, true),
+        Field::new(bronze::SEQ, DataType::Utf8, true),
+    ]));
+    for file in h.live_files()? {
+        for b in h.read_columns(&file.data_file(), &schema).await? {
+            let (Some(op), Some(s)) = (
+                b.column(0).as_string_opt::<i32>(),
+                b.column(1).as_string_opt::<i32>(),
+            ) else {
+                continue;
+            };
+            let hit = (0..b.num_rows()).any(|i| {
+                op.is_valid(i)
+                    && op.value(i) == bronze::OP_TRUNCATE
+                    && s.is_valid(i)
+                    && s.value(i) == seq
+            });
+            if hit {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// The voided truncates' `__seq`s an output records.

@@ -276,9 +276,21 @@ async fn an_operator_voids_a_forged_truncate_and_silver_comes_back() -> Result<(
             append(&l, &[("t", "s99", "{}")]).await?;
             apply(&cfg, &l, &s).await?;
             assert_eq!(silver(&l, scd).await?, want, "{backend:?} scd{scd}");
-            // Another job kind is refused.
+            // An empty SEQ, or one bronze has no truncate at, is refused and changes nothing.
             let e = void_truncate(&ctx, job, "").await.err();
             assert!(e.is_some(), "{backend:?}: an empty SEQ is refused");
+            let version = TableHandle::open_existing(&l, SILVER).await?.version();
+            let e = void_truncate(&ctx, job, "s05")
+                .await
+                .err()
+                .map(|e| e.to_string());
+            assert!(
+                e.as_deref()
+                    .is_some_and(|e| e.contains("holds no truncate")),
+                "{backend:?}: {e:?}"
+            );
+            let after = TableHandle::open_existing(&l, SILVER).await?.version();
+            assert_eq!(version, after, "{backend:?}: a refused void changed silver");
         }
     }
     Ok(())

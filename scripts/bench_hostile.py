@@ -32,6 +32,9 @@ def objects():
     dictionary = io.BytesIO()
     pq.write_table(pa.table({"id": list(range(450)), "note": ["x" * 1_000_000] * 450}), dictionary,
                    compression="zstd")
+    nested = io.BytesIO()
+    pq.write_table(pa.table({"id": list(range(450)), "tags": [["x" * 1_000_000]] * 450}), nested,
+                   compression="zstd")
     return [
         ("footer declaring 2^31-1 row groups", "rowgroups.parquet",
          parquet([element(1), element(0, leaf=True)], 2**31 - 1)),
@@ -39,6 +42,7 @@ def objects():
          parquet([element(1) for _ in range(200_000)] + [element(0, leaf=True)], 0)),
         ("600 MB of zstd pages", "zstd.parquet", zstd.getvalue()),
         ("1 MB dictionary value x 450 rows", "dictionary.parquet", dictionary.getvalue()),
+        ("the same inside a list", "nested.parquet", nested.getvalue()),
         ("ordinary Parquet (3 rows)", "good.parquet", good_parquet(3)),
     ]
 

@@ -65,8 +65,10 @@ impl FileSpec {
         let (max_table, max_new) = self.limits.width();
         // A DMS file's `Op` is no column of the table.
         let dms = self.source == CdcSource::Dms;
+        let counted = |n: &&str| !(dms && *n == "Op");
         let new = names
-            .filter(|n| !(dms && *n == "Op") && !self.bronze.contains(&n.to_lowercase()))
+            .filter(counted)
+            .filter(|n| !self.bronze.contains(&n.to_lowercase()))
             .count();
         let width = self.bronze.len() + new;
         (width > max_table || (!self.bronze.is_empty() && new > max_new)).then(|| {

@@ -258,17 +258,7 @@ async fn plan(
     let (side, changes, kept_out) =
         side_table(p, (output, incremental), &codec, &old, &changes).await?;
     let kept = &side.stored;
-    // A change ranked below a truncate but committed after it: the positions went back.
-    let all_truncates: Vec<(&str, Option<i64>)> = truncates
-        .iter()
-        .map(|t| (t.seq.as_str(), t.at))
-        .chain(
-            kept.iter()
-                .filter(|k| k.key.is_none())
-                .map(|k| (k.seq.as_str(), k.at)),
-        )
-        .collect();
-    super::positions::check_truncates(&changes, &all_truncates, who)?;
+    check_truncates(&changes, &truncates, kept, who)?;
     let toast = p.apply.toast_placeholder.as_deref().map(Toast::new);
     let run = history::RunChanges {
         changes: &changes,
@@ -325,6 +315,26 @@ async fn plan(
         cdc_files,
     };
     proposal(p, &read, change, schema)
+}
+
+/// `Err` when a change ranks below a truncate (the run's or a stored one) but was committed
+/// after it: the positions went back.
+fn check_truncates(
+    changes: &RecordBatch,
+    truncates: &[Truncate],
+    kept: &[history::Stored],
+    who: (&str, &str, Option<&str>),
+) -> Result<()> {
+    let all: Vec<(&str, Option<i64>)> = truncates
+        .iter()
+        .map(|t| (t.seq.as_str(), t.at))
+        .chain(
+            kept.iter()
+                .filter(|k| k.key.is_none())
+                .map(|k| (k.seq.as_str(), k.at)),
+        )
+        .collect();
+    super::positions::check_truncates(changes, &all, who)
 }
 
 /// The job's side table (truncates an operator voided left out) and the run's `changes`

@@ -72,7 +72,12 @@ class FaultProxy:
                 for k, v in headers:
                     if k.lower() not in HOP and k.lower() != "content-length":
                         self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
+                # A HEAD's answer has no body but the object's length (a warm handle checks its
+                # table's identity with one): passed on, not the empty body's 0.
+                length = str(len(body))
+                if self.command == "HEAD":
+                    length = next((v for k, v in headers if k.lower() == "content-length"), length)
+                self.send_header("Content-Length", length)
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(body)

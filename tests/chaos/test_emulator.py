@@ -70,3 +70,21 @@ def test_conditional_puts_have_one_winner_on_the_suites_emulator():
     finally:
         plain.kill()
         fixed.kill()
+
+
+def test_the_fault_proxy_passes_a_heads_length():
+    """A HEAD's answer has no body but the object's length; the fault proxy answered 0, so a
+    warm handle's identity check (a HEAD of its table's first commit) failed through it and the
+    fault suite never kept a warm handle."""
+    from chaoslib import MOTO_PORT
+    from faultproxy import FaultProxy
+
+    proxy = FaultProxy(MOTO_PORT, seed=1)
+    try:
+        s3 = boto3.client("s3", endpoint_url=proxy.url, region_name="us-east-1", aws_access_key_id="test",
+                          aws_secret_access_key="test")
+        s3.create_bucket(Bucket="head-length")
+        s3.put_object(Bucket="head-length", Key="k", Body=b"x" * 1234)
+        assert s3.head_object(Bucket="head-length", Key="k")["ContentLength"] == 1234
+    finally:
+        proxy.close()

@@ -356,7 +356,8 @@ pub(crate) struct RunColumns<'s> {
     pub seq: &'s StringArray,
     /// Their commit times (µs).
     pub at: Vec<Option<i64>>,
-    op: &'s StringArray,
+    /// Their `__op`s.
+    pub op: &'s StringArray,
 }
 
 impl<'s> RunColumns<'s> {

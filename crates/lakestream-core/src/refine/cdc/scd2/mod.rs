@@ -54,6 +54,8 @@ struct Scd2Planner<'a, 'c> {
     report: RunReport,
     /// Deletes and truncates to store before the commit (`stored`), with their columns.
     pending: Option<(RecordBatch, Vec<String>)>,
+    /// The side table holds rows older than the retention: expire after the commit.
+    expire_due: bool,
 }
 
 impl ChangePlanner for Scd2Planner<'_, '_> {
@@ -68,6 +70,7 @@ impl ChangePlanner for Scd2Planner<'_, '_> {
             .and_then(|v| u64::try_from(*v).ok());
         self.report = RunReport::new(RunCounts::Upsert(UpsertCounts::default()));
         self.pending = None;
+        self.expire_due = false;
         let voided = voided_truncates(output)?;
         let Some(read) = read_changes(self.ctx, self.cfg, self.apply, (consumed, &voided)).await?
         else {
@@ -125,12 +128,15 @@ pub(crate) async fn run_once(
         app: ctx.app_id(&cfg.job, &apply.source),
         report: RunReport::new(RunCounts::Upsert(UpsertCounts::default())),
         pending: None,
+        expire_due: false,
     };
     let ran = run(&mut output, ctx.settings, &mut planner).await?;
     let mut report = planner.report;
     report.attempts = ran.attempts;
     report.output_version = ran.landed.map(|l| l.version);
-    if ran.landed.is_some() {
+    // Only when the side table loaded for the plan has a partition past the retention: no
+    // second load of it per commit.
+    if ran.landed.is_some() && planner.expire_due {
         // Stored deletes older than the retention go, recording the side table's horizon
         // (`stored`); truncates are in a partition that never expires.
         stored::expire(
@@ -257,6 +263,8 @@ async fn plan(
     let incremental = state.version.is_some() && consumed.is_some();
     let (side, changes, kept_out) =
         side_table(p, (output, incremental), &codec, &old, &changes).await?;
+    let cutoff = stored::cutoff(p.ctx.now, p.apply.tombstone_retention);
+    p.expire_due = side.oldest.as_deref().is_some_and(|d| d < cutoff.as_str());
     let kept = &side.stored;
     check_truncates(&changes, &truncates, kept, who)?;
     let toast = p.apply.toast_placeholder.as_deref().map(Toast::new);

@@ -46,6 +46,16 @@ pub struct Side {
     pub stored: Vec<Stored>,
     /// The greatest `__seq` of the expired deletes and their latest time (µs), if any expired.
     pub horizon: Option<(String, Option<i64>)>,
+    /// The oldest `date` partition (from the log: no read), so a run knows whether an expiry
+    /// is due without loading the table again.
+    pub oldest: Option<String>,
+}
+
+/// The `date` partitions before which stored rows expire at `now`.
+pub fn cutoff(now: chrono::DateTime<chrono::Utc>, retention: std::time::Duration) -> String {
+    (now - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX))
+        .format("%Y-%m-%d")
+        .to_string()
 }
 
 /// Every stored delete and truncate of `table`, and its horizon (nothing when it does not
@@ -60,8 +70,17 @@ pub async fn load(lake: &Lake, table: &str, codec: &KeyCodec) -> Result<Side> {
         let at = handle.property(EXPIRED_AT_PROPERTY).ok().flatten();
         (seq, at.and_then(|t| t.parse::<i64>().ok()))
     });
+    let oldest = handle
+        .live_files()?
+        .iter()
+        .filter_map(|f| f.partition_values().get("date").cloned().flatten())
+        .min();
     let stored = rows(&handle, codec).await?;
-    Ok(Side { stored, horizon })
+    Ok(Side {
+        stored,
+        horizon,
+        oldest,
+    })
 }
 
 /// The stored rows of the loaded side table.
@@ -176,17 +195,10 @@ pub fn keep_out(
     known.extend(side.stored.iter().filter_map(|s| s.key.clone()));
     let keys = codec.encode(changes)?;
     let c = RunColumns::of(changes, who)?;
-    let op = cast(
-        changes
-            .column_by_name(bronze::OP)
-            .ok_or_else(|| Error::Internal("changes without `__op`".into()))?,
-        &DataType::Utf8,
-    )?;
-    let op = op.as_string::<i32>();
     let mut keep = Vec::with_capacity(changes.num_rows());
     for (row, key) in keys.iter().enumerate() {
         let seq = c.seq.value(row);
-        let upsert = ![bronze::OP_DELETE, bronze::OP_TRUNCATE].contains(&op.value(row));
+        let upsert = ![bronze::OP_DELETE, bronze::OP_TRUNCATE].contains(&c.op.value(row));
         if !upsert || known.contains(key) || seq > horizon.as_str() || seq.starts_with("0|") {
             keep.push(true);
             continue;
@@ -235,9 +247,7 @@ pub async fn expire(
     if !handle.refresh().await? {
         return Ok(());
     }
-    let cutoff = (ctx.now - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX))
-        .format("%Y-%m-%d")
-        .to_string();
+    let cutoff = cutoff(ctx.now, retention);
     let expiring = handle.live_files()?.iter().any(|f| {
         f.partition_values()
             .get("date")

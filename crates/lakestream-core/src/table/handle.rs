@@ -225,12 +225,19 @@ impl TableHandle {
     }
 
     /// Bring the handle up to the latest version in storage; `false` when there is no table.
+    ///
+    /// A loaded handle first looks for the next commit with a GET (no LIST: the log-read cache
+    /// answers delta-rs's listing from what it knows, [`LogReads::advance`]); nothing new costs
+    /// that one GET. A cold load lists the log once ([`LogReads::discover`]).
     pub async fn refresh(&mut self) -> Result<bool> {
-        let res = if self.table.version().is_some() {
-            self.table.update_state().await
+        let res = if let Some(loaded) = self.table.version() {
+            match self.advance().await? {
+                Some(newest) if newest <= loaded => Ok(()),
+                _ => self.table.update_state().await,
+            }
         } else {
             // Ask first: loading a missing table makes delta-rs log an error.
-            match self.table.verify_deltatable_existence().await {
+            match self.discover().await {
                 Ok(false) => return Ok(false),
                 Ok(true) => self.table.load().await,
                 Err(e) => Err(e),
@@ -247,6 +254,26 @@ impl TableHandle {
             }
             Err(DeltaTableError::NotATable(_)) => Ok(false),
             Err(e) => Err(Error::storage(&self.name, e)),
+        }
+    }
+
+    /// The newest version the log-read cache finds ([`LogReads::advance`]); `None` without one
+    /// or when it never listed the log.
+    async fn advance(&mut self) -> Result<Option<u64>> {
+        let Some(l) = &self.log_reads else {
+            return Ok(None);
+        };
+        l.advance().await.map_err(|e| Error::storage(&self.name, e))
+    }
+
+    /// Whether the table exists: one LIST through the log-read cache (which then answers the
+    /// load's listing), else delta-rs's own check.
+    async fn discover(&self) -> std::result::Result<bool, DeltaTableError> {
+        let dir = deltalake::Path::from_url_path(self.table.table_url().path())
+            .map(|root| root.join("_delta_log"));
+        match (&self.log_reads, dir) {
+            (Some(l), Ok(dir)) => Ok(l.discover(&dir).await?),
+            _ => self.table.verify_deltatable_existence().await,
         }
     }
 

@@ -16,21 +16,27 @@
 //!   [`HELD_BYTES`] at once; a timer drops each after [`KEEP`] even if the store is not used
 //!   again.
 //!
-//! Everything else (`_last_checkpoint`, lists, data files, conditional reads) goes to the store.
+//! - answers a listing of the log from what it knows ([`known`]: the last LIST plus the commits
+//!   found since by a GET of the next one), so a warm table finds its new commits with GETs and
+//!   never lists; [`LogReads::discover`] lists once for a cold load, [`LogReads::advance`] looks
+//!   for new commits before a refresh;
+//! - keeps `_last_checkpoint` for [`KEEP`] (a cold load reads it twice: to find where to list,
+//!   then in the kernel).
+//!
+//! Everything else (lists of anything but the log, data files, conditional reads) goes to the
+//! store.
 //!
 //! "Immutable" holds for one table: a table deleted and re-created at the same path has new
 //! files under the same names. The cache is therefore tied to the table identity its
 //! [`TableHandle`](crate::table::TableHandle) proves once per invocation, and
 //! [`LogReads::clear`]ed when that proof fails.
 
-use async_trait::async_trait;
 use bytes::Bytes;
 use deltalake::logstore::object_store::{
-    self, GetOptions, GetRange, GetResult, GetResultPayload, ListResult, MultipartUpload,
-    ObjectMeta, ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
-    path::Path,
+    self, GetOptions, GetRange, GetResult, GetResultPayload, ObjectMeta, ObjectStore,
+    ObjectStoreExt, path::Path,
 };
-use futures::stream::BoxStream;
+use known::Known;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -46,20 +52,56 @@ const CHECKPOINTS: usize = 4;
 /// Bytes of whole checkpoints held at once.
 pub const HELD_BYTES: usize = 2 * MAX_WHOLE_BYTES as usize;
 
+mod known;
+mod listing;
+mod store;
+pub use known::{FRESH, RELIST_COMMITS};
+pub use listing::LOOKUPS;
+use listing::Log;
+
 /// A table store that reads the Delta log once (see the module docs).
 pub struct LogReads {
     inner: Arc<dyn ObjectStore>,
-    commits: Mutex<Commits>,
+    commits: Arc<Mutex<Commits>>,
+    /// What the log holds (the last LIST and what was found since), shared with listings.
+    known: Arc<Mutex<Option<Known>>>,
+    /// `_last_checkpoint` as last read (`None` inside: it was missing), with when.
+    hint: Mutex<Option<(Instant, Option<(ObjectMeta, Bytes)>)>>,
     /// Shared with the timers that drop each checkpoint after `keep`.
     checkpoints: Arc<Mutex<Vec<Fetched>>>,
     /// How long a whole checkpoint is held ([`KEEP`]; shorter in tests).
     keep: Duration,
 }
 
+/// Commit files kept, oldest first, bounded by [`COMMIT_BYTES`].
 #[derive(Default)]
 struct Commits {
     files: VecDeque<(Path, ObjectMeta, Bytes)>,
     bytes: usize,
+}
+
+impl Commits {
+    fn find(&self, location: &Path) -> Option<(ObjectMeta, Bytes)> {
+        self.files
+            .iter()
+            .rev()
+            .find(|(p, _, _)| p == location)
+            .map(|(_, m, b)| (m.clone(), b.clone()))
+    }
+
+    fn keep(&mut self, location: &Path, meta: ObjectMeta, bytes: Bytes) {
+        if bytes.len() > COMMIT_BYTES || self.files.iter().any(|(p, _, _)| p == location) {
+            return;
+        }
+        self.bytes += bytes.len();
+        self.files.push_back((location.clone(), meta, bytes));
+        while self.bytes > COMMIT_BYTES {
+            match self.files.pop_front() {
+                Some((_, _, b)) => self.bytes -= b.len(),
+                None => break,
+            }
+        }
+    }
 }
 
 struct Fetched {
@@ -74,7 +116,9 @@ impl LogReads {
     pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
         Self {
             inner,
-            commits: Mutex::new(Commits::default()),
+            commits: Default::default(),
+            known: Default::default(),
+            hint: Default::default(),
             checkpoints: Arc::new(Mutex::new(Vec::new())),
             keep: KEEP,
         }
@@ -97,6 +141,8 @@ impl LogReads {
     /// identity; the handle that proves identity calls this when the proof fails).
     pub fn clear(&self) {
         *self.commits.lock().unwrap_or_else(|p| p.into_inner()) = Commits::default();
+        self.log().forget();
+        *self.hint.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.checkpoints
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -115,31 +161,63 @@ impl LogReads {
         held.iter().map(|f| f.bytes.len()).sum()
     }
 
-    fn commit(&self, location: &Path) -> Option<(ObjectMeta, Bytes)> {
-        let commits = self.commits.lock().unwrap_or_else(|p| p.into_inner());
-        commits
-            .files
-            .iter()
-            .rev()
-            .find(|(p, _, _)| p == location)
-            .map(|(_, m, b)| (m.clone(), b.clone()))
+    /// The listing parts, shared with a listing's stream.
+    fn log(&self) -> Log {
+        Log {
+            inner: self.inner.clone(),
+            commits: self.commits.clone(),
+            known: self.known.clone(),
+        }
     }
 
-    fn keep_commit(&self, location: &Path, meta: ObjectMeta, bytes: Bytes) {
-        if bytes.len() > COMMIT_BYTES {
-            return;
-        }
-        let mut c = self.commits.lock().unwrap_or_else(|p| p.into_inner());
-        if c.files.iter().any(|(p, _, _)| p == location) {
-            return;
-        }
-        c.bytes += bytes.len();
-        c.files.push_back((location.clone(), meta, bytes));
-        while c.bytes > COMMIT_BYTES {
-            match c.files.pop_front() {
-                Some((_, _, b)) => c.bytes -= b.len(),
-                None => break,
+    /// Look for commits after the newest this store knows of (a GET of the next commit file
+    /// until one is missing) and return the newest version known; `None` when the log was
+    /// never listed through this store (load the table the usual way). A refresh of a loaded
+    /// table calls it first: when the newest is the loaded version nothing changed and no
+    /// refresh is needed; else the refresh's listing is answered from memory.
+    pub async fn advance(&self) -> object_store::Result<Option<u64>> {
+        self.log().advance().await
+    }
+
+    /// Whether `dir` (a table's `_delta_log`, as this store names it) holds a table: the
+    /// `_last_checkpoint` GET and the one LIST a cold load makes, the load that follows then
+    /// answered from them.
+    pub async fn discover(&self, dir: &Path) -> object_store::Result<bool> {
+        let hint = match self.get(&dir.clone().join("_last_checkpoint")).await {
+            Ok(got) => Some(got.bytes().await?),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        self.log().discover(dir, hint.as_ref()).await
+    }
+
+    /// `_last_checkpoint`, from memory when read within [`KEEP`] (a missing one too).
+    async fn last_checkpoint(&self, location: &Path) -> object_store::Result<GetResult> {
+        let held = {
+            let hint = self.hint.lock().unwrap_or_else(|p| p.into_inner());
+            hint.as_ref()
+                .filter(|(at, _)| at.elapsed() < self.keep)
+                .map(|(_, h)| h.clone())
+        };
+        let held = match held {
+            Some(held) => held,
+            None => {
+                let got = match self.inner.get_opts(location, GetOptions::default()).await {
+                    Ok(got) => {
+                        let meta = got.meta.clone();
+                        Some((meta, got.bytes().await?))
+                    }
+                    Err(object_store::Error::NotFound { .. }) => None,
+                    Err(e) => return Err(e),
+                };
+                *self.hint.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((Instant::now(), got.clone()));
+                got
             }
+        };
+        match held {
+            Some((meta, bytes)) => slice(meta, &bytes, None),
+            None => Err(not_found(location)),
         }
     }
 
@@ -213,6 +291,14 @@ fn is_commit_file(location: &Path) -> bool {
     dir.ends_with("_delta_log") && digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
+/// The error of a missing object (answered from memory).
+fn not_found(location: &Path) -> object_store::Error {
+    object_store::Error::NotFound {
+        path: location.to_string(),
+        source: "not found (as last read)".into(),
+    }
+}
+
 /// A GET without conditions (a range is allowed).
 fn is_plain(options: &GetOptions) -> bool {
     !options.head
@@ -266,95 +352,6 @@ impl std::fmt::Debug for LogReads {
 impl std::fmt::Display for LogReads {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "LogReads({})", self.inner)
-    }
-}
-
-#[async_trait]
-impl ObjectStore for LogReads {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        let keep = (matches!(opts.mode, PutMode::Create) && is_commit_file(location))
-            .then(|| payload.clone());
-        let result = self.inner.put_opts(location, payload, opts).await?;
-        if let Some(payload) = keep {
-            let bytes = match payload.as_ref() {
-                [one] => one.clone(),
-                parts => Bytes::from(parts.concat()),
-            };
-            let meta = ObjectMeta {
-                location: location.clone(),
-                last_modified: chrono::Utc::now(),
-                size: bytes.len() as u64,
-                e_tag: result.e_tag.clone(),
-                version: result.version.clone(),
-            };
-            self.keep_commit(location, meta, bytes);
-        }
-        Ok(result)
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        if is_checkpoint_range(location, &options)
-            && let Some(range) = &options.range
-            && let Some((meta, bytes)) = self.whole_checkpoint(location).await?
-        {
-            return slice(meta, &bytes, Some(range));
-        }
-        if !(is_plain(&options) && is_commit_file(location)) {
-            return self.inner.get_opts(location, options).await;
-        }
-        let (meta, bytes) = match self.commit(location) {
-            Some(hit) => hit,
-            None => {
-                let whole = self.inner.get_opts(location, GetOptions::default()).await?;
-                let meta = whole.meta.clone();
-                let bytes = whole.bytes().await?;
-                self.keep_commit(location, meta.clone(), bytes.clone());
-                (meta, bytes)
-            }
-        };
-        slice(meta, &bytes, options.range.as_ref())
-    }
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: object_store::CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
     }
 }
 

@@ -3,6 +3,7 @@
 use super::*;
 use deltalake::logstore::object_store::ObjectStoreExt;
 use deltalake::logstore::object_store::memory::InMemory;
+use deltalake::logstore::object_store::{PutMode, PutOptions};
 
 #[tokio::test]
 async fn checkpoint_ranges_come_from_one_whole_read() -> anyhow::Result<()> {
@@ -64,8 +65,8 @@ async fn commit_files_written_or_read_are_not_fetched_again() -> anyhow::Result<
         b"{\"theirs\":6}"
     );
     assert_eq!(&store.get_range(&ours, 2..6).await?[..], b"ours");
-    // `_last_checkpoint` changes in place: never held.
-    assert!(store.get(&hint).await.is_err());
+    // `_last_checkpoint` changes in place: held for one load only (see below).
+    assert!(store.get(&hint).await.is_ok());
     // A losing conditional PUT leaves nothing behind.
     mem.put(&theirs, "{\"winner\":6}".into()).await?;
     let lost = Path::from("t/_delta_log/00000000000000000008.json");
@@ -130,4 +131,128 @@ fn only_numbered_commit_files_are_commits() {
     ];
     assert!(yes.iter().all(|p| is_commit_file(&Path::from(*p))));
     assert!(!no.iter().any(|p| is_commit_file(&Path::from(*p))));
+}
+
+/// `_last_checkpoint` answers from memory for `keep` (a cold load reads it twice), a missing one
+/// too, and is read again after; our own PUT of it drops what is held.
+#[tokio::test]
+async fn the_checkpoint_hint_is_held_for_one_load() -> anyhow::Result<()> {
+    let mem = Arc::new(InMemory::new());
+    let store = LogReads::new(mem.clone()).with_keep(Duration::from_millis(200));
+    let hint = Path::from("t/_delta_log/_last_checkpoint");
+    assert!(store.get(&hint).await.is_err());
+    mem.put(&hint, "{\"version\":10}".into()).await?;
+    assert!(
+        store.get(&hint).await.is_err(),
+        "a missing hint is held too"
+    );
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(
+        &store.get(&hint).await?.bytes().await?[..],
+        b"{\"version\":10}"
+    );
+    store.put(&hint, "{\"version\":20}".into()).await?;
+    assert_eq!(
+        &store.get(&hint).await?.bytes().await?[..],
+        b"{\"version\":20}"
+    );
+    Ok(())
+}
+
+/// A listing of the log after the first is answered from what the store knows: the commits
+/// added since are found by GETs of the next commit file, not by listing; a deletion under the
+/// log, or a named commit found missing, makes it list again; too many commits since too.
+#[tokio::test]
+async fn log_listings_after_the_first_are_answered_by_gets() -> anyhow::Result<()> {
+    use futures::TryStreamExt;
+    let mem = Arc::new(InMemory::new());
+    let calls = Arc::new(Mutex::new(Vec::<String>::new()));
+    let c = calls.clone();
+    let wrap = crate::intercept::observe_calls(Arc::new(move |op, _| {
+        if let Ok(mut v) = c.lock() {
+            v.push(op.to_string());
+        }
+    }));
+    let store = LogReads::new(wrap(mem.clone()));
+    let dir = Path::from("t/_delta_log");
+    let commit = |v: u64| Path::from(format!("t/_delta_log/{v:020}.json"));
+    mem.put(&commit(0), "{}".into()).await?;
+    mem.put(&commit(1), "{}".into()).await?;
+    let from = Path::from("t/_delta_log/00000000000000000000");
+    let list = |s: &LogReads| {
+        s.list_with_offset(Some(&dir), &from)
+            .map_ok(|m| m.location.to_string())
+            .try_collect::<Vec<_>>()
+    };
+    let take = || std::mem::take(&mut *calls.lock().unwrap_or_else(|p| p.into_inner()));
+    assert_eq!(list(&store).await?.len(), 2);
+    assert_eq!(take(), ["list_from"]);
+    // Another writer's commit: found by a GET (and the one after it missing), and the listing
+    // that follows (delta-rs's refresh) answered without a request.
+    mem.put(&commit(2), "{\"v\":2}".into()).await?;
+    assert_eq!(store.advance().await?, Some(2));
+    assert_eq!(take(), ["get", "get"]);
+    let names = list(&store).await?;
+    assert_eq!(names.last().map(String::as_str), Some(commit(2).as_ref()));
+    assert!(take().is_empty());
+    // The replay that follows reads the commit from memory.
+    assert_eq!(
+        &store.get(&commit(2)).await?.bytes().await?[..],
+        b"{\"v\":2}"
+    );
+    assert!(take().is_empty());
+    // Advance finds nothing new with one GET.
+    assert_eq!(store.advance().await?, Some(2));
+    assert_eq!(take(), ["get"]);
+    // A listing not right after a look looks first (here: the look is older than FRESH).
+    tokio::time::sleep(FRESH).await;
+    mem.put(&commit(3), "{}".into()).await?;
+    assert_eq!(list(&store).await?.len(), 4);
+    assert_eq!(take(), ["get", "get"]);
+    store.delete(&commit(3)).await?;
+    take();
+    assert_eq!(list(&store).await?.len(), 3);
+    assert_eq!(
+        take(),
+        ["list_from"],
+        "a deletion under the log: listed again"
+    );
+    // Our own commit is known from its PUT.
+    let create = PutOptions {
+        mode: PutMode::Create,
+        ..Default::default()
+    };
+    store.put_opts(&commit(3), "{}".into(), create).await?;
+    take();
+    assert_eq!(store.advance().await?, Some(3));
+    assert_eq!(take(), ["get"], "only the missing 4 is asked");
+    // A commit the listing names found missing (evicted and cleaned up): listed again.
+    mem.delete(&commit(1)).await?;
+    *store.commits.lock().unwrap_or_else(|p| p.into_inner()) = Commits::default(); // evicted
+    take();
+    assert!(store.get(&commit(1)).await.is_err());
+    assert_eq!(list(&store).await?.len(), 3);
+    assert_eq!(take(), ["get", "list_from"]);
+    // Many commits since the listing, found a few at a time: listed again.
+    for v in 4..4 + RELIST_COMMITS {
+        mem.put(&commit(v), "{}".into()).await?;
+        if v % 5 == 0 {
+            assert_eq!(store.advance().await?, Some(v));
+        }
+    }
+    assert_eq!(store.advance().await?, Some(3 + RELIST_COMMITS));
+    tokio::time::sleep(FRESH).await;
+    take();
+    assert_eq!(list(&store).await?.len(), 3 + RELIST_COMMITS as usize); // 0, 2, 3, 4..
+    assert_eq!(take(), ["list_from"]);
+    // Far behind (another writer's burst): a few GETs, then one LIST.
+    let newest = 3 + RELIST_COMMITS;
+    for v in newest + 1..=newest + 2 * u64::from(LOOKUPS) {
+        mem.put(&commit(v), "{}".into()).await?;
+    }
+    assert_eq!(store.advance().await?, None);
+    assert_eq!(take().len(), LOOKUPS as usize + 1);
+    assert_eq!(list(&store).await?.len(), 3 + RELIST_COMMITS as usize + 20);
+    assert_eq!(take(), ["list_from"]);
+    Ok(())
 }

@@ -29,6 +29,9 @@ pub struct RunContext<'a> {
     pub warm: Option<&'a WarmHandles>,
     /// Sources loaded through [`warm`](Self::warm) by this context: loaded once per invocation.
     sources_loaded: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Tables whose kept handle this context proved to be the table it loaded (one HEAD per
+    /// table and invocation; later loads only look for new commits).
+    proven: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl<'a> RunContext<'a> {
@@ -47,6 +50,7 @@ impl<'a> RunContext<'a> {
             now,
             warm: None,
             sources_loaded: Default::default(),
+            proven: Default::default(),
         }
     }
 
@@ -58,17 +62,44 @@ impl<'a> RunContext<'a> {
 
     /// A handle on `table` loaded at its latest version (`exists()` false when there is no
     /// table yet). With [`warm`](Self::warm) handles it is the kept handle, revalidated (one
-    /// HEAD) and brought up to date incrementally, and a copy stays kept for the next run.
+    /// HEAD, once per context) and brought up to date incrementally (a GET of the next commit:
+    /// no LIST), and a copy stays kept for the next run.
     pub async fn load(&self, table: &str) -> Result<TableHandle> {
         let Some(warm) = self.warm else {
             let mut h = TableHandle::open(self.lake, table)?;
             h.refresh().await?;
             return Ok(h);
         };
-        let mut h = warm.take(self.lake, table).await?;
-        h.refresh().await?;
+        let proven = self.proven.lock().is_ok_and(|p| p.contains(table));
+        let mut h = match proven.then(|| warm.take_as_is(table)).flatten() {
+            Some(h) => h,
+            None => warm.take(self.lake, table).await?,
+        };
+        if let Err(e) = h.refresh().await {
+            warm.put(h);
+            return Err(e);
+        }
+        if let Ok(mut p) = self.proven.lock() {
+            p.insert(table.to_string());
+        }
         warm.put(h.warm_copy());
         Ok(h)
+    }
+
+    /// A job's side table (tombstones, SCD2's stored deletes) at its latest version: with
+    /// warm handles the kept one, so a run that finds nothing new in it asks one GET (and the
+    /// first load of the invocation an identity HEAD); no LIST. Hand it back with
+    /// [`keep`](Self::keep) after committing to it.
+    pub async fn side(&self, table: &str) -> Result<TableHandle> {
+        self.load(table).await
+    }
+
+    /// Keep `handle` warm for the next run (after this run committed to it: the next load
+    /// then starts from its own commit instead of reading it back).
+    pub fn keep(&self, handle: TableHandle) {
+        if let Some(warm) = self.warm {
+            warm.put(handle);
+        }
     }
 
     /// [`load`](Self::load) for a table a job reads: with warm handles it is loaded once per

@@ -59,6 +59,9 @@ pub use known::{FRESH, RELIST_COMMITS};
 pub use listing::LOOKUPS;
 use listing::Log;
 
+/// An object as read (`None`: it was missing).
+type Held = Option<(ObjectMeta, Bytes)>;
+
 /// A table store that reads the Delta log once (see the module docs).
 pub struct LogReads {
     inner: Arc<dyn ObjectStore>,
@@ -66,7 +69,7 @@ pub struct LogReads {
     /// What the log holds (the last LIST and what was found since), shared with listings.
     known: Arc<Mutex<Option<Known>>>,
     /// `_last_checkpoint` as last read (`None` inside: it was missing), with when.
-    hint: Mutex<Option<(Instant, Option<(ObjectMeta, Bytes)>)>>,
+    hint: Mutex<Option<(Instant, Held)>>,
     /// Shared with the timers that drop each checkpoint after `keep`.
     checkpoints: Arc<Mutex<Vec<Fetched>>>,
     /// How long a whole checkpoint is held ([`KEEP`]; shorter in tests).

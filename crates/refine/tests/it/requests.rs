@@ -6,8 +6,10 @@ use crate::notices::{ingest, sqs_event as event};
 use anyhow::Result;
 use deltalake::Path;
 use lakestream_core::intercept::observe_calls;
-use lakestream_core::{Lake, SystemClock};
-use lakestream_testkit::{Backend, TestLake};
+use lakestream_core::{KafkaIngestor, Lake, SystemClock};
+use lakestream_formats::record::SourceRecord;
+use lakestream_lambda::notify::RefineNotice;
+use lakestream_testkit::{Backend, TestLake, example_config_with};
 use refine::Refiner;
 use std::sync::{Arc, Mutex};
 
@@ -84,6 +86,140 @@ async fn warm_refine_requests() -> Result<()> {
                 .any(|c| c.starts_with("get ") && c.contains("00000000000000000000.json")),
             "round {round}: a warm run read a log from its start: {log:?}"
         );
+        // Issue 39: no LIST, no `_last_checkpoint`; the log reads ratchet at today's count.
+        assert!(
+            !log.iter()
+                .any(|c| c.starts_with("list") || c.ends_with("_last_checkpoint")),
+            "round {round}: {log:?}"
+        );
+        let reads = log.iter().filter(|c| !c.starts_with("put")).count();
+        assert!(
+            reads <= WARM_JOIN_LOG_READS,
+            "round {round}: {reads} log reads: {log:?}"
+        );
     }
     Ok(())
 }
+
+/// Log GETs and HEADs of one warm round of the seed's jobs (curated, processed, gold), the
+/// ratchet (issue 39: 12; 16 before, with a LIST per table load).
+const WARM_JOIN_LOG_READS: usize = 12;
+
+/// A Debezium change of `crm.public.t00` (schemaless JSON, the family's columns type it).
+fn change(offset: i64, op: &str, id: i64, rev: i64, lsn: i64) -> SourceRecord {
+    let row = serde_json::json!({"id": id, "rev": rev, "name": format!("n{id}-{rev}")});
+    let value = serde_json::json!({
+        "before": if op == "c" { serde_json::Value::Null } else { row.clone() },
+        "after": if op == "d" { serde_json::Value::Null } else { row },
+        "op": op,
+        "ts_ms": 1_764_412_400_000i64 + lsn,
+        "source": {"connector": "postgresql", "db": "crm", "schema": "public", "table": "t00",
+                   "lsn": lsn, "ts_ms": 1_764_412_400_000i64 + lsn},
+    });
+    SourceRecord::new(
+        "crm.public.t00",
+        0,
+        offset,
+        1_764_412_400_000,
+        value.to_string().as_bytes(),
+    )
+    .with_key(serde_json::json!({"id": id}).to_string().as_bytes())
+}
+
+const FAMILY: &str = r#"
+[[cdc]]
+family = "crm"
+source = "debezium"
+topics = ["crm.public.*"]
+scd = 1
+columns = { "*" = ["id int64", "rev int64", "name string"] }
+"#;
+
+/// Requests of a warm CDC apply (issue 39), by class, on every backend: bronze -> silver (SCD1,
+/// with deletes and so tombstones) after each small batch. A warm apply never lists, never
+/// reads `_last_checkpoint`, and asks the log of each table it touches at most an identity
+/// HEAD and a GET for the next commit (the ratchet below: today's counts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warm_cdc_apply_requests() -> Result<()> {
+    for b in lakestream_testkit::backends() {
+        let lake = TestLake::with_config(b, "cdc-requests", example_config_with(FAMILY)?)?;
+        let calls = Arc::new(Calls::default());
+        let c = calls.clone();
+        let l = Lake::new(&lake.config.lake)?
+            .with_store_wrapper(observe_calls(Arc::new(move |op, path| c.push(op, path))));
+        let refiner = Refiner::with_lake(lake.config.clone(), l, Arc::new(SystemClock));
+        let ingestor = KafkaIngestor::new(lake.config.clone(), Arc::new(SystemClock))?;
+        let (mut offset, mut lsn) = (0, 100);
+        let mut batch = |ops: &[(&str, i64)]| {
+            ops.iter()
+                .map(|(op, id)| {
+                    offset += 1;
+                    lsn += 10;
+                    change(offset, op, *id, lsn, lsn)
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut rounds = vec![batch(&[("c", 1), ("c", 2), ("c", 3), ("d", 3)])];
+        for round in 0..4 {
+            rounds.push(batch(&[("u", 1), ("c", 10 + round), ("d", 10 + round)]));
+        }
+        for (round, records) in rounds.iter().enumerate() {
+            let report = ingestor.ingest(records).await?;
+            let notices = RefineNotice::for_commits(
+                &lake.config,
+                &report
+                    .tables
+                    .iter()
+                    .filter_map(|t| Some((t.table.clone(), t.version?)))
+                    .collect::<Vec<_>>(),
+                chrono::Utc::now().timestamp_millis(),
+            );
+            calls.take();
+            let response = refine::handle(&refiner, &event(&notices))
+                .await?
+                .into_result()?;
+            let made = calls.take();
+            assert!(
+                response.metrics_line().contains("\"Runs\":1.0"),
+                "{b:?} round {round}: {}",
+                response.metrics_line()
+            );
+            if round < 2 {
+                continue; // creation of silver and the tombstone table
+            }
+            let log: Vec<&String> = made.iter().filter(|c| c.contains("_delta_log")).collect();
+            let count = |op: &str| made.iter().filter(|c| c.starts_with(op)).count();
+            eprintln!(
+                "{b:?} round {round}: {} requests:\n  {}",
+                made.len(),
+                made.join("\n  ")
+            );
+            assert_eq!(
+                count("list"),
+                0,
+                "{b:?} round {round}: a warm apply listed: {log:?}"
+            );
+            assert!(
+                !log.iter().any(|c| c.ends_with("_last_checkpoint")),
+                "{b:?} round {round}: read _last_checkpoint: {log:?}"
+            );
+            let log_reads = log.iter().filter(|c| !c.starts_with("put")).count();
+            assert!(
+                log_reads <= WARM_CDC_LOG_READS,
+                "{b:?} round {round}: {log_reads} log reads (at most {WARM_CDC_LOG_READS}): {log:?}"
+            );
+        }
+        // Silver holds what the changes left: 1 (updated every round) and 2.
+        let silver = lake.read("silver/crm/public/t00").await?;
+        let mut ids = lakestream_testkit::int64s(&silver, "id")?;
+        ids.sort();
+        assert_eq!(ids, [Some(1), Some(2)], "{b:?}");
+    }
+    Ok(())
+}
+
+/// Log GETs and HEADs of one warm CDC apply round, the ratchet (issue 39: 10, was 12 with 4
+/// LISTs and 4 `_last_checkpoint` GETs): per table an identity HEAD and a GET of the next
+/// commit (bronze, silver, tombstones), the new bronze commit, and two more GETs of the next
+/// tombstone commit (its loads for the plan, the write and the expiry).
+const WARM_CDC_LOG_READS: usize = 10;

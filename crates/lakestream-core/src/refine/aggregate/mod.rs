@@ -62,6 +62,7 @@ pub(crate) async fn run_once(
         report: empty_report(),
     };
     let ran = run(&mut output, ctx.settings, &mut planner).await?;
+    ctx.keep(output); // the next run starts from this commit
     let mut report = planner.report;
     report.attempts = ran.attempts;
     report.output_version = ran.landed.map(|l| l.version);

@@ -46,6 +46,7 @@ pub(crate) async fn run_once(
         letters: vec![],
     };
     let outcome = commit::append(ctx.lake, &mut output, ctx.settings, &mut planner).await?;
+    ctx.keep(output); // the next run starts from this commit
     let mut report = planner.report;
     report.output_version = outcome.version;
     report.attempts = outcome.attempts;

@@ -7,9 +7,9 @@
 use super::tombstones::{EXPIRED_AT_PROPERTY, EXPIRED_THROUGH_PROPERTY};
 use crate::commit::{Change, CommitSettings, Fixed, Proposal, ReadScope, run};
 use crate::error::Result;
-use crate::read::read_table;
+use crate::read::read_all;
+use crate::refine::RunContext;
 use crate::refine::cdc::positions;
-use crate::storage::Lake;
 use crate::table::TableHandle;
 use chrono::{DateTime, Utc};
 use deltalake::arrow::array::{Array, AsArray};
@@ -20,18 +20,32 @@ use lakestream_formats::config::bronze;
 /// `horizon` (a CDC job's `__seq` column and the column of its commit time) the greatest
 /// value removed is kept in [`EXPIRED_THROUGH_PROPERTY`] and the latest time in
 /// [`EXPIRED_AT_PROPERTY`], in the same commit.
+///
+/// The table is the run's side-table handle ([`RunContext::side`]: no LIST, one GET when
+/// nothing changed), kept warm after.
 pub async fn expire(
-    lake: &Lake,
+    ctx: &RunContext<'_>,
     table: &str,
+    retention: std::time::Duration,
+    horizon: Option<(&str, &str)>,
+) -> Result<usize> {
+    let mut handle = ctx.side(table).await?;
+    if !handle.exists() {
+        return Ok(0);
+    }
+    let expired = expire_in(&mut handle, ctx.settings, ctx.now, retention, horizon).await;
+    ctx.keep(handle);
+    expired
+}
+
+/// [`expire`] on a loaded handle.
+async fn expire_in(
+    handle: &mut TableHandle,
     settings: &CommitSettings,
     now: DateTime<Utc>,
     retention: std::time::Duration,
     horizon: Option<(&str, &str)>,
 ) -> Result<usize> {
-    let mut handle = TableHandle::open(lake, table)?;
-    if !handle.refresh().await? {
-        return Ok(0);
-    }
     let cutoff = (now - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX))
         .format("%Y-%m-%d")
         .to_string();
@@ -52,7 +66,7 @@ pub async fn expire(
     let n = removes.len();
     let schema = handle.arrow_schema()?;
     let properties = match horizon {
-        Some(columns) => expired_through(lake, &handle, columns, &cutoff).await?,
+        Some(columns) => expired_through(handle, columns, &cutoff).await?,
         None => vec![],
     };
     let change = Change {
@@ -74,7 +88,7 @@ pub async fn expire(
     }));
     // Another run expired them first (a conflict stops it), or storage failed: the next run
     // tries again.
-    match run(&mut handle, settings, &mut planner).await {
+    match run(handle, settings, &mut planner).await {
         Ok(ran) => Ok(if ran.landed.is_some() { n } else { 0 }),
         Err(e) if e.is_retryable() => Ok(0),
         Err(e) => Err(e),
@@ -86,13 +100,11 @@ pub async fn expire(
 /// table's `__at`) among them, or the ones recorded before when greater
 /// ([`EXPIRED_THROUGH_PROPERTY`], [`EXPIRED_AT_PROPERTY`]).
 async fn expired_through(
-    lake: &Lake,
     handle: &TableHandle,
     (column, time): (&str, &str),
     cutoff: &str,
 ) -> Result<Vec<(String, String)>> {
-    let table = handle.name();
-    let rows = read_table(lake, table, handle.version()).await?;
+    let rows = read_all(handle).await?;
     let (Some(values), Some(dates)) = (
         rows.column_by_name(column)
             .and_then(|c| c.as_string_opt::<i32>()),

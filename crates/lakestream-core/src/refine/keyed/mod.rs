@@ -121,8 +121,7 @@ pub(crate) async fn plan(
     let (mut incoming, index) = src.winners()?;
     let mut ties = Ties::new();
     if u.op.is_some() {
-        tombstones::keep_out_deleted(ctx.lake, src, &mut incoming, sweep.positions.as_ref())
-            .await?;
+        tombstones::keep_out_deleted(ctx, src, &mut incoming, sweep.positions.as_ref()).await?;
     }
 
     let current = if exists {
@@ -158,7 +157,7 @@ pub(crate) async fn plan(
     if let Some(who) = &sweep.positions
         && consumed.is_some()
     {
-        tombstones::keep_out_forgotten(ctx.lake, src, &mut incoming, who).await?;
+        tombstones::keep_out_forgotten(ctx, src, &mut incoming, who).await?;
     }
     let mut adds = replaced.adds;
     let cdc_values = (&replaced.resolved, sweep.values.as_ref());

@@ -64,8 +64,7 @@ impl<P: KeyedPlan> ChangePlanner for KeyedPlanner<'_, '_, P> {
         let Some(d) = &self.tombstones else {
             return Ok(());
         };
-        d.write(self.ctx.lake, self.job, self.ctx.settings, self.ctx.now)
-            .await
+        d.write(self.ctx, self.job).await
     }
 }
 
@@ -100,14 +99,15 @@ pub(crate) async fn run_keyed<P: KeyedPlan>(
         report: empty_report(),
     };
     let ran = run(&mut output, ctx.settings, &mut planner).await?;
+    // The next run starts from this run's commit (no reading it back).
+    ctx.keep(output);
     let mut report = planner.report;
     report.attempts = ran.attempts;
     if let Some(landed) = ran.landed {
         report.output_version = Some(landed.version);
         if let Some(Expiry { retention, horizon }) = expire {
             let tombs = tombstones::table_name(job);
-            super::expiry::expire(ctx.lake, &tombs, ctx.settings, ctx.now, retention, horizon)
-                .await?;
+            super::expiry::expire(ctx, &tombs, retention, horizon).await?;
         }
     }
     Ok(report)

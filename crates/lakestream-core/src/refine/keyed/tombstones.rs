@@ -14,7 +14,8 @@ use super::incoming::{Incoming, IncomingRows, Ties};
 use super::order::Encoder;
 use crate::commit::{self, CommitSettings, Planned, Planner, TableState};
 use crate::error::{Error, Result};
-use crate::read::read_table;
+use crate::read::read_all;
+use crate::refine::RunContext;
 use crate::refine::cdc::positions::{self, RunColumns};
 use crate::storage::Lake;
 use crate::table::TableHandle;
@@ -56,13 +57,19 @@ pub struct Tomb {
 /// Key -> the newest tombstone per key.
 pub type Tombstones = HashMap<Vec<u8>, Tomb>;
 
-/// Load every live tombstone of the table (it only holds deletes within the retention).
-pub async fn load(lake: &Lake, table: &str, key: &Encoder, order: &Encoder) -> Result<Tombstones> {
-    let batch = match read_table(lake, table, None).await {
-        Ok(b) => b,
-        Err(Error::TableNotFound(_)) => return Ok(Tombstones::new()),
-        Err(e) => return Err(e),
-    };
+/// Load every live tombstone of the table (it only holds deletes within the retention): the
+/// run's side-table handle ([`RunContext::side`]), nothing when there is no table yet.
+pub async fn load(
+    ctx: &RunContext<'_>,
+    table: &str,
+    key: &Encoder,
+    order: &Encoder,
+) -> Result<Tombstones> {
+    let handle = ctx.side(table).await?;
+    if !handle.exists() {
+        return Ok(Tombstones::new());
+    }
+    let batch = read_all(&handle).await?;
     let keys = key.encode(&batch, table)?;
     let orders = order.encode(&batch, table)?;
     let ties = batch
@@ -105,13 +112,13 @@ pub async fn load(lake: &Lake, table: &str, key: &Encoder, order: &Encoder) -> R
 /// committed after the delete was written proves the source's positions went back: an error,
 /// never a silent drop.
 pub(crate) async fn keep_out_deleted(
-    lake: &Lake,
+    ctx: &RunContext<'_>,
     src: &IncomingRows<'_>,
     incoming: &mut [Incoming],
     who: Option<&positions::Who>,
 ) -> Result<()> {
     let table = table_name(&src.cfg.job);
-    let tombs = load(lake, &table, &src.key_enc, &src.order_enc).await?;
+    let tombs = load(ctx, &table, &src.key_enc, &src.order_enc).await?;
     if tombs.is_empty() {
         return Ok(());
     }
@@ -145,17 +152,16 @@ pub(crate) async fn keep_out_deleted(
 /// order by the rows' own times, which a back-fill may set in the past: never kept out.
 /// Returns how many were kept out.
 pub(crate) async fn keep_out_forgotten(
-    lake: &Lake,
+    ctx: &RunContext<'_>,
     src: &IncomingRows<'_>,
     incoming: &mut [Incoming],
     who: &positions::Who,
 ) -> Result<usize> {
     let table = table_name(&src.cfg.job);
-    let handle = match TableHandle::open_existing(lake, &table).await {
-        Ok(h) => h,
-        Err(Error::TableNotFound(_)) => return Ok(0),
-        Err(e) => return Err(e),
-    };
+    let handle = ctx.side(&table).await?;
+    if !handle.exists() {
+        return Ok(0);
+    }
     let Some(horizon) = handle.property(EXPIRED_THROUGH_PROPERTY)? else {
         return Ok(0);
     };
@@ -235,24 +241,12 @@ impl Deletes {
         }))
     }
 
-    /// Record them in `job`'s tombstone table.
-    pub(crate) async fn write(
-        &self,
-        lake: &Lake,
-        job: &str,
-        settings: &CommitSettings,
-        now: DateTime<Utc>,
-    ) -> Result<()> {
-        write(
-            lake,
-            &table_name(job),
-            settings,
-            &self.rows,
-            &self.columns,
-            self.ties.clone(),
-            now,
-        )
-        .await
+    /// Record them in `job`'s tombstone table (today's `date` partition).
+    pub(crate) async fn write(&self, ctx: &RunContext<'_>, job: &str) -> Result<()> {
+        let today = ctx.now.format("%Y-%m-%d").to_string();
+        let dates = vec![today; self.rows.num_rows()];
+        let cols = (self.columns.as_slice(), self.ties.clone());
+        write_in(ctx, &table_name(job), &self.rows, cols, dates).await
     }
 }
 
@@ -334,12 +328,46 @@ pub async fn write_dated(
     table: &str,
     settings: &CommitSettings,
     deletes: &RecordBatch,
-    (columns, ties): (&[String], Vec<String>),
+    columns: (&[String], Vec<String>),
     now: DateTime<Utc>,
     dates: Vec<String>,
 ) -> Result<()> {
-    if deletes.num_rows() == 0 {
+    let Some(batch) = dated_batch(deletes, columns, now, dates)? else {
         return Ok(());
+    };
+    let mut handle = TableHandle::open(lake, table)?;
+    commit::append(lake, &mut handle, settings, &mut Write { batch }).await?;
+    Ok(())
+}
+
+/// [`write_dated`] in a run: to the run's side-table handle ([`RunContext::side`]), kept warm
+/// after its commit.
+pub(crate) async fn write_in(
+    ctx: &RunContext<'_>,
+    table: &str,
+    deletes: &RecordBatch,
+    columns: (&[String], Vec<String>),
+    dates: Vec<String>,
+) -> Result<()> {
+    let Some(batch) = dated_batch(deletes, columns, ctx.now, dates)? else {
+        return Ok(());
+    };
+    let mut handle = ctx.side(table).await?;
+    commit::append(ctx.lake, &mut handle, ctx.settings, &mut Write { batch }).await?;
+    ctx.keep(handle);
+    Ok(())
+}
+
+/// The tombstone rows of `deletes`: their key and ordering `columns` with `ties`, the time
+/// written and the `date` partition of each; `None` when there is none.
+fn dated_batch(
+    deletes: &RecordBatch,
+    (columns, ties): (&[String], Vec<String>),
+    now: DateTime<Utc>,
+    dates: Vec<String>,
+) -> Result<Option<RecordBatch>> {
+    if deletes.num_rows() == 0 {
+        return Ok(None);
     }
     let n = deletes.num_rows();
     if dates.len() != n {
@@ -380,10 +408,5 @@ pub async fn write_dated(
     ));
     cols.push(Arc::new(StringArray::from(dates)));
     let schema: SchemaRef = Arc::new(Schema::new(fields));
-    let mut handle = TableHandle::open(lake, table)?;
-    let mut planner = Write {
-        batch: RecordBatch::try_new(schema, cols)?,
-    };
-    commit::append(lake, &mut handle, settings, &mut planner).await?;
-    Ok(())
+    Ok(Some(RecordBatch::try_new(schema, cols)?))
 }

@@ -157,7 +157,7 @@ impl Log {
         dir: &Path,
         hint: Option<&Bytes>,
     ) -> object_store::Result<bool> {
-        let start = hint.and_then(|h| hint_version(h));
+        let start = hint.and_then(hint_version);
         let offset = dir
             .clone()
             .join(format!("{:020}", start.unwrap_or(0)).as_str());

@@ -100,17 +100,7 @@ impl ChangePlanner for Scd2Planner<'_, '_> {
         let table = tombstones::table_name(&self.cfg.job);
         let ctx = self.ctx;
         let dates = stored::dates(rows, &ctx.now.format("%Y-%m-%d").to_string())?;
-        let (lake, settings) = (ctx.lake, ctx.settings);
-        tombstones::write_dated(
-            lake,
-            &table,
-            settings,
-            rows,
-            (columns, ties),
-            ctx.now,
-            dates,
-        )
-        .await
+        tombstones::write_in(ctx, &table, rows, (columns, ties), dates).await
     }
 }
 
@@ -131,6 +121,7 @@ pub(crate) async fn run_once(
         expire_due: false,
     };
     let ran = run(&mut output, ctx.settings, &mut planner).await?;
+    ctx.keep(output); // the next run starts from this commit
     let mut report = planner.report;
     report.attempts = ran.attempts;
     report.output_version = ran.landed.map(|l| l.version);
@@ -355,7 +346,7 @@ async fn side_table(
     changes: &RecordBatch,
 ) -> Result<(stored::Side, RecordBatch, usize)> {
     let tombs = tombstones::table_name(&p.cfg.job);
-    let mut side = stored::load(p.ctx.lake, &tombs, codec).await?;
+    let mut side = stored::load(p.ctx, &tombs, codec).await?;
     let voided = voided_truncates(output)?;
     side.stored
         .retain(|s| s.key.is_some() || !voided.iter().any(|v| v == unranked(&s.seq)));

@@ -20,7 +20,6 @@ use crate::read::read_all;
 use crate::refine::cdc::positions::{RunColumns, Who};
 use crate::refine::context::RunContext;
 use crate::refine::keyed::tombstones::{EXPIRED_AT_PROPERTY, EXPIRED_THROUGH_PROPERTY};
-use crate::storage::Lake;
 use crate::table::TableHandle;
 use deltalake::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray, TimestampMicrosecondArray,
@@ -60,12 +59,13 @@ pub fn cutoff(now: chrono::DateTime<chrono::Utc>, retention: std::time::Duration
 
 /// Every stored delete and truncate of `table`, and its horizon (nothing when it does not
 /// exist yet).
-pub async fn load(lake: &Lake, table: &str, codec: &KeyCodec) -> Result<Side> {
-    let handle = match TableHandle::open_existing(lake, table).await {
-        Ok(h) => h,
-        Err(Error::TableNotFound(_)) => return Ok(Side::default()),
-        Err(e) => return Err(e),
-    };
+///
+/// The table is the run's side-table handle ([`RunContext::side`]).
+pub async fn load(ctx: &RunContext<'_>, table: &str, codec: &KeyCodec) -> Result<Side> {
+    let handle = ctx.side(table).await?;
+    if !handle.exists() {
+        return Ok(Side::default());
+    }
     let horizon = handle.property(EXPIRED_THROUGH_PROPERTY)?.map(|seq| {
         let at = handle.property(EXPIRED_AT_PROPERTY).ok().flatten();
         (seq, at.and_then(|t| t.parse::<i64>().ok()))
@@ -243,8 +243,8 @@ pub async fn expire(
     table: &str,
     retention: std::time::Duration,
 ) -> Result<()> {
-    let mut handle = TableHandle::open(ctx.lake, table)?;
-    if !handle.refresh().await? {
+    let handle = ctx.side(table).await?;
+    if !handle.exists() {
         return Ok(());
     }
     let cutoff = cutoff(ctx.now, retention);
@@ -258,10 +258,9 @@ pub async fn expire(
         return Ok(());
     }
     keep_dated_truncates(ctx, &handle, &cutoff).await?;
+    ctx.keep(handle);
     let horizon = Some((bronze::SEQ, AT));
-    let (lake, settings) = (ctx.lake, ctx.settings);
-    crate::refine::keyed::expiry::expire(lake, table, settings, ctx.now, retention, horizon)
-        .await?;
+    crate::refine::keyed::expiry::expire(ctx, table, retention, horizon).await?;
     Ok(())
 }
 
@@ -302,18 +301,8 @@ async fn keep_dated_truncates(
         .collect();
     let ties = text_of(&dated, bronze::SEQ)?;
     let dates = vec![NEVER_EXPIRES.to_string(); dated.num_rows()];
-    let (lake, settings) = (ctx.lake, ctx.settings);
-    let name = handle.name();
-    crate::refine::keyed::tombstones::write_dated(
-        lake,
-        name,
-        settings,
-        &dated,
-        (&columns, ties),
-        ctx.now,
-        dates,
-    )
-    .await
+    crate::refine::keyed::tombstones::write_in(ctx, handle.name(), &dated, (&columns, ties), dates)
+        .await
 }
 
 fn text_of(batch: &RecordBatch, name: &str) -> Result<Vec<String>> {

@@ -45,6 +45,9 @@ pub struct TableHandle {
     pub(super) head_tag: Option<HeadTag>,
     /// The log-read cache in front of the table's store (absent for [`from_table`](Self::from_table)).
     pub(super) log_reads: Option<Arc<LogReads>>,
+    /// Loaded at an older version on purpose (time travel): its files may have been vacuumed,
+    /// so they are read from storage, never from the process's held data files.
+    pub(super) pinned: bool,
 }
 
 impl std::fmt::Debug for TableHandle {
@@ -112,6 +115,7 @@ impl TableHandle {
             head_schema: None,
             head_tag: None,
             log_reads: None,
+            pinned: false,
         }
     }
 
@@ -129,6 +133,7 @@ impl TableHandle {
             head_schema: self.head_schema.clone(),
             head_tag: self.head_tag.clone(),
             log_reads: self.log_reads.clone(),
+            pinned: self.pinned,
         }
     }
 
@@ -218,6 +223,7 @@ impl TableHandle {
         let version = state.version();
         self.table.state = Some(state);
         self.exists = true;
+        self.pinned = false;
         self.head = Some(version);
         self.head_schema = None;
         self.txns.reset(Some(version));
@@ -246,6 +252,7 @@ impl TableHandle {
         match res {
             Ok(()) => {
                 self.exists = true;
+                self.pinned = false;
                 self.head = self.table.version();
                 self.head_schema = None;
                 self.note_head_tag().await;

@@ -29,6 +29,7 @@ pub mod log_reads;
 pub mod parquet_read;
 pub mod snapshots;
 pub mod txns;
+mod whole_file;
 
 pub use cache::WarmHandles;
 pub use commits::{Commit, CommitInfo, CommitRange};
@@ -37,3 +38,4 @@ pub use handle::TableHandle;
 pub use log_listing::LogListing;
 pub use parquet_read::{DataFile, is_missing_file};
 pub use snapshots::AsOf;
+pub use whole_file::WHOLE_FILE_BYTES;

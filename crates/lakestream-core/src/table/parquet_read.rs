@@ -2,7 +2,8 @@
 //! them. A [`DataFile`] (path, size, partition values: a live file's, or one a commit added or
 //! removed) is read
 //! - whole, with one GET, in the table schema ([`TableHandle::read_file`]);
-//! - projected, with ranged GETs of only the columns asked ([`TableHandle::read_columns`]);
+//! - projected, only the columns asked ([`TableHandle::read_columns`]): a file of at most
+//!   [`WHOLE_FILE_BYTES`] with one GET, a larger one with ranged GETs of those columns;
 //! - streamed batch by batch, every column as stored ([`TableHandle::stream_file`]);
 //! - or every live file the caller does not rule out by its partition values and statistics,
 //!   streamed batch by batch ([`TableHandle::scan`]).
@@ -14,6 +15,7 @@
 
 use super::files::{LiveFile, PartitionValues};
 use super::handle::TableHandle;
+use super::whole_file::{WHOLE_FILE_BYTES, WholeFile};
 use crate::error::{Error, Result};
 use deltalake::Path;
 use deltalake::arrow::array::{ArrayRef, RecordBatch, StringArray, new_null_array};
@@ -25,7 +27,7 @@ use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 #[allow(deprecated)] // parquet 59 deprecates it; delta-rs 1.1 still reads with it
 use deltalake::parquet::arrow::async_reader::ParquetObjectReader;
 use deltalake::parquet::arrow::async_reader::{
-    ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
+    AsyncFileReader, ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
 };
 use deltalake::parquet::errors::ParquetError;
 use futures::stream::BoxStream;
@@ -78,9 +80,20 @@ fn parquet_error(table: &str, e: ParquetError) -> Error {
 }
 
 impl TableHandle {
-    /// Every row of `file` (one GET of the whole object) in `schema`, the table's: partition
-    /// values restored as columns, columns the file lacks null, other types cast.
+    /// Every row of `file` (one GET of the whole object; none when the process holds it, see
+    /// [`WHOLE_FILE_BYTES`]) in `schema`, the table's: partition values restored as columns,
+    /// columns the file lacks null, other types cast.
     pub async fn read_file(&self, file: &DataFile, schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
+        if let Some(size) = file.size.filter(|s| *s <= WHOLE_FILE_BYTES) {
+            let root = self.table.table_url().as_str();
+            let (store, held) = (self.table.object_store(), !self.pinned);
+            let mut whole = WholeFile::new(store, (root, held), file.path.clone(), size);
+            let bytes = whole
+                .bytes()
+                .await
+                .map_err(|e| parquet_error(&self.name, e))?;
+            return decode(bytes, &file.partitions, schema, &self.name);
+        }
         read_data_file(
             &self.table.object_store(),
             &file.path,
@@ -140,8 +153,9 @@ impl TableHandle {
     }
 
     /// Every column of `file` as stored (partition columns are not restored), `batch_rows`
-    /// rows per batch, streamed row group by row group with ranged GETs: for rewriting a file
-    /// without holding it whole.
+    /// rows per batch, streamed row group by row group (ranged GETs; a file of at most
+    /// [`WHOLE_FILE_BYTES`] with one GET): for rewriting a file without holding a large one
+    /// whole.
     pub async fn stream_file(
         &self,
         file: &DataFile,
@@ -158,13 +172,21 @@ impl TableHandle {
         Ok(stream.map_err(move |e| parquet_error(&name, e)).boxed())
     }
 
-    /// The ranged-GET reader of `file` (its size, when known, saves finding it out).
+    /// The reader of `file`: one GET of the whole object when its size is known and at most
+    /// [`WHOLE_FILE_BYTES`], else ranged GETs (its size, when known, saves finding it out).
     #[allow(deprecated)] // `ParquetObjectReader`: see the import
-    fn object_reader(&self, file: &DataFile) -> ParquetObjectReader {
-        let reader = ParquetObjectReader::new(self.table.object_store(), file.path.clone());
+    fn object_reader(&self, file: &DataFile) -> Box<dyn AsyncFileReader> {
+        let store = self.table.object_store();
         match file.size {
-            Some(size) => reader.with_file_size(size),
-            None => reader,
+            Some(size) if size <= WHOLE_FILE_BYTES => {
+                let root = self.table.table_url().as_str();
+                let held = !self.pinned;
+                Box::new(WholeFile::new(store, (root, held), file.path.clone(), size))
+            }
+            Some(size) => {
+                Box::new(ParquetObjectReader::new(store, file.path.clone()).with_file_size(size))
+            }
+            None => Box::new(ParquetObjectReader::new(store, file.path.clone())),
         }
     }
 
@@ -174,7 +196,7 @@ impl TableHandle {
         &self,
         file: &DataFile,
         columns: &[&str],
-    ) -> Result<ParquetRecordBatchStream<ParquetObjectReader>> {
+    ) -> Result<ParquetRecordBatchStream<Box<dyn AsyncFileReader>>> {
         let builder = ParquetRecordBatchStreamBuilder::new(self.object_reader(file))
             .await
             .map_err(|e| parquet_error(&self.name, e))?;
@@ -206,6 +228,16 @@ pub(crate) async fn read_data_file(
         .bytes()
         .await
         .map_err(|e| Error::storage(table, e))?;
+    decode(bytes, partitions, schema, table)
+}
+
+/// Decode a whole data file in the table schema (partition values restored as columns).
+fn decode(
+    bytes: bytes::Bytes,
+    partitions: &PartitionValues,
+    schema: &SchemaRef,
+    table: &str,
+) -> Result<Vec<RecordBatch>> {
     let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
         .and_then(|b| b.build())
         .map_err(|e| Error::storage(table, e))?;

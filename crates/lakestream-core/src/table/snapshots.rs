@@ -86,6 +86,7 @@ impl TableHandle {
             .await
             .map_err(|e| Error::storage(&self.name, e))?;
         self.exists = true;
+        self.pinned = true;
         self.head = Some(version);
         self.head_schema = None;
         self.txns.reset(Some(version));

@@ -34,6 +34,16 @@ impl Calls {
     }
 }
 
+/// No data file is read twice in one warm round (whole small files are held by the process).
+fn read_once(made: &[String], label: &str) {
+    let mut seen = std::collections::HashSet::new();
+    for c in made {
+        if c.starts_with("get ") && c.ends_with(".parquet") {
+            assert!(seen.insert(c), "{label}: {c} read twice: {made:?}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn warm_refine_requests() -> Result<()> {
     let lake = TestLake::new(Backend::Fs, "refine-requests")?;
@@ -97,6 +107,8 @@ async fn warm_refine_requests() -> Result<()> {
             reads <= WARM_JOIN_LOG_READS,
             "round {round}: {reads} log reads: {log:?}"
         );
+        assert!(made.len() <= WARM_JOIN_REQUESTS, "round {round}: {made:?}");
+        read_once(&made, &format!("round {round}"));
     }
     Ok(())
 }
@@ -104,6 +116,10 @@ async fn warm_refine_requests() -> Result<()> {
 /// Log GETs and HEADs of one warm round of the seed's jobs (curated, processed, gold), the
 /// ratchet (issue 39: 12; 16 before, with a LIST per table load).
 const WARM_JOIN_LOG_READS: usize = 12;
+
+/// Every request of one warm round of the seed's jobs, the ratchet (issue 39: 19-21 as the
+/// ingest's hour partitions fall, was 41).
+const WARM_JOIN_REQUESTS: usize = 22;
 
 /// A Debezium change of `crm.public.t00` (schemaless JSON, the family's columns type it).
 fn change(offset: i64, op: &str, id: i64, rev: i64, lsn: i64) -> SourceRecord {
@@ -203,6 +219,12 @@ async fn warm_cdc_apply_requests() -> Result<()> {
                 !log.iter().any(|c| c.ends_with("_last_checkpoint")),
                 "{b:?} round {round}: read _last_checkpoint: {log:?}"
             );
+            assert!(
+                made.len() <= WARM_CDC_REQUESTS,
+                "{b:?} round {round}: {} requests (at most {WARM_CDC_REQUESTS})",
+                made.len()
+            );
+            read_once(&made, &format!("{b:?} round {round}"));
             let log_reads = log.iter().filter(|c| !c.starts_with("put")).count();
             assert!(
                 log_reads <= WARM_CDC_LOG_READS,
@@ -217,6 +239,10 @@ async fn warm_cdc_apply_requests() -> Result<()> {
     }
     Ok(())
 }
+
+/// Every request of one warm CDC apply round, the ratchet (issue 39: 16, was 37 and growing by
+/// one GET per tombstone file: data files read whole once and held, side tables warm).
+const WARM_CDC_REQUESTS: usize = 16;
 
 /// Log GETs and HEADs of one warm CDC apply round, the ratchet (issue 39: 10, was 12 with 4
 /// LISTs and 4 `_last_checkpoint` GETs): per table an identity HEAD and a GET of the next

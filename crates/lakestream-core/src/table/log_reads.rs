@@ -208,7 +208,9 @@ impl LogReads {
                 let got = match self.inner.get_opts(location, GetOptions::default()).await {
                     Ok(got) => {
                         let meta = got.meta.clone();
-                        Some((meta, got.bytes().await?))
+                        let bytes = got.bytes().await?;
+                        self.log().hint_read(location, &bytes);
+                        Some((meta, bytes))
                     }
                     Err(object_store::Error::NotFound { .. }) => None,
                     Err(e) => return Err(e),

@@ -105,7 +105,8 @@ impl WholeFile {
         if let Some(b) = &self.bytes {
             return Ok(b.clone());
         }
-        if let Some(b) = self.key.as_deref().and_then(|k| held().find(k)) {
+        let hit = self.key.as_deref().and_then(|k| held().find(k));
+        if let Some(b) = hit.filter(|b| b.len() as u64 == self.size) {
             self.bytes = Some(b.clone());
             return Ok(b);
         }

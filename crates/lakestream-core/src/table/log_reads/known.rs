@@ -122,6 +122,17 @@ impl Known {
             .is_some_and(|rest| rest.starts_with('/'))
     }
 
+    /// Whether `hint` (this directory's `_last_checkpoint`) names a checkpoint at `version`
+    /// that this listing lacks (another writer's: GETs of the next commit never find one).
+    pub(super) fn lacks_checkpoint(&self, hint: &Path, version: u64) -> bool {
+        let prefix = format!("{version:020}.checkpoint");
+        self.in_dir(hint)
+            && !self
+                .entries
+                .keys()
+                .any(|p| p.filename().is_some_and(|n| n.starts_with(&prefix)))
+    }
+
     /// Whether `location` is an entry this listing names.
     pub(super) fn names(&self, location: &Path) -> bool {
         self.entries.contains_key(location)

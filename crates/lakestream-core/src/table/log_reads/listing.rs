@@ -149,9 +149,9 @@ impl Log {
         }
     }
 
-    /// Whether `dir` holds a table, with one LIST from `_last_checkpoint`'s version (`hint`,
-    /// as read by the caller) — the listing the load that follows asks for, answered from it.
-    /// A hint without any log file after it still says "a table": its load reports the rest.
+    /// Whether `dir` holds a table (a commit or a checkpoint; a leftover `_last_checkpoint`
+    /// alone is none), with one LIST from `_last_checkpoint`'s version (`hint`, as read by the
+    /// caller) — the listing the load that follows asks for, answered from it.
     pub(super) async fn discover(
         &self,
         dir: &Path,
@@ -162,13 +162,29 @@ impl Log {
             .clone()
             .join(format!("{:020}", start.unwrap_or(0)).as_str());
         let metas = self.list(dir, &offset).await?;
-        Ok(start.is_some()
-            || metas.iter().any(|m| {
-                commit_version(&m.location).is_some()
-                    || m.location
-                        .filename()
-                        .is_some_and(|n| n.contains(".checkpoint") && n.ends_with(".parquet"))
-            }))
+        Ok(metas.iter().any(|m| {
+            commit_version(&m.location).is_some()
+                || m.location
+                    .filename()
+                    .is_some_and(|n| n.contains(".checkpoint") && n.ends_with(".parquet"))
+        }))
+    }
+}
+
+impl Log {
+    /// `_last_checkpoint` at `location` was read from storage: when it names a checkpoint the
+    /// known listing lacks, forget the listing (the load that follows lists from it for real).
+    pub(super) fn hint_read(&self, location: &Path, body: &Bytes) {
+        let Some(v) = hint_version(body) else {
+            return;
+        };
+        let mut known = self.known();
+        if known
+            .as_ref()
+            .is_some_and(|k| k.lacks_checkpoint(location, v))
+        {
+            *known = None;
+        }
     }
 }
 

@@ -256,3 +256,72 @@ async fn log_listings_after_the_first_are_answered_by_gets() -> anyhow::Result<(
     assert_eq!(take(), ["list_from"]);
     Ok(())
 }
+
+/// Another writer's checkpoint is not found by GETs of the next commit; a load that reads
+/// `_last_checkpoint` naming it (a load at a version, a checkpoint of our own) lists from it,
+/// and must see it: the kernel refuses a hinted listing without the hinted checkpoint.
+#[tokio::test]
+async fn a_hint_naming_a_checkpoint_not_known_lists_again() -> anyhow::Result<()> {
+    use futures::TryStreamExt;
+    let mem = Arc::new(InMemory::new());
+    let store = LogReads::new(mem.clone());
+    let dir = Path::from("t/_delta_log");
+    let commit = |v: u64| Path::from(format!("t/_delta_log/{v:020}.json"));
+    for v in 0..3 {
+        mem.put(&commit(v), "{}".into()).await?;
+    }
+    let from = Path::from("t/_delta_log/00000000000000000000");
+    let listed: Vec<ObjectMeta> = store
+        .list_with_offset(Some(&dir), &from)
+        .try_collect()
+        .await?;
+    assert_eq!(listed.len(), 3);
+    // Another writer: commits 3..5 and a checkpoint at 4 with its hint.
+    for v in 3..6 {
+        mem.put(&commit(v), "{}".into()).await?;
+    }
+    let ckpt = Path::from("t/_delta_log/00000000000000000004.checkpoint.parquet");
+    mem.put(&ckpt, "parquet".into()).await?;
+    let hint = Path::from("t/_delta_log/_last_checkpoint");
+    mem.put(&hint, "{\"version\":4,\"size\":1}".into()).await?;
+    assert_eq!(store.advance().await?, Some(5));
+    // The kernel reads the hint, then lists from the checkpoint's version.
+    store.get(&hint).await?;
+    let at = Path::from("t/_delta_log/00000000000000000004");
+    let names: Vec<String> = store
+        .list_with_offset(Some(&dir), &at)
+        .map_ok(|m| m.location.to_string())
+        .try_collect()
+        .await?;
+    assert!(names.contains(&ckpt.to_string()), "{names:?}");
+    Ok(())
+}
+
+/// A checkpoint the known listing names, found missing (another writer's log cleanup): the
+/// next listing is a real one.
+#[tokio::test]
+async fn a_named_checkpoint_found_missing_lists_again() -> anyhow::Result<()> {
+    use futures::TryStreamExt;
+    let mem = Arc::new(InMemory::new());
+    let store = LogReads::new(mem.clone());
+    let dir = Path::from("t/_delta_log");
+    let ckpt = Path::from("t/_delta_log/00000000000000000002.checkpoint.parquet");
+    mem.put(
+        &Path::from("t/_delta_log/00000000000000000002.json"),
+        "{}".into(),
+    )
+    .await?;
+    mem.put(&ckpt, "parquet".into()).await?;
+    let from = Path::from("t/_delta_log/00000000000000000000");
+    let list = |s: &LogReads| {
+        s.list_with_offset(Some(&dir), &from)
+            .map_ok(|m| m.location.to_string())
+            .try_collect::<Vec<_>>()
+    };
+    assert_eq!(list(&store).await?.len(), 2);
+    mem.delete(&ckpt).await?;
+    assert!(store.get_range(&ckpt, 0..4).await.is_err());
+    let names = list(&store).await?;
+    assert!(!names.contains(&ckpt.to_string()), "{names:?}");
+    Ok(())
+}

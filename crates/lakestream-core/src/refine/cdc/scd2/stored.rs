@@ -257,8 +257,8 @@ pub async fn expire(
     if !expiring {
         return Ok(());
     }
+    // Read only: a truncate stored again is committed (and kept warm) by its own handle.
     keep_dated_truncates(ctx, &handle, &cutoff).await?;
-    ctx.keep(handle);
     let horizon = Some((bronze::SEQ, AT));
     crate::refine::keyed::expiry::expire(ctx, table, retention, horizon).await?;
     Ok(())

@@ -75,10 +75,8 @@ impl<'a> RunContext<'a> {
             Some(h) => h,
             None => warm.take(self.lake, table).await?,
         };
-        if let Err(e) = h.refresh().await {
-            warm.put(h);
-            return Err(e);
-        }
+        // A refresh that failed part-way is not kept: the next load starts from storage.
+        h.refresh().await?;
         if let Ok(mut p) = self.proven.lock() {
             p.insert(table.to_string());
         }

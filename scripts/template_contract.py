@@ -104,8 +104,11 @@ DELETE_ROLES = {"MaintenanceFunctionRole"}
 PROBE_OBJECTS = "arn:aws:s3:::*/_lakestream/probe/*"
 # SQS actions the code or Lambda calls with a function's role: the SQS trigger and the drain
 # (ReceiveMessage, DeleteMessage(Batch), GetQueueAttributes), async on-failure destinations
-# (SendMessage). Nothing calls ChangeMessageVisibility.
+# (SendMessage). Only the refine function calls ChangeMessageVisibility (SQS_USED_BY).
 SQS_USED = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:SendMessage"}
+# Per role beyond SQS_USED: the refine function postpones the notices of a job holding for its
+# freshness target (`lakestream-lambda` `postpone.rs`, ChangeMessageVisibilityBatch).
+SQS_USED_BY = {"RefineFunctionRole": {"sqs:ChangeMessageVisibility"}}
 SQS_DEFAULT_RETENTION = 345600
 
 
@@ -502,7 +505,7 @@ def _check_least_privilege(resources: dict[str, Any], params: dict[str, Any], tx
                     if str(r).startswith("arn:aws:s3:::") and not fnmatch.fnmatchcase(str(r), PROBE_OBJECTS):
                         findings.append(f"S3-DELETE {name}: s3:DeleteObject on {r} (only {', '.join(sorted(DELETE_ROLES))} deletes lake files)")
             for a in actions:
-                if str(a).startswith("sqs:") and a not in SQS_USED:
+                if str(a).startswith("sqs:") and a not in SQS_USED | SQS_USED_BY.get(name, set()):
                     findings.append(f"SQS-UNUSED {name}: {a} is granted but no code calls it")
         if effective(res, "s3:PutObject", config_arn) or effective(res, "s3:DeleteObject", config_arn):
             findings.append(f"CONFIG-WRITE {name}: can write the pipeline config {config_arn}")

@@ -72,9 +72,6 @@ pub struct FunctionEnv {
     /// send refine notices to after their commits (none: no notices, the schedule alone runs
     /// the refine jobs).
     pub refine_queue_url: Option<String>,
-    /// `LAKESTREAM_FRESHNESS_TARGET_SECONDS` (refine): a job whose oldest new source version
-    /// waited longer is behind its target (EMF `BehindTarget`).
-    pub freshness_target: Option<std::time::Duration>,
     /// `LAKESTREAM_JOB_METRICS` (refine): `behind` (default: a job's values are CloudWatch
     /// metrics only while it is behind its freshness target) or `all`.
     pub job_metrics: Option<String>,
@@ -91,6 +88,11 @@ impl FunctionEnv {
     /// Read the variables through `get` (`|k| std::env::var(k).ok()` in `main`).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, Error> {
         let get = |k: &str| get(k).filter(|v| !v.is_empty());
+        if get("LAKESTREAM_FRESHNESS_TARGET_SECONDS").is_some() {
+            return Err(Error::Config(
+                "LAKESTREAM_FRESHNESS_TARGET_SECONDS is no longer read: set `freshness` (\"60s\", \"5m\", \"15m\") on the topics, [[cdc]] families and refine jobs in the config, and remove the variable".into(),
+            ));
+        }
         Ok(Self {
             config_source: get("LAKESTREAM_CONFIG").ok_or_else(|| {
                 Error::Config("LAKESTREAM_CONFIG is not set: give a TOML file path, an s3:// URI or inline TOML".into())
@@ -102,14 +104,6 @@ impl FunctionEnv {
             refine_queue_url: get("LAKESTREAM_REFINE_QUEUE_URL"),
             job_metrics: get("LAKESTREAM_JOB_METRICS"),
             catalog_database: get("LAKESTREAM_CATALOG_DATABASE"),
-            freshness_target: match get("LAKESTREAM_FRESHNESS_TARGET_SECONDS") {
-                None => None,
-                Some(v) => Some(std::time::Duration::from_secs(v.parse().map_err(|_| {
-                    Error::Config(format!(
-                        "LAKESTREAM_FRESHNESS_TARGET_SECONDS = `{v}`: give whole seconds, e.g. 60"
-                    ))
-                })?)),
-            },
             s3: S3Access {
                 endpoint_url: get("AWS_ENDPOINT_URL_S3").or_else(|| get("AWS_ENDPOINT_URL")),
                 region: get("AWS_REGION"),

@@ -7,6 +7,7 @@ pub mod config_source;
 pub mod deadline;
 pub mod diagnostic;
 pub mod notify;
+pub mod postpone;
 pub mod telemetry;
 
 pub use diagnostic::FunctionError;

@@ -37,12 +37,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How the function spends an invocation and judges freshness.
+/// How the function spends an invocation (each job's freshness target is in the config:
+/// [`PipelineConfig::freshness_of_job`]).
 #[derive(Debug, Clone, Copy)]
 pub struct RefineSettings {
-    /// A job whose oldest new source version waited longer than this is behind its target
-    /// (EMF `BehindTarget`; the template's freshness alarm).
-    pub freshness_target: Duration,
     /// Kept free before the invocation's deadline: no job and no run starts later.
     pub reserve: Duration,
     /// How long the listing of the `[[cdc]]` families' tables is kept for schedule ticks (a
@@ -56,7 +54,6 @@ pub struct RefineSettings {
 impl Default for RefineSettings {
     fn default() -> Self {
         Self {
-            freshness_target: Duration::from_secs(60),
             reserve: Duration::from_secs(20),
             listing_ttl: chrono::TimeDelta::minutes(15),
             job_metrics: report::JobMetrics::Behind,
@@ -261,7 +258,7 @@ pub async fn run_trigger(
             }
             state
         };
-        let target = refiner.settings.freshness_target;
+        let target = refiner.config.freshness_of_job(job).target();
         out.push(JobResult::finished(
             job,
             target,
@@ -320,6 +317,12 @@ async fn run_if_due(
     else {
         return JobState::NotDue;
     };
+    if let Some(due_at_ms) = holding_until(refiner, job, oldest_ms, now) {
+        return JobState::Holding {
+            due_at_ms,
+            oldest_ms: oldest_ms.unwrap_or(due_at_ms),
+        };
+    }
     match run_observed(refiner, ctx, job, &mut observed, now, how).await {
         Ok(report) => {
             tracing::info!(job = %job.job, runs = report.runs.len(), joined = report.joined(), more = report.more, "refine job done");
@@ -345,6 +348,22 @@ async fn run_if_due(
             }
         }
     }
+}
+
+/// When `job`'s oldest known new change (committed at `oldest_ms`) is younger than the job's
+/// hold ([`PipelineConfig::hold_of`]): the time it is due (epoch ms). `None`: run it now (no
+/// hold, the change is old enough, or its time is unknown). A commit time in the future
+/// (a clock ahead, a forged notice) holds at most the hold from `now`.
+fn holding_until(
+    refiner: &Refiner,
+    job: &RefineJob,
+    oldest_ms: Option<i64>,
+    now: DateTime<Utc>,
+) -> Option<i64> {
+    let hold = i64::try_from(refiner.config.hold_of(job).as_millis()).ok()?;
+    let now_ms = now.timestamp_millis();
+    let due_at = oldest_ms?.min(now_ms).saturating_add(hold);
+    (hold > 0 && now_ms < due_at).then_some(due_at)
 }
 
 /// Run `job` on sources at least as new as `observed` (on first sight, what they hold `now`

@@ -4,6 +4,7 @@
 
 use lakestream_core::SystemClock;
 use lakestream_lambda::config_source::FunctionEnv;
+use lakestream_lambda::postpone::{SqsPostponer, postpone_notices};
 use lakestream_lambda::telemetry::init_tracing;
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use refine::Refiner;
@@ -14,9 +15,6 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let env = FunctionEnv::from_lookup(|k| std::env::var(k).ok())?;
     init_tracing(&env.log_filter, true);
     let mut refiner = Refiner::new(env.load_config().await?, Arc::new(SystemClock))?;
-    if let Some(target) = env.freshness_target {
-        refiner.settings.freshness_target = target;
-    }
     if let Some(v) = &env.job_metrics {
         refiner.settings.job_metrics = refine::report::JobMetrics::parse(v).ok_or_else(|| {
             lakestream_core::Error::Config(format!(
@@ -24,7 +22,14 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             ))
         })?;
     }
-    let refiner = &refiner;
+    let postponer = match &env.refine_queue_url {
+        Some(url) => {
+            let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+            Some(SqsPostponer::new(aws_sdk_sqs::Client::new(&aws), url.clone()))
+        }
+        None => None,
+    };
+    let (refiner, postponer) = (&refiner, &postponer);
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<serde_json::Value>| async move {
             let deadline = lakestream_lambda::deadline::effective_deadline(
@@ -36,6 +41,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             // computed once here instead of inside the runtime's service future.
             let response =
                 Box::pin(refine::handle_until(refiner, &event.payload, Some(until))).await?;
+            if let Some(p) = postponer {
+                postpone_notices(p, &response.postponed).await;
+            }
             println!("{}", response.metrics_line());
             Ok::<_, Diagnostic>(response.into_result()?)
         },

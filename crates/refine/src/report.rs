@@ -98,8 +98,9 @@ pub fn metrics_line(
 }
 
 /// The invocation's EMF line (dimension `Function` only, so one alarm covers every job):
-/// jobs run, with nothing new, deferred by the time budget, failed, behind their freshness
-/// target, and the largest lag among them (`MaxLagSeconds`).
+/// jobs run, not due (nothing new, or holding its changes for its freshness target), deferred
+/// by the time budget, failed, behind their freshness target, and the largest lag among them
+/// (`MaxLagSeconds`).
 pub fn invocation_line(resp: &crate::RefineResponse) -> String {
     let jobs = &resp.jobs;
     let count = |f: &dyn Fn(&crate::JobResult) -> bool| jobs.iter().filter(|j| f(j)).count() as f64;
@@ -124,7 +125,7 @@ pub fn invocation_line(resp: &crate::RefineResponse) -> String {
             Metric::new(
                 "JobsNotDue",
                 "Count",
-                count(&|j| matches!(j.state, JobState::NotDue)),
+                count(&|j| matches!(j.state, JobState::NotDue | JobState::Holding { .. })),
             ),
             Metric::new("JobsDeferred", "Count", count(&|j| j.deferred())),
             Metric::new("JobsFailed", "Count", count(&|j| j.outcome().is_err())),

@@ -55,6 +55,8 @@ pub struct Notices {
     /// `(message id, why)` of bodies that are not a notice: failed back to the queue, whose
     /// redrive policy moves them to its dead-letter queue with their bytes.
     pub malformed: Vec<(String, String)>,
+    /// Message id -> receipt handle (to postpone a notice whose job is not due yet).
+    pub receipts: std::collections::HashMap<String, String>,
 }
 
 /// What started the invocation.
@@ -85,6 +87,9 @@ impl Trigger {
         let mut out = Notices::default();
         for m in event.records {
             let id = m.message_id.unwrap_or_default();
+            if let Some(r) = m.receipt_handle {
+                out.receipts.insert(id.clone(), r);
+            }
             match serde_json::from_str::<RefineNotice>(m.body.as_deref().unwrap_or("")) {
                 Ok(n) => out.notices.push((id, n)),
                 Err(e) => out.malformed.push((

@@ -7,6 +7,7 @@ use crate::request::Trigger;
 use lakestream_core::refine::JobReport;
 use lakestream_formats::refine::RefineJob;
 use lakestream_lambda::FunctionError;
+use lakestream_lambda::postpone::{MAX_VISIBILITY_SECONDS, Postponed};
 use serde::ser::{SerializeMap, SerializeSeq, SerializeStruct};
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
@@ -33,6 +34,15 @@ pub struct JobResult {
 pub enum JobState {
     /// Nothing new since what the process saw: nothing was loaded.
     NotDue,
+    /// Something new, but its oldest change is younger than the job's hold (its freshness
+    /// target leaves room to wait): not run, so the changes that arrive meanwhile coalesce.
+    /// Its notices come back when it is due ([`RefineResponse::postponed`]).
+    Holding {
+        /// When the job is due (epoch ms).
+        due_at_ms: i64,
+        /// Commit time of the oldest source version known to be new (epoch ms).
+        oldest_ms: i64,
+    },
     /// The time budget ran out before the job started: the next notice or tick runs it.
     Deferred,
     /// Not run: a job it reads from failed in this invocation (retryable: it runs once that
@@ -98,7 +108,7 @@ impl JobResult {
     pub fn outcome(&self) -> Result<Cow<'_, JobReport>, &str> {
         match &self.state {
             JobState::Ran { report, .. } => Ok(Cow::Borrowed(report)),
-            JobState::NotDue | JobState::Deferred => Ok(Cow::Owned(JobReport {
+            JobState::NotDue | JobState::Deferred | JobState::Holding { .. } => Ok(Cow::Owned(JobReport {
                 job: self.job.clone(),
                 ..Default::default()
             })),
@@ -127,10 +137,19 @@ impl JobResult {
         }
     }
 
+    /// The job holds its changes for its freshness target until this time (epoch ms).
+    pub fn holding_until_ms(&self) -> Option<i64> {
+        match self.state {
+            JobState::Holding { due_at_ms, .. } => Some(due_at_ms),
+            _ => None,
+        }
+    }
+
     /// Commit time of the oldest source version known to be new (epoch ms).
     fn oldest_ms(&self) -> Option<i64> {
         match self.state {
             JobState::Ran { oldest_ms, .. } | JobState::Failed { oldest_ms, .. } => oldest_ms,
+            JobState::Holding { oldest_ms, .. } => Some(oldest_ms),
             _ => None,
         }
     }
@@ -155,6 +174,29 @@ impl JobResult {
     }
 }
 
+/// The notices of `batch` whose job is holding, each to come back when the job is due (whole
+/// seconds, rounded up, 1 s to SQS's 12 h).
+fn postponements(batch: &crate::request::Notices, jobs: &[JobResult]) -> Vec<Postponed> {
+    let mut out = Vec::new();
+    for (id, n) in &batch.notices {
+        let Some(r) = jobs.iter().find(|r| r.job == n.job) else {
+            continue;
+        };
+        let (Some(due), Some(receipt)) = (r.holding_until_ms(), batch.receipts.get(id)) else {
+            continue;
+        };
+        let left_ms = (due - r.finished_at_ms).max(1000);
+        let seconds = u32::try_from((left_ms + 999) / 1000)
+            .unwrap_or(MAX_VISIBILITY_SECONDS)
+            .min(MAX_VISIBILITY_SECONDS);
+        out.push(Postponed {
+            receipt_handle: receipt.clone(),
+            seconds,
+        });
+    }
+    out
+}
+
 /// What the function returns: one result per job, in the order they ran; for notices also the
 /// message ids to deliver again (serialized as SQS's partial batch response).
 #[derive(Debug)]
@@ -165,6 +207,9 @@ pub struct RefineResponse {
     /// failed retryably). A job that failed for good is not retried by its notices: the error
     /// is in the logs and metrics, and the schedule runs it again.
     pub batch_item_failures: Option<Vec<String>>,
+    /// Notices only: those of jobs holding for their freshness target, each to come back when
+    /// its job is due (they are among `batch_item_failures`).
+    pub postponed: Vec<Postponed>,
     /// Which per-job values are metrics.
     pub job_metrics: report::JobMetrics,
 }
@@ -201,14 +246,19 @@ impl RefineResponse {
         jobs: Vec<JobResult>,
         job_metrics: report::JobMetrics,
     ) -> Self {
+        let mut postponed = Vec::new();
         let batch_item_failures = match trigger {
             Trigger::Schedule(_) => None,
             Trigger::Notices(batch) => {
                 let again = |job: &str| {
                     jobs.iter().any(|r| {
-                        r.job == job && (r.deferred() || (r.outcome().is_err() && r.retryable()))
+                        r.job == job
+                            && (r.deferred()
+                                || r.holding_until_ms().is_some()
+                                || (r.outcome().is_err() && r.retryable()))
                     })
                 };
+                postponed = postponements(batch, &jobs);
                 let mut ids: Vec<String> =
                     batch.malformed.iter().map(|(id, _)| id.clone()).collect();
                 for (id, why) in &batch.malformed {
@@ -227,6 +277,7 @@ impl RefineResponse {
         Self {
             jobs,
             batch_item_failures,
+            postponed,
             job_metrics,
         }
     }

@@ -9,6 +9,7 @@ use std::collections::HashSet;
 mod access_logs;
 mod catalog;
 mod cdc;
+mod freshness;
 mod cdc_limits;
 mod lake;
 mod topics;
@@ -20,6 +21,7 @@ pub use cdc::{
     ScdType, SourceSettings, TopicSource, bronze, silver, topic_matches,
 };
 pub use cdc_limits::CdcLimits;
+pub use freshness::{DEFAULT_FRESHNESS, Freshness, MAX_BATCHING_WINDOW};
 pub use lake::{CommitConfig, LakeConfig};
 pub use topics::{
     ColumnConfig, ColumnType, KafkaMetadataColumn, PROCESSING_TIME_COLUMNS, Partitioning,
@@ -175,6 +177,7 @@ impl PipelineConfig {
             for t in j.sources() {
                 validate_table_name(&format!("{key}.join"), t)?;
             }
+            self.check_job_freshness(&key, j)?;
             if j.output == self.dead_letter_table || self.topic_table(&j.output) {
                 return bad(format!(
                     "`{key}.output` = \"{}\" is written by ingestion; give the job its own table",

@@ -2,6 +2,7 @@
 //! columns, partitioning, schema mode and Kafka metadata columns, and the rules a topic's own
 //! settings must follow (the cross-table rules are in [`tables`](crate::tables)).
 
+use super::Freshness;
 use crate::error::{Error, Result};
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -25,6 +26,10 @@ pub struct TopicConfig {
     /// Kafka metadata to store as columns: any of `topic`, `partition`, `offset`, `timestamp`.
     #[serde(default)]
     pub kafka_metadata: Vec<KafkaMetadataColumn>,
+    /// Freshness target of the table (default `60s`): its MSK batching window follows from it
+    /// ([`Freshness::batching_window`]).
+    #[serde(default)]
+    pub freshness: Freshness,
 }
 
 /// One declared column.

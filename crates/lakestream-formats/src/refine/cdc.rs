@@ -116,6 +116,7 @@ impl CdcFamily {
             max_files_per_run: self.max_files_per_run,
             max_mib_per_run: self.max_mib_per_run,
             ignore_changes: false,
+            freshness: Some(self.freshness_of(t)),
             kind: super::JobKind::Cdc(CdcApply {
                 source: self.bronze_table(t)?,
                 keys: self

@@ -9,6 +9,7 @@
 //! new variant.
 
 pub mod aggregate;
+pub mod cadence;
 pub mod cdc;
 pub mod join;
 pub mod readers;
@@ -40,6 +41,9 @@ pub struct RefineJob {
     /// Read only new files of commits that also remove data (`dataChange=true` removes:
     /// deletes, updates, overwrites) instead of failing. Removed rows stay in the output.
     pub ignore_changes: bool,
+    /// Freshness target of the output (`freshness`); `None`: the longest of its sources'
+    /// targets, or the default `60s` ([`PipelineConfig::freshness_of_job`](crate::config::PipelineConfig::freshness_of_job)).
+    pub freshness: Option<crate::config::Freshness>,
     /// What the job does.
     pub kind: JobKind,
 }
@@ -75,6 +79,8 @@ struct RawRefineJob {
     #[serde(default)]
     ignore_changes: bool,
     #[serde(default)]
+    freshness: Option<crate::config::Freshness>,
+    #[serde(default)]
     join: Option<IntervalJoinConfig>,
     #[serde(default)]
     upsert: Option<UpsertConfig>,
@@ -109,6 +115,7 @@ impl TryFrom<RawRefineJob> for RefineJob {
             max_files_per_run: raw.max_files_per_run,
             max_mib_per_run: raw.max_mib_per_run,
             ignore_changes: raw.ignore_changes,
+            freshness: raw.freshness,
             kind,
         })
     }

@@ -3,6 +3,7 @@
 //! joins each order with its owner's membership, a repeated tick changes nothing, and a bad
 //! input is refused with what to send.
 
+mod holding;
 mod notices;
 mod requests;
 

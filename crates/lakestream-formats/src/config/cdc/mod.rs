@@ -5,6 +5,7 @@
 //! type 1 or 2). A table that appears in the feed later gets its tables without a redeploy.
 //! Every key is documented in README.md ("CDC table families").
 
+use crate::config::Freshness;
 use crate::error::{Error, Result};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -57,6 +58,9 @@ pub struct CdcFamily {
     pub max_files_per_run: usize,
     /// An apply run reads at most this many MiB of new bronze data files (whole versions).
     pub max_mib_per_run: u64,
+    /// Freshness target per table (`"<schema>.<table>"`, `"*"`: every table without its own
+    /// entry; written `freshness = "15m"` for the whole family). Default `60s`.
+    pub freshness: BTreeMap<String, Freshness>,
 }
 
 /// Slowly changing dimension type of the silver tables.
@@ -131,6 +135,16 @@ impl CdcFamily {
     /// The silver table of `t`.
     pub fn silver_table(&self, t: &FamilyTable) -> Result<String> {
         fill(&self.silver_template(), t)
+    }
+
+    /// The freshness target of table `t`: its own entry, else the family's (`"*"`), else the
+    /// default (`60s`).
+    pub fn freshness_of(&self, t: &FamilyTable) -> Freshness {
+        self.freshness
+            .get(&t.qualified())
+            .or_else(|| self.freshness.get(EVERY_TABLE))
+            .copied()
+            .unwrap_or_default()
     }
 
     /// The apply job's name for `t` (`cdc-<family>/<schema>.<table>`).

@@ -4,6 +4,7 @@
 //! reads it and refuses a key that does not belong to the family's source, naming both.
 
 use super::{CdcFamily, ScdType};
+use crate::config::Freshness;
 use crate::refine::duration;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -167,6 +168,34 @@ pub(super) struct RawFamily {
     max_files_per_run: usize,
     #[serde(default = "default_max_mib")]
     max_mib_per_run: u64,
+    #[serde(default)]
+    freshness: Option<RawFreshness>,
+}
+
+/// `freshness = "15m"` (the whole family) or `freshness = { "*" = "15m", "public.orders" =
+/// "60s" }` (per table).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawFreshness {
+    Family(String),
+    PerTable(BTreeMap<String, String>),
+}
+
+impl RawFreshness {
+    fn parse(self) -> Result<BTreeMap<String, Freshness>, String> {
+        let entries = match self {
+            Self::Family(t) => vec![(super::EVERY_TABLE.to_string(), t)],
+            Self::PerTable(m) => m.into_iter().collect(),
+        };
+        entries
+            .into_iter()
+            .map(|(table, t)| {
+                Freshness::parse(&t)
+                    .map(|f| (table.clone(), f))
+                    .map_err(|e| format!("`freshness` of `{table}`: {e}"))
+            })
+            .collect()
+    }
 }
 
 fn default_tombstone_retention() -> Duration {
@@ -258,7 +287,9 @@ impl TryFrom<RawFamily> for CdcFamily {
 
     fn try_from(mut raw: RawFamily) -> Result<Self, String> {
         let source = raw.settings()?;
+        let freshness = raw.freshness.take().map(RawFreshness::parse).transpose()?;
         Ok(Self {
+            freshness: freshness.unwrap_or_default(),
             family: raw.family,
             source,
             bronze: raw.bronze,

@@ -5,8 +5,8 @@ The real function binaries (msk-ingest, refine; `target/release`, BENCH_PROFILE=
 quick look) run under the local Lambda Runtime API stand-in of `bench-compare`, against the S3
 emulator (S3 and SQS behind one counting proxy), invoked as Lambda would invoke them:
   MSK         one event source mapping per topic: records buffered per topic and delivered as one
-              MSK event when the oldest has waited MaximumBatchingWindowInSeconds (BENCH_WINDOW,
-              default 30 s) - the seed's `orders` and `members` topics and N Debezium topics
+              MSK event when the oldest has waited MaximumBatchingWindowInSeconds (from
+              BENCH_FRESHNESS) - the seed's `orders` and `members` topics and N Debezium topics
               `crm.public.tNN` of a `[[cdc]]` family (bronze -> silver, SCD1);
   notices     msk-ingest sends refine notices to an SQS FIFO queue after each commit; a poller
               (the SQS event source mapping: up to 10 messages, partial batch response) invokes
@@ -29,12 +29,19 @@ arm64 Lambda; storage excluded, the same for every engine): Lambda requests and 
 (sends, the poller's receives and deletes), CloudWatch Logs ingestion (the functions' bytes +
 ~400 B of platform lines per invocation) and custom metrics (distinct EMF metrics seen, $0.30
 each). Beside it: the cheapest Glue streaming job ($161/month, 2 x G.025X, compute only) and the
-naive design - one scheduled invocation per job per minute, each loading its tables (measured:
+naive design - one scheduled invocation per job per window (a minute at least), each loading its tables (measured:
 a fresh refine process running one CDC job).
 
+BENCH_FRESHNESS (60s | 5m | 15m, default 60s) is every topic's, family's and job's target: the
+MSK window follows from it (40 / 225 / 300 s, the template's mapping) and so do the jobs' holds;
+the measured time is 120 s or twice the target (quick), 600 s or four times it (full). Glue
+all-in is its compute plus a Spark Delta pipeline's S3 requests per busy table and 100 s
+micro-batch (GLUE_TIER1 / GLUE_TIER2 below, DEPLOY.md).
+
 The record plan is generated once per (N, seconds, seed) and cached under
-target/bench-fresh/cache. Results: target/bench-fresh/results.json. BENCH_TABLES (default
-"1,70"), BENCH_SIZE (quick|full), BENCH_SEED. Needs MOTO_PORT (`make moto-start`). Not in CI;
+target/bench-fresh/cache. Results: target/bench-fresh/results.json, one row per (target, N, busy
+share), kept across runs; the cost curve of every row is printed at the end. BENCH_TABLES
+(default "1,70"), BENCH_SIZE (quick|full), BENCH_SEED. Needs MOTO_PORT (`make moto-start`). Not in CI;
 no thresholds. The machine's x86 cores stand in for Graviton; durations include the emulator.
 """
 import base64
@@ -58,9 +65,16 @@ import bench_compare as bc  # noqa: E402  (the Runtime API stand-in, the proxy, 
 ROOT = bc.ROOT
 OUT = ROOT / "target" / "bench-fresh"
 QUICK = os.environ.get("BENCH_SIZE", "quick") == "quick"
-SECONDS = int(os.environ.get("BENCH_SECONDS", "120" if QUICK else "600"))
+FRESHNESS_S = {"60s": 60, "5m": 300, "15m": 900}.get(os.environ.get("BENCH_FRESHNESS", "60s"), 60)
+# Measured: quick 120 s or twice the target (a 15-minute target needs its holds in the window).
+SECONDS = int(os.environ.get("BENCH_SECONDS", str(max(120, 2 * FRESHNESS_S)) if QUICK else str(max(600, 4 * FRESHNESS_S))))
 DRAIN = 45
-WINDOW = float(os.environ.get("BENCH_WINDOW", "30"))
+# The freshness target of every topic, family and job (60s | 5m | 15m); the MSK batching window
+# follows from it as the template's Freshness mapping does (BENCH_WINDOW overrides it).
+FRESHNESS = os.environ.get("BENCH_FRESHNESS", "60s")
+TARGET_S = {"60s": 60, "5m": 300, "15m": 900}[FRESHNESS]
+MARGIN_S = max(20, TARGET_S // 4)
+WINDOW = float(os.environ.get("BENCH_WINDOW", str(min(300, TARGET_S - MARGIN_S))))
 # Every table's first batch (creation: bronze, silver and their first runs) lands in the warm-up.
 WARMUP = int(WINDOW) + 30
 TABLES = [int(x) for x in os.environ.get("BENCH_TABLES", "1,70").split(",")]
@@ -82,6 +96,18 @@ LOGS_GB = 0.50
 METRIC_MONTH = 0.30
 HOURS = 730
 GLUE_MONTH = 161.0
+# Glue all-in: its compute plus the S3 requests a Spark Delta streaming pipeline makes per busy
+# table and 100 s micro-batch (Glue's default trigger), bronze (append) and silver (foreachBatch
+# MERGE) queries, counted from what each writes and lists (DEPLOY.md "Glue all-in"):
+#   per query: streaming checkpoint offsets/<n> and commits/<n> (S3A: PUT of a temp object +
+#   COPY to its name each = 4 tier-1; an exists HEAD + the metadata log's LIST-less GET each = 4
+#   tier-2); the Delta commit (1 log PUT, the snapshot update's LIST of _delta_log = 2 tier-1;
+#   GET of the new commit + _last_checkpoint = 2 tier-2); a checkpoint every 10 commits (PUT
+#   of the checkpoint + _last_checkpoint = 0.2 tier-1);
+#   data: bronze 1 PUT; silver 1 data PUT + 1 change-data PUT and 3 GETs of the file it rewrites.
+GLUE_BATCH_S = 100
+GLUE_TIER1 = 2 * (4 + 2 + 0.2) + 1 + 2
+GLUE_TIER2 = 2 * (4 + 2) + 3
 PLATFORM_LOG_BYTES = 400
 
 
@@ -267,11 +293,13 @@ def run(n, sizes):
     endpoint = f"http://127.0.0.1:{proxy.server_address[1]}"
     example = (ROOT / "lakestream.toml").read_text()
     config = work / "lakestream.toml"
+    example = example.replace('freshness = "60s"', f'freshness = "{FRESHNESS}"')
     config.write_text(example.replace(
         'root = "./lake"',
         f'root = "s3://{bucket}/lake"\nendpoint_url = "{endpoint}"\nregion = "us-east-1"\nallow_http = true')
         + '\n[[cdc]]\nfamily = "crm"\nsource = "debezium"\ntopics = ["crm.public.*"]\nscd = 1\n'
-        'columns = { "*" = ["id int64", "rev int64", "name string", "amount int64"] }\n')
+        'columns = { "*" = ["id int64", "rev int64", "name string", "amount int64"] }\n'
+        f'freshness = "{FRESHNESS}"\n')
     env = {"AWS_ENDPOINT_URL": endpoint, "LAKESTREAM_REFINE_QUEUE_URL": url}
     ingest = Pool("msk-ingest", config, env, work)
     refine = Pool("refine", config, env, work)
@@ -416,7 +444,7 @@ def run(n, sizes):
                     for m in d["Metrics"]:
                         metrics.add((d["Namespace"], dims, m["Name"]))
     result = {
-        "tables": n, "busy": BUSY, "window_s": WINDOW, "measured_s": window, "records": sum(1 for e in events if e[0] >= WARMUP),
+        "freshness": FRESHNESS, "tables": n, "busy": BUSY, "window_s": WINDOW, "measured_s": window, "records": sum(1 for e in events if e[0] >= WARMUP),
         "invocations": {"msk-ingest": len(ingest_calls), "refine": len(refine_calls)},
         "failed_invocations": sum(1 for c in ingest_calls + refine_calls if c[2] != "response"),
         "duration_ms_median": {"msk-ingest": 1000 * statistics.median([c[1] for c in ingest_calls] or [0]),
@@ -437,6 +465,10 @@ def run(n, sizes):
     result["freshness"] = freshness(s3, bucket, n, gen, deleted)
     result["naive"] = naive(config, env, work, n, counter, bucket, sizes)
     result["cost"] = cost(result, window)
+    busy_tables = max(1, round(BUSY * n)) + 1  # busy CDC tables + orders
+    windows = window / WINDOW
+    result["per_table_window"] = {k: v / (busy_tables * windows) for k, v in result["s3_by_kind"].items()}
+    result["glue_all_in"] = glue_all_in(busy_tables)
     ingest.stop()
     refine.stop()
     proxy.shutdown()
@@ -533,7 +565,8 @@ def summary(lags, missing):
 # ---------------------------------------------------------------- naive and cost
 
 def naive(config, env, work, n, counter, bucket, sizes):
-    """One fresh refine process running one CDC job (it loads its tables): per invocation."""
+    """One fresh refine process running one CDC job (it loads its tables): per invocation, one
+    invocation per job per window (per minute at least)."""
     walls, reqs = [], []
     for i in range(3):
         fn = Function("refine", config, {k: v for k, v in env.items() if k != "LAKESTREAM_REFINE_QUEUE_URL"},
@@ -549,10 +582,17 @@ def naive(config, env, work, n, counter, bucket, sizes):
     t1 = statistics.median(r["tier1"] for r in reqs)
     t2 = statistics.median(r["tier2"] for r in reqs)
     jobs = n + 3  # every CDC table's apply job + curated, processed, gold
-    per_month = jobs * 60 * HOURS
+    # One scheduled invocation per job per window (at least a minute: EventBridge's finest rate).
+    per_month = jobs * 3600 / max(60, WINDOW) * HOURS
     dollars = per_month * (LAMBDA_REQ + wall * sizes["refine"] / 1024 * LAMBDA_GB_S + t1 * S3_TIER1 + t2 * S3_TIER2
                            + PLATFORM_LOG_BYTES / 1e9 * LOGS_GB)
     return {"invocation_ms": 1000 * wall, "tier1": t1, "tier2": t2, "jobs": jobs, "month": dollars}
+
+
+def glue_all_in(busy_tables):
+    """Glue's compute plus its S3 requests for the busy tables (idle tables make no batches)."""
+    batches = busy_tables * HOURS * 3600 / GLUE_BATCH_S
+    return GLUE_MONTH + batches * (GLUE_TIER1 * S3_TIER1 + GLUE_TIER2 * S3_TIER2)
 
 
 def cost(r, window):
@@ -574,7 +614,7 @@ def cost(r, window):
 
 
 def report(results):
-    print(f"\nbench-fresh: window {WINDOW:g} s, a record every 2-6 s per busy table ({BUSY:.0%} of the CDC "
+    print(f"\nbench-fresh: freshness target {FRESHNESS}, window {WINDOW:g} s, a record every 2-6 s per busy table ({BUSY:.0%} of the CDC "
           f"tables busy), {PROFILE} binaries, "
           f"{WORKERS} instances per function")
     for r in results:
@@ -592,8 +632,9 @@ def report(results):
         print("  S3 requests in the window by kind: " + ", ".join(f"{k} {v}" for k, v in r["s3_by_kind"].items()))
         print(f"  per hour: {c['per_hour']['s3_requests']:.0f} S3 requests, {c['per_hour']['gb_s']:.0f} GB-s")
         print("  per month: " + ", ".join(f"{k} ${v:.2f}" for k, v in c.items() if k not in ("total", "per_hour")))
-        print(f"  total ${c['total']:.2f}/month  |  Glue streaming (2 x G.025X) ${GLUE_MONTH:.0f}  |  naive "
-              f"(one invocation per job per minute, {r['naive']['jobs']} jobs, {r['naive']['invocation_ms']:.0f} ms and "
+        print("  per busy table-window: " + ", ".join(f"{k} {v:.2f}" for k, v in r["per_table_window"].items()))
+        print(f"  total ${c['total']:.2f}/month  |  Glue all-in ${r['glue_all_in']:.0f} (compute ${GLUE_MONTH:.0f})  |  naive "
+              f"(one invocation per job per window, {r['naive']['jobs']} jobs, {r['naive']['invocation_ms']:.0f} ms and "
               f"{r['naive']['tier1'] + r['naive']['tier2']:.0f} S3 requests each) ${r['naive']['month']:.2f}")
 
 
@@ -603,8 +644,31 @@ def main():
     sizes = memory_sizes()
     results = [run(n, sizes) for n in TABLES]
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "results.json").write_text(json.dumps(results, indent=2))
+    # One row per (target, N, busy share): later runs replace their own row, keep the others.
+    path = OUT / "results.json"
+    try:
+        rows = json.loads(path.read_text())
+        rows = rows if isinstance(rows, dict) else {}
+    except (OSError, ValueError):
+        rows = {}
+    for r in results:
+        rows[f"{r['freshness']} N={r['tables']} busy={r['busy']:g}"] = r
+    path.write_text(json.dumps(rows, indent=2))
     report(results)
+    curve(rows)
+
+
+def curve(rows):
+    """Every row measured so far: target -> freshness and cost, beside Glue all-in and naive."""
+    print("\ncost curve (target/results.json; each row its own run):")
+    print(f"  {'target':<7} {'N':>3} {'busy':>5} {'p99 bronze':>10} {'p99 silver':>10} {'p99 proc.':>10} "
+          f"{'$/month':>9} {'Glue all-in':>11} {'naive':>8}")
+    for key in sorted(rows, key=lambda k: (rows[k]["tables"], rows[k]["busy"], rows[k].get("window_s", 0))):
+        r = rows[key]
+        p99 = lambda layer: r["freshness"].get(layer, {}).get("p99", float("nan"))  # noqa: E731
+        print(f"  {r.get('freshness', '?'):<7} {r['tables']:>3} {r['busy']:>5.0%} {p99('bronze'):>10.1f} "
+              f"{p99('silver'):>10.1f} {p99('processed'):>10.1f} {r['cost']['total']:>9.2f} "
+              f"{r.get('glue_all_in', float('nan')):>11.0f} {r['naive']['month']:>8.0f}")
 
 
 if __name__ == "__main__":

@@ -300,6 +300,45 @@ pub fn validate(cfg: &PipelineConfig) {
         };
         println!("  {name:<32} {:<34} {}", t.kind.describe(), t.key);
     }
+    print_cadence(cfg);
+}
+
+/// The freshness targets and what follows from them: each topic's MSK batching window (the
+/// template's `MskTopicNFreshness` must name the same target), each job's hold.
+fn print_cadence(cfg: &PipelineConfig) {
+    println!("freshness targets (README \"Freshness targets\"):");
+    for t in &cfg.topics {
+        println!(
+            "  topic {:<25} {:<5} MSK batching window {} s",
+            t.topic,
+            t.freshness.label(),
+            t.freshness.batching_window().as_secs()
+        );
+    }
+    for f in &cfg.cdc {
+        let mut targets: Vec<String> = f
+            .freshness
+            .iter()
+            .map(|(t, v)| format!("{t} = {}", v.label()))
+            .collect();
+        if !f.freshness.contains_key("*") {
+            targets.insert(0, "* = 60s".into());
+        }
+        println!("  cdc {:<27} {}", f.family, targets.join(", "));
+    }
+    for j in &cfg.refine {
+        let hold = cfg.hold_of(j).as_secs();
+        let when = if hold == 0 {
+            "applies new changes at once".to_string()
+        } else {
+            format!("holds new changes {hold} s (they coalesce)")
+        };
+        println!(
+            "  job {:<27} {:<5} {when}",
+            j.job,
+            cfg.freshness_of_job(j).label()
+        );
+    }
 }
 
 /// The tables a CDC family directory (`cdc[i].bronze`, `.silver`, `.scd`) holds, as a pattern

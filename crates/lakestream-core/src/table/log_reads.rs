@@ -47,6 +47,8 @@ pub const MAX_WHOLE_BYTES: u64 = 16 << 20;
 pub const COMMIT_BYTES: usize = 8 << 20;
 /// How long a whole checkpoint answers ranged reads.
 pub const KEEP: Duration = Duration::from_secs(10);
+/// How long a LIST that found no table is trusted, asking only for the first commit since.
+pub const ABSENT_FOR: Duration = Duration::from_secs(600);
 /// Checkpoints held at once (a multi-part checkpoint reads its parts in turn).
 const CHECKPOINTS: usize = 4;
 /// Bytes of whole checkpoints held at once.
@@ -74,6 +76,8 @@ pub struct LogReads {
     checkpoints: Arc<Mutex<Vec<Fetched>>>,
     /// How long a whole checkpoint is held ([`KEEP`]; shorter in tests).
     keep: Duration,
+    /// When a real LIST last found no table here ([`LogReads::discover`]).
+    absent_since: Mutex<Option<Instant>>,
 }
 
 /// Commit files kept, oldest first, bounded by [`COMMIT_BYTES`].
@@ -124,6 +128,7 @@ impl LogReads {
             hint: Default::default(),
             checkpoints: Arc::new(Mutex::new(Vec::new())),
             keep: KEEP,
+            absent_since: Mutex::new(None),
         }
     }
 
@@ -146,6 +151,7 @@ impl LogReads {
         *self.commits.lock().unwrap_or_else(|p| p.into_inner()) = Commits::default();
         self.log().forget();
         *self.hint.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.absent_since.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.checkpoints
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -185,7 +191,29 @@ impl LogReads {
     /// Whether `dir` (a table's `_delta_log`, as this store names it) holds a table: the
     /// `_last_checkpoint` GET and the one LIST a cold load makes, the load that follows then
     /// answered from them.
+    ///
+    /// A table a LIST found missing less than [`ABSENT_FOR`] ago is asked with one HEAD of its
+    /// first commit (`<0>.json`) instead: a table created since has it (the protocol writes it
+    /// first, and log cleanup removes commits only after their retention, days), so a side
+    /// table that does not exist yet (a family table's tombstones before its first delete)
+    /// costs a HEAD per run, not a `_last_checkpoint` GET and a LIST.
     pub async fn discover(&self, dir: &Path) -> object_store::Result<bool> {
+        let absent_since = *self.absent_since.lock().unwrap_or_else(|p| p.into_inner());
+        if absent_since.is_some_and(|at| at.elapsed() < ABSENT_FOR) {
+            let first = dir.clone().join(format!("{:020}.json", 0).as_str());
+            match self.inner.head(&first).await {
+                Err(object_store::Error::NotFound { .. }) => return Ok(false),
+                Err(e) => return Err(e),
+                Ok(_) => {}
+            }
+        }
+        let found = self.discover_listing(dir).await?;
+        *self.absent_since.lock().unwrap_or_else(|p| p.into_inner()) =
+            (!found).then(Instant::now);
+        Ok(found)
+    }
+
+    async fn discover_listing(&self, dir: &Path) -> object_store::Result<bool> {
         let hint = match self.get(&dir.clone().join("_last_checkpoint")).await {
             Ok(got) => Some(got.bytes().await?),
             Err(object_store::Error::NotFound { .. }) => None,

@@ -109,3 +109,89 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// On the emulator's SQS FIFO queue (1 s visibility): the notices of a holding job, postponed
+/// as the function's `main` does, stay invisible past the queue's own visibility timeout (they
+/// would be back after 1 s), and come back when postponed to 1 s.
+#[tokio::test]
+async fn postponed_notices_stay_invisible_on_the_queue() -> Result<()> {
+    use lakestream_lambda::postpone::{Postpone, Postponed, SqsPostponer, postpone_notices};
+    let Some(endpoint) = lakestream_testkit::s3_endpoint() else {
+        return Ok(());
+    };
+    let mut lake = TestLake::new(Backend::S3, "refine-postponed")?;
+    for t in &mut lake.config.topics {
+        t.freshness = Freshness::of(Duration::from_secs(900));
+    }
+    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(&endpoint)
+        .region(aws_config::Region::new("us-east-1"))
+        .load()
+        .await;
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let url = sqs
+        .create_queue()
+        .queue_name(format!("held-{}.fifo", lakestream_testkit::unique_suffix()))
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout, "1")
+        .send()
+        .await?
+        .queue_url
+        .context("queue url")?;
+    let notices = ingest(&lake, ORDERS).await?;
+    let notifier = lakestream_lambda::notify::SqsNotifier::new(sqs.clone(), url.clone());
+    let advanced: Vec<(String, u64)> = notices
+        .iter()
+        .map(|n| (n.table.clone(), n.version))
+        .collect();
+    let committed = notices.iter().map(|n| n.committed_ms).min().unwrap_or(0);
+    lakestream_lambda::notify::notify_refine(&notifier, &lake.config, &advanced, committed).await;
+    let receive = || async {
+        let got = sqs
+            .receive_message()
+            .queue_url(&url)
+            .max_number_of_messages(10)
+            .send()
+            .await?;
+        anyhow::Ok(got.messages.unwrap_or_default())
+    };
+    let mut records = Vec::new();
+    for m in receive().await? {
+        records.push(serde_json::json!({
+            "messageId": m.message_id.unwrap_or_default(),
+            "receiptHandle": m.receipt_handle.unwrap_or_default(),
+            "body": m.body.unwrap_or_default(),
+            "attributes": {}, "messageAttributes": {},
+            "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q.fifo",
+            "awsRegion": "us-east-1"
+        }));
+    }
+    // raw/order is read by curated and gold: two notices, both holding.
+    assert_eq!(records.len(), 2);
+    let refiner = Refiner::new(lake.config.clone(), Arc::new(lakestream_core::SystemClock))?;
+    let r = refine::handle(&refiner, &serde_json::json!({ "Records": records }))
+        .await?
+        .into_result()?;
+    assert_eq!(r.postponed.len(), 2, "{:?}", states(&r));
+    let postponer = SqsPostponer::new(sqs.clone(), url.clone());
+    postpone_notices(&postponer, &r.postponed).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(receive().await?.is_empty(), "a postponed notice came back early");
+    // Postponed to 1 s instead: back.
+    let soon: Vec<Postponed> = r
+        .postponed
+        .iter()
+        .map(|p| Postponed {
+            seconds: 1,
+            ..p.clone()
+        })
+        .collect();
+    postponer.postpone(&soon).await.map_err(anyhow::Error::msg)?;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let mut back = Vec::new();
+    for _ in 0..3 {
+        back.extend(receive().await?);
+    }
+    assert_eq!(back.len(), 2);
+    Ok(())
+}

@@ -325,3 +325,41 @@ async fn a_named_checkpoint_found_missing_lists_again() -> anyhow::Result<()> {
     assert!(!names.contains(&ckpt.to_string()), "{names:?}");
     Ok(())
 }
+
+/// A table a LIST found missing is asked again with one HEAD of its first commit (no
+/// `_last_checkpoint`, no LIST) until [`ABSENT_FOR`] has passed; once that commit exists (another
+/// run created the table) it is discovered with the usual listing.
+#[tokio::test]
+async fn a_missing_table_is_asked_with_a_head_of_its_first_commit() -> anyhow::Result<()> {
+    let mem = Arc::new(InMemory::new());
+    let calls = Arc::new(Mutex::new(Vec::<String>::new()));
+    let c = calls.clone();
+    let wrap = crate::intercept::observe_calls(Arc::new(move |op, _| {
+        if let Ok(mut v) = c.lock() {
+            v.push(op.to_string());
+        }
+    }));
+    let store = LogReads::new(wrap(mem.clone()));
+    let dir = Path::from("t/_delta_log");
+    let take = || std::mem::take(&mut *calls.lock().unwrap_or_else(|p| p.into_inner()));
+    assert!(!store.discover(&dir).await?);
+    assert_eq!(take(), ["get", "list_from"], "the first look lists");
+    assert!(!store.discover(&dir).await?);
+    assert!(!store.discover(&dir).await?);
+    assert_eq!(take(), ["head", "head"], "then one HEAD each");
+    mem.put(
+        &Path::from("t/_delta_log/00000000000000000000.json"),
+        "{}".into(),
+    )
+    .await?;
+    assert!(store.discover(&dir).await?);
+    // (`_last_checkpoint` was found missing moments ago: held, not asked again.)
+    assert_eq!(take(), ["head", "list_from"]);
+    // Cleared (a failed identity proof): the next look lists again.
+    store.clear();
+    mem.delete(&Path::from("t/_delta_log/00000000000000000000.json"))
+        .await?;
+    assert!(!store.discover(&dir).await?);
+    assert_eq!(take(), ["get", "list_from"]);
+    Ok(())
+}

@@ -25,7 +25,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let postponer = match &env.refine_queue_url {
         Some(url) => {
             let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-            Some(SqsPostponer::new(aws_sdk_sqs::Client::new(&aws), url.clone()))
+            Some(SqsPostponer::new(
+                aws_sdk_sqs::Client::new(&aws),
+                url.clone(),
+            ))
         }
         None => None,
     };

@@ -7,7 +7,7 @@ use crate::request::Trigger;
 use lakestream_core::refine::JobReport;
 use lakestream_formats::refine::RefineJob;
 use lakestream_lambda::FunctionError;
-use lakestream_lambda::postpone::{MAX_VISIBILITY_SECONDS, Postponed};
+use lakestream_lambda::postpone::Postponed;
 use serde::ser::{SerializeMap, SerializeSeq, SerializeStruct};
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
@@ -108,10 +108,12 @@ impl JobResult {
     pub fn outcome(&self) -> Result<Cow<'_, JobReport>, &str> {
         match &self.state {
             JobState::Ran { report, .. } => Ok(Cow::Borrowed(report)),
-            JobState::NotDue | JobState::Deferred | JobState::Holding { .. } => Ok(Cow::Owned(JobReport {
-                job: self.job.clone(),
-                ..Default::default()
-            })),
+            JobState::NotDue | JobState::Deferred | JobState::Holding { .. } => {
+                Ok(Cow::Owned(JobReport {
+                    job: self.job.clone(),
+                    ..Default::default()
+                }))
+            }
             JobState::UpstreamFailed => Err(UPSTREAM_FAILED),
             JobState::Failed { error, .. } => Err(error),
         }
@@ -164,7 +166,7 @@ impl JobResult {
     /// (nothing new, or the first run of a process found it by loading).
     pub fn lag_seconds(&self) -> Option<f64> {
         let oldest = self.oldest_ms()?;
-        Some((self.finished_at_ms - oldest).max(0) as f64 / 1000.0)
+        Some(self.finished_at_ms.saturating_sub(oldest).max(0) as f64 / 1000.0)
     }
 
     /// The lag is over the freshness target.
@@ -174,24 +176,20 @@ impl JobResult {
     }
 }
 
-/// The notices of `batch` whose job is holding, each to come back when the job is due (whole
-/// seconds, rounded up, 1 s to SQS's 12 h).
+/// The notices of `batch` whose job is holding, each to come back when the job is due.
 fn postponements(batch: &crate::request::Notices, jobs: &[JobResult]) -> Vec<Postponed> {
     let mut out = Vec::new();
     for (id, n) in &batch.notices {
         let Some(r) = jobs.iter().find(|r| r.job == n.job) else {
             continue;
         };
-        let (Some(due), Some(receipt)) = (r.holding_until_ms(), batch.receipts.get(id)) else {
+        let (Some(due_at_ms), Some(receipt)) = (r.holding_until_ms(), batch.receipts.get(id))
+        else {
             continue;
         };
-        let left_ms = (due - r.finished_at_ms).max(1000);
-        let seconds = u32::try_from((left_ms + 999) / 1000)
-            .unwrap_or(MAX_VISIBILITY_SECONDS)
-            .min(MAX_VISIBILITY_SECONDS);
         out.push(Postponed {
             receipt_handle: receipt.clone(),
-            seconds,
+            due_at_ms,
         });
     }
     out

@@ -192,25 +192,33 @@ impl LogReads {
     /// `_last_checkpoint` GET and the one LIST a cold load makes, the load that follows then
     /// answered from them.
     ///
-    /// A table a LIST found missing less than [`ABSENT_FOR`] ago is asked with one HEAD of its
-    /// first commit (`<0>.json`) instead: a table created since has it (the protocol writes it
-    /// first, and log cleanup removes commits only after their retention, days), so a side
+    /// A table a LIST found missing less than [`ABSENT_FOR`] ago is asked with two HEADs
+    /// instead: its first commit (`<0>.json`, which a table created since has: the protocol
+    /// writes it first, and log cleanup removes commits only after their retention, days) and
+    /// `_last_checkpoint` (a table restored or copied in after its log was cleaned up). A side
     /// table that does not exist yet (a family table's tombstones before its first delete)
-    /// costs a HEAD per run, not a `_last_checkpoint` GET and a LIST.
+    /// costs two HEADs per run, not a `_last_checkpoint` GET and a LIST (12.5 GETs' price).
     pub async fn discover(&self, dir: &Path) -> object_store::Result<bool> {
         let absent_since = *self.absent_since.lock().unwrap_or_else(|p| p.into_inner());
         if absent_since.is_some_and(|at| at.elapsed() < ABSENT_FOR) {
             let first = dir.clone().join(format!("{:020}.json", 0).as_str());
-            match self.inner.head(&first).await {
-                Err(object_store::Error::NotFound { .. }) => return Ok(false),
-                Err(e) => return Err(e),
-                Ok(_) => {}
+            let hint = dir.clone().join("_last_checkpoint");
+            if self.missing(&first).await? && self.missing(&hint).await? {
+                return Ok(false);
             }
         }
         let found = self.discover_listing(dir).await?;
-        *self.absent_since.lock().unwrap_or_else(|p| p.into_inner()) =
-            (!found).then(Instant::now);
+        *self.absent_since.lock().unwrap_or_else(|p| p.into_inner()) = (!found).then(Instant::now);
         Ok(found)
+    }
+
+    /// One HEAD: whether `location` is missing.
+    async fn missing(&self, location: &Path) -> object_store::Result<bool> {
+        match self.inner.head(location).await {
+            Ok(_) => Ok(false),
+            Err(object_store::Error::NotFound { .. }) => Ok(true),
+            Err(e) => Err(e),
+        }
     }
 
     async fn discover_listing(&self, dir: &Path) -> object_store::Result<bool> {

@@ -48,7 +48,9 @@ impl Freshness {
     /// Parse `"60s"`, `"5m"`, `"15m"`, `"1h"` (whole seconds, 30 s to 24 h).
     pub fn parse(text: &str) -> Result<Self, String> {
         let d = humantime::parse_duration(text.trim()).map_err(|e| {
-            format!("freshness \"{text}\" is not a duration ({e}); use e.g. \"60s\", \"5m\", \"15m\"")
+            format!(
+                "freshness \"{text}\" is not a duration ({e}); use e.g. \"60s\", \"5m\", \"15m\""
+            )
         })?;
         if d.subsec_nanos() != 0 || d < MIN_FRESHNESS || d > MAX_FRESHNESS {
             return Err(format!(
@@ -76,7 +78,9 @@ impl Freshness {
     /// The MSK batching window of a topic with this target: `min(300 s, T - margin)`, whole
     /// seconds.
     pub fn batching_window(self) -> Duration {
-        self.0.saturating_sub(self.margin()).min(MAX_BATCHING_WINDOW)
+        self.0
+            .saturating_sub(self.margin())
+            .min(MAX_BATCHING_WINDOW)
     }
 
     /// How late, by design, a change reaches a refine job's output with this target: the

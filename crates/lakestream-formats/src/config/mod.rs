@@ -9,8 +9,8 @@ use std::collections::HashSet;
 mod access_logs;
 mod catalog;
 mod cdc;
-mod freshness;
 mod cdc_limits;
+mod freshness;
 mod lake;
 mod topics;
 

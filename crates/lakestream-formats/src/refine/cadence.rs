@@ -9,8 +9,9 @@ use crate::error::{Error, Result};
 use std::time::Duration;
 
 /// Jobs reading jobs' outputs deeper than this are treated as having no known target (a cycle
-/// is refused when the jobs run; this only bounds the walk).
-const MAX_DEPTH: usize = 32;
+/// is refused when the jobs run; this bounds the walk: a job reads at most two sources, so at
+/// most 2^8 steps).
+const MAX_DEPTH: usize = 8;
 
 /// What the config says of a table: its target and how late, by design, its changes arrive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,8 +24,8 @@ pub struct TableCadence {
 }
 
 impl PipelineConfig {
-    /// The target and arrival of `table`: a topic's table, a `[[cdc]]` family's bronze table,
-    /// or a configured job's output. `None` for a table the config does not produce.
+    /// The target and arrival of `table`: a topic's table, a `[[cdc]]` family's bronze or
+    /// silver table, or a configured job's output. `None` for a table the config does not produce.
     pub fn table_cadence(&self, table: &str) -> Option<TableCadence> {
         self.cadence_at(table, 0)
     }
@@ -47,6 +48,17 @@ impl PipelineConfig {
                 return Some(TableCadence {
                     freshness,
                     arrives_within,
+                });
+            }
+        }
+        for family in &self.cdc {
+            if let Some(t) = family.table_of_silver(table).filter(|t| family.includes(t)) {
+                // The family's apply job's output (a configured job of that name would be
+                // found below only when it writes elsewhere).
+                let freshness = family.freshness_of(&t);
+                return Some(TableCadence {
+                    freshness,
+                    arrives_within: freshness.arrives_within(),
                 });
             }
         }
@@ -176,6 +188,13 @@ freshness = { "*" = "15m", "public.orders" = "60s" }
         assert_eq!(secs(c.hold_of(&orders)), 0);
         assert_eq!(c.freshness_of_job(&items).label(), "15m");
         assert_eq!(secs(c.hold_of(&items)), 375);
+        // A job reading a silver table inherits its target; its changes arrive up to 675 s
+        // late, so a 15m job on it holds nothing.
+        let silver = c
+            .table_cadence("silver/crm/public/items")
+            .ok_or_else(|| anyhow::anyhow!("silver cadence"))?;
+        assert_eq!(silver.freshness.label(), "15m");
+        assert_eq!(secs(silver.arrives_within), 675);
         Ok(())
     }
 
@@ -193,10 +212,11 @@ freshness = { "*" = "15m", "public.orders" = "60s" }
             e.contains("`refine[1].freshness` = \"5m\" is shorter than its source `curated/order`'s \"15m\""),
             "{e}"
         );
-        let e = PipelineConfig::from_toml(&CONFIG.replace("\"15m\"\n[[refine]]", "\"5s\"\n[[refine]]"))
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let e =
+            PipelineConfig::from_toml(&CONFIG.replace("\"15m\"\n[[refine]]", "\"5s\"\n[[refine]]"))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
         assert!(e.contains("freshness") && e.contains("30s to 24h"), "{e}");
     }
 }

@@ -326,9 +326,9 @@ async fn a_named_checkpoint_found_missing_lists_again() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A table a LIST found missing is asked again with one HEAD of its first commit (no
-/// `_last_checkpoint`, no LIST) until [`ABSENT_FOR`] has passed; once that commit exists (another
-/// run created the table) it is discovered with the usual listing.
+/// A table a LIST found missing is asked again with HEADs of its first commit and of
+/// `_last_checkpoint` (no GET, no LIST) until [`ABSENT_FOR`] has passed; once either exists
+/// (another run created the table, or it was restored) it is discovered with the usual listing.
 #[tokio::test]
 async fn a_missing_table_is_asked_with_a_head_of_its_first_commit() -> anyhow::Result<()> {
     let mem = Arc::new(InMemory::new());
@@ -346,7 +346,11 @@ async fn a_missing_table_is_asked_with_a_head_of_its_first_commit() -> anyhow::R
     assert_eq!(take(), ["get", "list_from"], "the first look lists");
     assert!(!store.discover(&dir).await?);
     assert!(!store.discover(&dir).await?);
-    assert_eq!(take(), ["head", "head"], "then one HEAD each");
+    assert_eq!(
+        take(),
+        ["head", "head", "head", "head"],
+        "then two HEADs each"
+    );
     mem.put(
         &Path::from("t/_delta_log/00000000000000000000.json"),
         "{}".into(),
@@ -355,6 +359,21 @@ async fn a_missing_table_is_asked_with_a_head_of_its_first_commit() -> anyhow::R
     assert!(store.discover(&dir).await?);
     // (`_last_checkpoint` was found missing moments ago: held, not asked again.)
     assert_eq!(take(), ["head", "list_from"]);
+    // A table restored after log cleanup (no `<0>.json`, a `_last_checkpoint`) is found too.
+    let restored = LogReads::new(mem.clone());
+    let other = Path::from("u/_delta_log");
+    assert!(!restored.discover(&other).await?);
+    mem.put(
+        &Path::from("u/_delta_log/_last_checkpoint"),
+        "{\"version\":9}".into(),
+    )
+    .await?;
+    mem.put(
+        &Path::from("u/_delta_log/00000000000000000009.checkpoint.parquet"),
+        "x".into(),
+    )
+    .await?;
+    assert!(restored.discover(&other).await?);
     // Cleared (a failed identity proof): the next look lists again.
     store.clear();
     mem.delete(&Path::from("t/_delta_log/00000000000000000000.json"))

@@ -158,6 +158,11 @@ impl CdcFamily {
         unfill(&self.bronze_template(), name)
     }
 
+    /// The silver table named `name` back to its source table; `None` when it does not fit.
+    pub fn table_of_silver(&self, name: &str) -> Option<FamilyTable> {
+        unfill(&self.silver_template(), name)
+    }
+
     /// Whether the family applies `t` (its `tables` list, when given).
     pub fn includes(&self, t: &FamilyTable) -> bool {
         self.tables

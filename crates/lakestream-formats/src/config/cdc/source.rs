@@ -175,14 +175,19 @@ pub(super) struct RawFamily {
 /// `freshness = "15m"` (the whole family) or `freshness = { "*" = "15m", "public.orders" =
 /// "60s" }` (per table).
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "a freshness target such as \"15m\", or one per table: { \"*\" = \"15m\", \"public.orders\" = \"60s\" }"
+)]
 enum RawFreshness {
     Family(String),
     PerTable(BTreeMap<String, String>),
 }
 
 impl RawFreshness {
-    fn parse(self) -> Result<BTreeMap<String, Freshness>, String> {
+    /// The targets by table key; a key must be `*` or `<schema>.<table>`, and one of the
+    /// family's `tables` when it lists them (a misspelt key would silently not apply).
+    fn parse(self, tables: Option<&[String]>) -> Result<BTreeMap<String, Freshness>, String> {
         let entries = match self {
             Self::Family(t) => vec![(super::EVERY_TABLE.to_string(), t)],
             Self::PerTable(m) => m.into_iter().collect(),
@@ -190,6 +195,14 @@ impl RawFreshness {
         entries
             .into_iter()
             .map(|(table, t)| {
+                let known = table == super::EVERY_TABLE
+                    || (table.split('.').count() == 2
+                        && tables.is_none_or(|list| list.contains(&table)));
+                if !known {
+                    return Err(format!(
+                        "`freshness` names `{table}`: use \"*\" or a table of the family as \"<schema>.<table>\" (one of `tables` when given)"
+                    ));
+                }
                 Freshness::parse(&t)
                     .map(|f| (table.clone(), f))
                     .map_err(|e| format!("`freshness` of `{table}`: {e}"))
@@ -287,7 +300,11 @@ impl TryFrom<RawFamily> for CdcFamily {
 
     fn try_from(mut raw: RawFamily) -> Result<Self, String> {
         let source = raw.settings()?;
-        let freshness = raw.freshness.take().map(RawFreshness::parse).transpose()?;
+        let freshness = raw
+            .freshness
+            .take()
+            .map(|f| f.parse(raw.tables.as_deref()))
+            .transpose()?;
         Ok(Self {
             freshness: freshness.unwrap_or_default(),
             family: raw.family,

@@ -155,6 +155,22 @@ fn bad_blocks_are_refused_with_the_key() {
             "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\n[[refine]]\njob = \"j\"\noutput = \"silver/a/b/c\"\n[refine.upsert]\nsource = \"raw/x\"\nkey = [\"k\"]\norder_by = [\"t\"]\n",
             "inside",
         ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\nfreshness = 15\n",
+            "a freshness target such as \"15m\"",
+        ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\nfreshness = { orders = \"15m\" }\n",
+            "`freshness` names `orders`",
+        ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\ntables = [\"b.c\"]\nfreshness = { \"b.d\" = \"15m\" }\n",
+            "`freshness` names `b.d`",
+        ),
+        (
+            "[[cdc]]\nfamily = \"a\"\nsource = \"debezium\"\ntopics = [\"a.b.*\"]\nfreshness = \"1s\"\n",
+            "from 30s to 24h",
+        ),
     ];
     for (block, want) in cases {
         let got = err_of(block);

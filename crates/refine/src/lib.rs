@@ -17,6 +17,7 @@
 //! serves.
 
 pub mod due;
+mod hold;
 pub mod report;
 pub mod request;
 mod response;
@@ -251,7 +252,7 @@ pub async fn run_trigger(
                 probe: plan.probe,
                 max_runs: plan.max_runs,
                 until,
-                can_hold: can_hold(trigger, &job.job),
+                can_hold: hold::can_hold(trigger, &job.job),
             };
             let state = run_if_due(refiner, &ctx, job, &mut plan.hints, how).await;
             if matches!(state, JobState::Failed { .. }) {
@@ -283,16 +284,6 @@ struct HowToRun {
     max_runs: usize,
     until: Option<Instant>,
     can_hold: bool,
-}
-
-/// A job may hold only when something brings it back when it is due: a notice of its own in
-/// the batch (postponed until then) or the schedule (its next tick). A job run for a notice of
-/// a job it reads from has nothing to postpone: it runs.
-fn can_hold(trigger: &Trigger, job: &str) -> bool {
-    match trigger {
-        Trigger::Schedule(_) => true,
-        Trigger::Notices(batch) => batch.notices.iter().any(|(_, n)| n.job == job),
-    }
 }
 
 /// Run `job` when it has something new (judged from `hints` and the process's progress; a
@@ -331,7 +322,7 @@ async fn run_if_due(
     };
     if let Some(due_at_ms) = how
         .can_hold
-        .then(|| holding_until(refiner, job, oldest_ms, now))
+        .then(|| hold::holding_until(&refiner.config, job, oldest_ms, now))
         .flatten()
     {
         return JobState::Holding {
@@ -364,26 +355,6 @@ async fn run_if_due(
             }
         }
     }
-}
-
-/// A commit time further ahead of the clock than this is not believed (a forged notice, a
-/// clock far off): the job runs instead of holding on it.
-const FUTURE_SLACK_MS: i64 = 60_000;
-
-/// When `job`'s oldest known new change (committed at `oldest_ms`) is younger than the job's
-/// hold ([`PipelineConfig::hold_of`]): the time it is due (epoch ms). `None`: run it now (no
-/// hold, the change is old enough, its time is unknown, or it lies more than a minute ahead).
-fn holding_until(
-    refiner: &Refiner,
-    job: &RefineJob,
-    oldest_ms: Option<i64>,
-    now: DateTime<Utc>,
-) -> Option<i64> {
-    let hold = i64::try_from(refiner.config.hold_of(job).as_millis()).ok()?;
-    let now_ms = now.timestamp_millis();
-    let oldest = oldest_ms.filter(|t| *t <= now_ms.saturating_add(FUTURE_SLACK_MS))?;
-    let due_at = oldest.saturating_add(hold);
-    (hold > 0 && now_ms < due_at).then_some(due_at)
 }
 
 /// Run `job` on sources at least as new as `observed` (on first sight, what they hold `now`

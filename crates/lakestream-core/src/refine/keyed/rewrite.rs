@@ -38,12 +38,10 @@ pub(crate) struct Sweep {
     pub positions: Option<positions::Who>,
 }
 
-/// The files a run rewrote.
+/// The files a run rewrote (their kept rows are in the writer, written out with the new rows).
 #[derive(Debug, Default)]
 pub(crate) struct Replaced {
-    /// The rewritten files.
-    pub adds: Vec<Add>,
-    /// The removes of the files they replace.
+    /// The removes of the files rewritten.
     pub removes: Vec<Remove>,
     /// The rows dropped from the output (in the output's schema), when [`Sweep::keep_dropped`].
     pub dropped: Vec<RecordBatch>,
@@ -259,15 +257,15 @@ async fn rewrite_losers(
             continue;
         }
         let dropped = sweep.keep_dropped.then_some(&mut out.dropped);
-        let rewritten = rewrite_without(writer, output, f, schema, &drop, dropped).await?;
-        out.adds.extend(rewritten);
+        rewrite_without(writer, output, f, schema, &drop, dropped).await?;
         out.removes.push(f.remove.clone());
     }
     Ok(out)
 }
 
 /// Write the winners that are neither older than what the output has nor deletes, in
-/// `schema`, through `writer` (flushed); the files and the rows written. CDC (`values`):
+/// `schema`, through `writer`, then flush it: the files (holding the rewritten files' kept rows
+/// too, see [`rewrite_without`]) and the rows written. CDC (`values`):
 /// a winner's `resolved` row is written instead of its source row, and a placeholder left
 /// (no previous value) is written as null.
 pub(crate) async fn write_new_rows(
@@ -286,7 +284,9 @@ pub(crate) async fn write_new_rows(
         .collect();
     upserts.sort_unstable();
     if upserts.is_empty() {
-        return Ok((vec![], None));
+        // The rewritten files' rows (buffered by `rewrite_without`) still go out.
+        let adds = writer.flush().await.map_err(|e| Error::storage(table, e))?;
+        return Ok((adds, None));
     }
     let written: Vec<u32> = upserts.iter().map(|u| u.1).collect();
     let rows = take_record_batch(&src.stored, &UInt32Array::from(written))?;
@@ -322,8 +322,10 @@ pub(crate) async fn write_new_rows(
 const REWRITE_BATCH_ROWS: usize = 8192;
 
 /// Rewrite `f` without the rows whose index (in file order) is in `drop` (sorted), streaming
-/// row group by row group through `writer` into one new file (`dataChange=true`), flushed
-/// before returning. Empty when no row survives. The dropped rows go to `dropped` when given.
+/// row group by row group into `writer`, not flushed: every file a run rewrites and its new
+/// rows go out together ([`write_new_rows`] flushes), one file per partition up to the
+/// writer's target size (was a file per rewritten file plus one for the new rows: 2-3 data
+/// PUTs per CDC apply instead of one). The dropped rows go to `dropped` when given.
 async fn rewrite_without(
     writer: &mut RecordBatchWriter,
     output: &TableHandle,
@@ -331,11 +333,10 @@ async fn rewrite_without(
     schema: &SchemaRef,
     drop: &[usize],
     mut dropped: Option<&mut Vec<RecordBatch>>,
-) -> Result<Vec<Add>> {
+) -> Result<()> {
     let table = output.name();
     let mut stream = output.stream_file(&f.file, REWRITE_BATCH_ROWS).await?;
     let mut offset = 0usize;
-    let mut kept = 0usize;
     while let Some(batch) = stream.try_next().await? {
         let n = batch.num_rows();
         let mut keep = vec![true; n];
@@ -353,15 +354,11 @@ async fn rewrite_without(
         }
         let batch = with_partitions(schema, &filter_record_batch(&batch, &keep)?, f.partitions())?;
         if batch.num_rows() > 0 {
-            kept += batch.num_rows();
             writer
                 .write(batch)
                 .await
                 .map_err(|e| Error::storage(table, e))?;
         }
     }
-    if kept == 0 {
-        return Ok(vec![]);
-    }
-    writer.flush().await.map_err(|e| Error::storage(table, e))
+    Ok(())
 }

@@ -4,7 +4,7 @@
 
 use crate::JobState;
 use lakestream_core::refine::{JobReport, SideReport};
-use lakestream_lambda::telemetry::{Metric, emf_line, emf_record};
+use lakestream_lambda::telemetry::{Metric, emf_record};
 
 /// Which per-job values become CloudWatch metrics (dimensions `Function`, `Job`): each is one
 /// custom metric per job ($0.30 a month each, 70 jobs x 15 values is $315), so by default only a
@@ -97,10 +97,10 @@ pub fn metrics_line(
     )
 }
 
-/// The invocation's EMF line (dimension `Function` only, so one alarm covers every job):
-/// jobs run, not due (nothing new, or holding its changes for its freshness target), deferred
-/// by the time budget, failed, behind their freshness target, and the largest lag among them
-/// (`MaxLagSeconds`).
+/// The invocation's EMF line (dimension `Function` only, so one alarm covers every job): four
+/// metrics (jobs deferred by the time budget, failed, behind their freshness target, and the
+/// largest lag among them, `MaxLagSeconds`) and, logged only (every metric name is a fixed
+/// $0.30 a month), jobs run and not due (nothing new, or holding for its freshness target).
 pub fn invocation_line(resp: &crate::RefineResponse) -> String {
     let jobs = &resp.jobs;
     let count = |f: &dyn Fn(&crate::JobResult) -> bool| jobs.iter().filter(|j| f(j)).count() as f64;
@@ -113,9 +113,15 @@ pub fn invocation_line(resp: &crate::RefineResponse) -> String {
         .map(|j| j.finished_at_ms)
         .max()
         .unwrap_or_else(|| chrono::Utc::now().timestamp_millis());
-    emf_line(
+    emf_record(
         "Lakestream",
         &[("Function", "refine")],
+        &[
+            Metric::new("JobsDeferred", "Count", count(&|j| j.deferred())),
+            Metric::new("JobsFailed", "Count", count(&|j| j.outcome().is_err())),
+            Metric::new("JobsBehindTarget", "Count", count(&|j| j.behind_target())),
+            Metric::new("MaxLagSeconds", "Seconds", max_lag),
+        ],
         &[
             Metric::new(
                 "JobsRun",
@@ -127,10 +133,6 @@ pub fn invocation_line(resp: &crate::RefineResponse) -> String {
                 "Count",
                 count(&|j| matches!(j.state, JobState::NotDue | JobState::Holding { .. })),
             ),
-            Metric::new("JobsDeferred", "Count", count(&|j| j.deferred())),
-            Metric::new("JobsFailed", "Count", count(&|j| j.outcome().is_err())),
-            Metric::new("JobsBehindTarget", "Count", count(&|j| j.behind_target())),
-            Metric::new("MaxLagSeconds", "Seconds", max_lag),
         ],
         ts,
     )

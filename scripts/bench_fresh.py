@@ -33,7 +33,7 @@ naive design - one scheduled invocation per job per window (a minute at least), 
 a fresh refine process running one CDC job).
 
 BENCH_FRESHNESS (60s | 5m | 15m, default 60s) is every topic's, family's and job's target: the
-MSK window follows from it (40 / 225 / 300 s, the template's mapping) and so do the jobs' holds;
+MSK window follows from it (50 / 250 / 300 s, the template's mapping) and so do the jobs' holds;
 the measured time is 120 s or 1.5 times the target (quick), 600 s or four times it (full). Glue
 all-in is its compute plus a Spark Delta pipeline's S3 requests per busy table and 100 s
 micro-batch (GLUE_TIER1 / GLUE_TIER2 below, DEPLOY.md).
@@ -74,7 +74,7 @@ DRAIN = 45
 # follows from it as the template's Freshness mapping does (BENCH_WINDOW overrides it).
 FRESHNESS = os.environ.get("BENCH_FRESHNESS", "60s")
 TARGET_S = {"60s": 60, "5m": 300, "15m": 900}[FRESHNESS]
-MARGIN_S = max(20, TARGET_S // 4)
+MARGIN_S = max(10, TARGET_S // 6)
 WINDOW = float(os.environ.get("BENCH_WINDOW", str(min(300, TARGET_S - MARGIN_S))))
 # Every table's first batch (creation: bronze, silver and their first runs) lands in the warm-up.
 WARMUP = int(WINDOW) + 30

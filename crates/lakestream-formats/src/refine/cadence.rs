@@ -174,10 +174,10 @@ freshness = { "*" = "15m", "public.orders" = "60s" }
         let job = |name: &str| c.refine_job(name).cloned();
         let curated = job("curated").ok_or_else(|| anyhow::anyhow!("curated"))?;
         let processed = job("processed").ok_or_else(|| anyhow::anyhow!("processed"))?;
-        // Both inherit 15m from raw/order; curated holds 375 s, processed (its source's
-        // changes arrive up to 675 s late) nothing.
+        // Both inherit 15m from raw/order; curated holds 450 s, processed (its source's
+        // changes arrive up to 750 s late) nothing.
         assert_eq!(c.freshness_of_job(&curated).label(), "15m");
-        assert_eq!(secs(c.hold_of(&curated)), 375);
+        assert_eq!(secs(c.hold_of(&curated)), 450);
         assert_eq!(c.freshness_of_job(&processed).label(), "15m");
         assert_eq!(secs(c.hold_of(&processed)), 0);
         // A family's table with its own 60s target applies at once; the others hold.
@@ -187,14 +187,14 @@ freshness = { "*" = "15m", "public.orders" = "60s" }
         assert_eq!(c.freshness_of_job(&orders).label(), "60s");
         assert_eq!(secs(c.hold_of(&orders)), 0);
         assert_eq!(c.freshness_of_job(&items).label(), "15m");
-        assert_eq!(secs(c.hold_of(&items)), 375);
-        // A job reading a silver table inherits its target; its changes arrive up to 675 s
+        assert_eq!(secs(c.hold_of(&items)), 450);
+        // A job reading a silver table inherits its target; its changes arrive up to 750 s
         // late, so a 15m job on it holds nothing.
         let silver = c
             .table_cadence("silver/crm/public/items")
             .ok_or_else(|| anyhow::anyhow!("silver cadence"))?;
         assert_eq!(silver.freshness.label(), "15m");
-        assert_eq!(secs(silver.arrives_within), 675);
+        assert_eq!(secs(silver.arrives_within), 750);
         Ok(())
     }
 

@@ -32,7 +32,7 @@ fn states(r: &refine::RefineResponse) -> Vec<(String, &'static str)> {
 }
 
 /// The seed's topics at 15 minutes: `curated` and `gold` (on the 300 s window of raw/order)
-/// hold 375 s; `processed` reads `curated/order`, whose changes may be 675 s late: no hold.
+/// hold 450 s; `processed` reads `curated/order`, whose changes may be 750 s late: no hold.
 #[tokio::test]
 async fn a_notice_younger_than_the_hold_is_postponed_until_the_job_is_due() -> Result<()> {
     let mut lake = TestLake::new(Backend::Fs, "refine-holding")?;
@@ -58,19 +58,19 @@ async fn a_notice_younger_than_the_hold_is_postponed_until_the_job_is_due() -> R
         .context("a filesystem lake")?;
     let listing: Vec<_> = walk(&curated_dir);
     assert!(listing.is_empty(), "curated ran early: {listing:?}");
-    // Every notice goes back, each visible again when its job is due (375 s after the
+    // Every notice goes back, each visible again when its job is due (450 s after the
     // oldest commit; 10 s have passed).
     let mut back = early.batch_item_failures.clone().unwrap_or_default();
     back.sort();
     assert_eq!(back, ["m0", "m1", "m2"]);
     assert_eq!(early.postponed.len(), 3);
     for p in &early.postponed {
-        assert_eq!(p.due_at_ms, committed + 375_000, "{p:?}");
-        assert_eq!(p.visibility_seconds(committed + 10_000), 365);
+        assert_eq!(p.due_at_ms, committed + 450_000, "{p:?}");
+        assert_eq!(p.visibility_seconds(committed + 10_000), 440);
     }
 
     // Redelivered when due: one run takes everything.
-    clock.set(at(376));
+    clock.set(at(451));
     let due = refine::handle(&refiner, &event).await?.into_result()?;
     let s = states(&due);
     assert!(s.contains(&("curated".into(), "ran")), "{s:?}");
@@ -223,12 +223,12 @@ async fn a_reader_without_a_notice_of_its_own_does_not_hold() -> Result<()> {
         .refine_job("processed")
         .cloned()
         .context("processed")?;
-    assert_eq!(lake.config.hold_of(&processed).as_secs(), 635);
+    assert_eq!(lake.config.hold_of(&processed).as_secs(), 700);
     let mut notices = ingest(&lake, ORDERS).await?;
     notices.extend(ingest(&lake, MEMBERS).await?);
     let refiner = Refiner::new(lake.config.clone(), Arc::new(lakestream_core::SystemClock))?;
     // processed learns of curated's new version only from curated's run in this invocation
-    // (a hint committed now: younger than its 635 s hold).
+    // (a hint committed now: younger than its 700 s hold).
     let r = refine::handle(&refiner, &sqs_event(&notices))
         .await?
         .into_result()?;

@@ -34,12 +34,53 @@ def lakestream_alarm_metrics():
     return out
 
 
-def emitted(function):
-    """Metric names the function's crate puts in its EMF lines."""
+def _call_args(text, open_at):
+    """The top-level arguments of the call whose `(` is at `open_at`."""
+    depth, args, cur = 0, [], []
+    for ch in text[open_at:]:
+        if ch in "([{":
+            depth += 1
+            if depth == 1:
+                continue
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                args.append("".join(cur))
+                return args
+        if ch == "," and depth == 1:
+            args.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    return args
+
+
+def logged_only(text):
+    """Names passed as `emf_record`'s properties (its fourth argument): logged, not published."""
     names = set()
-    for path in (ROOT / "crates" / CRATES[function] / "src").rglob("*.rs"):
-        names |= set(re.findall(r'Metric::new\(\s*"([A-Za-z]+)"', path.read_text()))
+    for call in re.finditer(r"emf_record\(", text):
+        args = _call_args(text, call.end() - 1)
+        if len(args) >= 4:
+            names |= set(re.findall(r'Metric::new\(\s*"([A-Za-z]+)"', args[3]))
     return names
+
+
+def emitted(function):
+    """Metric names the function's crate publishes in its EMF lines (not those it only logs)."""
+    names, logged = set(), set()
+    for path in (ROOT / "crates" / CRATES[function] / "src").rglob("*.rs"):
+        text = path.read_text()
+        names |= set(re.findall(r'Metric::new\(\s*"([A-Za-z]+)"', text))
+        logged |= logged_only(text)
+    return names - logged
+
+
+def test_logged_values_are_not_counted_as_metrics():
+    # msk-ingest logs CommitVersion and DurationMs beside its metrics; refine logs JobsRun.
+    assert "CommitVersion" not in emitted("msk-ingest")
+    assert "RecordsDeadLettered" in emitted("msk-ingest")
+    assert "JobsRun" not in emitted("refine")
+    assert "JobsBehindTarget" in emitted("refine")
 
 
 def test_every_lakestream_alarm_watches_an_emitted_metric():

@@ -40,9 +40,11 @@ use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::{Add, Remove, Transaction};
 use incoming::{IncomingRows, Ties};
 
-/// The size at which a keyed run's writer starts a new file (rewritten rows and new rows share
-/// files up to it): one data PUT per partition for a small table's run.
-pub const REWRITE_TARGET_FILE_BYTES: u64 = 128 << 20;
+/// A keyed run's writer holds the rows it keeps from the files it rewrites (and its new rows)
+/// until this much is written, then flushes: one data PUT per partition for a small table's
+/// run, memory bounded for a large one (each partition's open file holds its row group in
+/// memory until the flush).
+pub const REWRITE_FLUSH_BYTES: usize = 32 << 20;
 use lakestream_formats::refine::RefineJob;
 use lakestream_formats::refine::upsert::UpsertConfig;
 use rewrite::Sweep;
@@ -141,14 +143,14 @@ pub(crate) async fn plan(
         target::nullable_partitions(&schema, &partition_columns)
     };
     // One writer (and object store client) for every file this run writes.
-    // The rewritten files' rows and the new rows go out together, rolled at the target size.
+    // The rewritten files' rows and the new rows go out together (flushed early past
+    // REWRITE_FLUSH_BYTES).
     let mut writer = crate::commit::batch_writer(
         ctx.lake,
         &cfg.output,
         schema.clone(),
         partition_columns.clone(),
-    )?
-    .with_target_file_size(REWRITE_TARGET_FILE_BYTES);
+    )?;
     let replaced = if exists {
         let out = rewrite::Output {
             handle: output,
@@ -166,8 +168,10 @@ pub(crate) async fn plan(
         tombstones::keep_out_forgotten(ctx, src, &mut incoming, who).await?;
     }
     let cdc_values = (&replaced.resolved, sweep.values.as_ref());
-    let (adds, new_rows) =
+    let (new_files, new_rows) =
         rewrite::write_new_rows(src, &incoming, &schema, &mut writer, cdc_values).await?;
+    let mut adds = replaced.adds;
+    adds.extend(new_files);
     // Deletes that won: their tombstones are the side write, durable before the commit.
     let tombstones = Deletes::of(src, &incoming, &mut ties)?;
 

@@ -1,8 +1,10 @@
 //! The writes of an upsert run, all before its commit: the output's rows of the incoming keys
 //! are compared with the winners (an older winner is kept out, a newer one replaces the row),
-//! each file that loses a row is rewritten without it, streamed row group by row group
-//! (memory: about one row group plus the new file's compressed bytes), and the winners that
-//! are neither older nor deletes are written as new rows. A CDC truncate also drops every
+//! each file that loses a row is rewritten without it, streamed row group by row group into
+//! the run's one writer, and the winners that are neither older nor deletes are written as new
+//! rows through it: they share files, one per partition (one data PUT for a small table's
+//! run), flushed early once [`REWRITE_FLUSH_BYTES`](super::REWRITE_FLUSH_BYTES) are written
+//! (memory: the open files' row groups up to that). A CDC truncate also drops every
 //! row older than it ([`Sweep`]), and a CDC apply keeps the dropped rows for the change data
 //! feed.
 
@@ -38,9 +40,12 @@ pub(crate) struct Sweep {
     pub positions: Option<positions::Who>,
 }
 
-/// The files a run rewrote (their kept rows are in the writer, written out with the new rows).
+/// The files a run rewrote (their kept rows are in the writer, written out with the new rows
+/// unless flushed early).
 #[derive(Debug, Default)]
 pub(crate) struct Replaced {
+    /// Files flushed early (past [`REWRITE_FLUSH_BYTES`](super::REWRITE_FLUSH_BYTES)).
+    pub adds: Vec<Add>,
     /// The removes of the files rewritten.
     pub removes: Vec<Remove>,
     /// The rows dropped from the output (in the output's schema), when [`Sweep::keep_dropped`].
@@ -259,6 +264,13 @@ async fn rewrite_losers(
         let dropped = sweep.keep_dropped.then_some(&mut out.dropped);
         rewrite_without(writer, output, f, schema, &drop, dropped).await?;
         out.removes.push(f.remove.clone());
+        if writer.buffer_len() >= super::REWRITE_FLUSH_BYTES {
+            let flushed = writer
+                .flush()
+                .await
+                .map_err(|e| Error::storage(output.name(), e))?;
+            out.adds.extend(flushed);
+        }
     }
     Ok(out)
 }
@@ -323,9 +335,10 @@ const REWRITE_BATCH_ROWS: usize = 8192;
 
 /// Rewrite `f` without the rows whose index (in file order) is in `drop` (sorted), streaming
 /// row group by row group into `writer`, not flushed: every file a run rewrites and its new
-/// rows go out together ([`write_new_rows`] flushes), one file per partition up to the
-/// writer's target size (was a file per rewritten file plus one for the new rows: 2-3 data
-/// PUTs per CDC apply instead of one). The dropped rows go to `dropped` when given.
+/// rows go out together ([`write_new_rows`] flushes; the caller flushes early past
+/// [`REWRITE_FLUSH_BYTES`](super::REWRITE_FLUSH_BYTES)), one file per partition (was a file
+/// per rewritten file plus one for the new rows: 2-3 data PUTs per CDC apply instead of one).
+/// The dropped rows go to `dropped` when given.
 async fn rewrite_without(
     writer: &mut RecordBatchWriter,
     output: &TableHandle,

@@ -69,15 +69,19 @@ FRESHNESS_S = {"60s": 60, "5m": 300, "15m": 900}.get(os.environ.get("BENCH_FRESH
 # Measured: quick 120 s or 1.5 times the target (a 15-minute target needs its holds in the
 # window), full 600 s or four times the target.
 SECONDS = int(os.environ.get("BENCH_SECONDS", str(max(120, 3 * FRESHNESS_S // 2)) if QUICK else str(max(600, 4 * FRESHNESS_S))))
-DRAIN = 45
 # The freshness target of every topic, family and job (60s | 5m | 15m); the MSK batching window
 # follows from it as the template's Freshness mapping does (BENCH_WINDOW overrides it).
 FRESHNESS = os.environ.get("BENCH_FRESHNESS", "60s")
 TARGET_S = {"60s": 60, "5m": 300, "15m": 900}[FRESHNESS]
 MARGIN_S = max(10, TARGET_S // 6)
 WINDOW = float(os.environ.get("BENCH_WINDOW", str(min(300, TARGET_S - MARGIN_S))))
+# A refine job's hold at this target (README "Freshness targets"): its first apply comes that
+# long after its table's first batch.
+HOLD_S = max(0, TARGET_S - MARGIN_S - int(WINDOW))
 # Every table's first batch (creation: bronze, silver and their first runs) lands in the warm-up.
-WARMUP = int(WINDOW) + 30
+WARMUP = int(WINDOW) + HOLD_S + 30
+# After the last record: its batch, then the held applies (their notices come back when due).
+DRAIN = 45 + HOLD_S
 TABLES = [int(x) for x in os.environ.get("BENCH_TABLES", "1,70").split(",")]
 SEED = int(os.environ.get("BENCH_SEED", "20261202"))
 # Share of the CDC tables that are busy (a change every 2-6 s); the others get one change in the

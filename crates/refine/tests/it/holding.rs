@@ -2,7 +2,7 @@
 //! hold, from the config) does not run on a notice younger than the hold; the notice goes back
 //! to the queue postponed until the job is due, and the run then takes every change at once.
 
-use crate::notices::{ingest, sqs_event};
+use crate::notices::{fifo_queue, ingest, receive, sqs_event, sqs_record};
 use anyhow::{Context, Result};
 use lakestream_core::FixedClock;
 use lakestream_formats::config::Freshness;
@@ -126,24 +126,7 @@ async fn postponed_notices_stay_invisible_on_the_queue() -> Result<()> {
     for t in &mut lake.config.topics {
         t.freshness = Freshness::of(Duration::from_secs(900));
     }
-    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(&endpoint)
-        .region(aws_config::Region::new("us-east-1"))
-        .load()
-        .await;
-    let sqs = aws_sdk_sqs::Client::new(&aws);
-    let url = sqs
-        .create_queue()
-        .queue_name(format!("held-{}.fifo", lakestream_testkit::unique_suffix()))
-        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
-        .attributes(
-            aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
-            "1",
-        )
-        .send()
-        .await?
-        .queue_url
-        .context("queue url")?;
+    let (sqs, url) = fifo_queue(&endpoint, "held", Some("1")).await?;
     let notices = ingest(&lake, ORDERS).await?;
     let notifier = lakestream_lambda::notify::SqsNotifier::new(sqs.clone(), url.clone());
     let advanced: Vec<(String, u64)> = notices
@@ -152,26 +135,11 @@ async fn postponed_notices_stay_invisible_on_the_queue() -> Result<()> {
         .collect();
     let committed = notices.iter().map(|n| n.committed_ms).min().unwrap_or(0);
     lakestream_lambda::notify::notify_refine(&notifier, &lake.config, &advanced, committed).await;
-    let receive = || async {
-        let got = sqs
-            .receive_message()
-            .queue_url(&url)
-            .max_number_of_messages(10)
-            .send()
-            .await?;
-        anyhow::Ok(got.messages.unwrap_or_default())
-    };
-    let mut records = Vec::new();
-    for m in receive().await? {
-        records.push(serde_json::json!({
-            "messageId": m.message_id.unwrap_or_default(),
-            "receiptHandle": m.receipt_handle.unwrap_or_default(),
-            "body": m.body.unwrap_or_default(),
-            "attributes": {}, "messageAttributes": {},
-            "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q.fifo",
-            "awsRegion": "us-east-1"
-        }));
-    }
+    let records: Vec<serde_json::Value> = receive(&sqs, &url)
+        .await?
+        .into_iter()
+        .map(sqs_record)
+        .collect();
     // raw/order is read by curated and gold: two notices, both holding.
     assert_eq!(records.len(), 2);
     let refiner = Refiner::new(lake.config.clone(), Arc::new(lakestream_core::SystemClock))?;
@@ -183,7 +151,7 @@ async fn postponed_notices_stay_invisible_on_the_queue() -> Result<()> {
     postpone_notices(&postponer, &r.postponed).await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(
-        receive().await?.is_empty(),
+        receive(&sqs, &url).await?.is_empty(),
         "a postponed notice came back early"
     );
     // Postponed to 1 s instead: back.
@@ -202,7 +170,7 @@ async fn postponed_notices_stay_invisible_on_the_queue() -> Result<()> {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let mut back = Vec::new();
     for _ in 0..3 {
-        back.extend(receive().await?);
+        back.extend(receive(&sqs, &url).await?);
     }
     assert_eq!(back.len(), 2);
     Ok(())

@@ -38,6 +38,60 @@ pub(crate) fn sqs_event(notices: &[RefineNotice]) -> Value {
     json!({ "Records": records })
 }
 
+/// A FIFO queue named `<prefix>-<unique>.fifo` on the emulator at `endpoint` (its visibility
+/// timeout when given): the client and the queue URL.
+pub(crate) async fn fifo_queue(
+    endpoint: &str,
+    prefix: &str,
+    visibility: Option<&str>,
+) -> Result<(aws_sdk_sqs::Client, String)> {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(aws_config::Region::new("us-east-1"))
+        .load()
+        .await;
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let mut create = sqs
+        .create_queue()
+        .queue_name(format!(
+            "{prefix}-{}.fifo",
+            lakestream_testkit::unique_suffix()
+        ))
+        .attributes(QueueAttributeName::FifoQueue, "true");
+    if let Some(v) = visibility {
+        create = create.attributes(QueueAttributeName::VisibilityTimeout, v);
+    }
+    let url = create.send().await?.queue_url.context("queue url")?;
+    Ok((sqs, url))
+}
+
+/// One receive of up to 10 messages, as the Lambda poller makes it.
+pub(crate) async fn receive(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+) -> Result<Vec<aws_sdk_sqs::types::Message>> {
+    let got = sqs
+        .receive_message()
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .send()
+        .await?;
+    Ok(got.messages.unwrap_or_default())
+}
+
+/// A received message as the SQS event record the poller hands the function.
+pub(crate) fn sqs_record(m: aws_sdk_sqs::types::Message) -> Value {
+    json!({
+        "messageId": m.message_id.unwrap_or_default(),
+        "receiptHandle": m.receipt_handle.unwrap_or_default(),
+        "body": m.body.unwrap_or_default(),
+        "attributes": {}, "messageAttributes": {},
+        "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q.fifo",
+        "awsRegion": "us-east-1"
+    })
+}
+
 /// Ingest one sample MSK event; the notices its commit sends (as the function's `main` does).
 pub(crate) async fn ingest(lake: &TestLake, event: &[u8]) -> Result<Vec<RefineNotice>> {
     let ingestor = KafkaIngestor::new(lake.config.clone(), Arc::new(SystemClock))?;
@@ -291,21 +345,7 @@ async fn notices_through_an_sqs_fifo_queue() -> Result<()> {
         return Ok(());
     };
     let lake = TestLake::new(Backend::S3, "refine-sqs-notices")?;
-    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(&endpoint)
-        .region(aws_config::Region::new("us-east-1"))
-        .load()
-        .await;
-    let sqs = aws_sdk_sqs::Client::new(&aws);
-    let name = format!("notices-{}.fifo", lakestream_testkit::unique_suffix());
-    let url = sqs
-        .create_queue()
-        .queue_name(&name)
-        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
-        .send()
-        .await?
-        .queue_url
-        .context("queue url")?;
+    let (sqs, url) = fifo_queue(&endpoint, "notices", None).await?;
     let notifier = lakestream_lambda::notify::SqsNotifier::new(sqs.clone(), url.clone());
     let mut notices = ingest(&lake, MEMBERS).await?;
     notices.extend(ingest(&lake, ORDERS).await?);
@@ -320,22 +360,7 @@ async fn notices_through_an_sqs_fifo_queue() -> Result<()> {
     }
     let mut records = Vec::new();
     for _ in 0..5 {
-        let got = sqs
-            .receive_message()
-            .queue_url(&url)
-            .max_number_of_messages(10)
-            .send()
-            .await?;
-        for m in got.messages.unwrap_or_default() {
-            records.push(json!({
-                "messageId": m.message_id.unwrap_or_default(),
-                "receiptHandle": m.receipt_handle.unwrap_or_default(),
-                "body": m.body.unwrap_or_default(),
-                "attributes": {}, "messageAttributes": {},
-                "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q.fifo",
-                "awsRegion": "us-east-1"
-            }));
-        }
+        records.extend(receive(&sqs, &url).await?.into_iter().map(sqs_record));
     }
     // advanced names each (table, version) twice (once per job reading it): the notices
     // deduplicate per job, table and version however often they are sent.

@@ -159,13 +159,8 @@ async fn the_checkpoint_hint_is_held_for_one_load() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A listing of the log after the first is answered from what the store knows: the commits
-/// added since are found by GETs of the next commit file, not by listing; a deletion under the
-/// log, or a named commit found missing, makes it list again; too many commits since too.
-#[tokio::test]
-async fn log_listings_after_the_first_are_answered_by_gets() -> anyhow::Result<()> {
-    use futures::TryStreamExt;
-    let mem = Arc::new(InMemory::new());
+/// A store over `mem` and the operations it makes on it, in order.
+fn counted(mem: &Arc<InMemory>) -> (LogReads, Arc<Mutex<Vec<String>>>) {
     let calls = Arc::new(Mutex::new(Vec::<String>::new()));
     let c = calls.clone();
     let wrap = crate::intercept::observe_calls(Arc::new(move |op, _| {
@@ -173,7 +168,17 @@ async fn log_listings_after_the_first_are_answered_by_gets() -> anyhow::Result<(
             v.push(op.to_string());
         }
     }));
-    let store = LogReads::new(wrap(mem.clone()));
+    (LogReads::new(wrap(mem.clone())), calls)
+}
+
+/// A listing of the log after the first is answered from what the store knows: the commits
+/// added since are found by GETs of the next commit file, not by listing; a deletion under the
+/// log, or a named commit found missing, makes it list again; too many commits since too.
+#[tokio::test]
+async fn log_listings_after_the_first_are_answered_by_gets() -> anyhow::Result<()> {
+    use futures::TryStreamExt;
+    let mem = Arc::new(InMemory::new());
+    let (store, calls) = counted(&mem);
     let dir = Path::from("t/_delta_log");
     let commit = |v: u64| Path::from(format!("t/_delta_log/{v:020}.json"));
     mem.put(&commit(0), "{}".into()).await?;
@@ -332,14 +337,7 @@ async fn a_named_checkpoint_found_missing_lists_again() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_missing_table_is_asked_with_a_head_of_its_first_commit() -> anyhow::Result<()> {
     let mem = Arc::new(InMemory::new());
-    let calls = Arc::new(Mutex::new(Vec::<String>::new()));
-    let c = calls.clone();
-    let wrap = crate::intercept::observe_calls(Arc::new(move |op, _| {
-        if let Ok(mut v) = c.lock() {
-            v.push(op.to_string());
-        }
-    }));
-    let store = LogReads::new(wrap(mem.clone()));
+    let (store, calls) = counted(&mem);
     let dir = Path::from("t/_delta_log");
     let take = || std::mem::take(&mut *calls.lock().unwrap_or_else(|p| p.into_inner()));
     assert!(!store.discover(&dir).await?);

@@ -21,24 +21,88 @@ use chrono::{DateTime, Utc};
 use lakestream_core::table::WarmHandles;
 use lakestream_core::{Lake, Result};
 use lakestream_formats::refine::RefineJob;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 /// How long what a job saw is trusted before its tables are loaded again.
 pub const SEEN_TTL: chrono::TimeDelta = chrono::TimeDelta::minutes(30);
 
-/// A version of a source known to exist, and when it was committed (epoch ms, when known).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A version of a source known to exist, and the commit times of the versions named for it
+/// (by notices, or by the job that committed it in this invocation).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Known {
-    /// The version.
+    /// The newest version named.
     pub version: u64,
-    /// Its commit time, epoch milliseconds.
-    pub committed_ms: Option<i64>,
+    /// Commit time of each version named (epoch milliseconds), when known.
+    pub committed: BTreeMap<u64, i64>,
+}
+
+impl Known {
+    /// `version`, committed at `committed_ms` when known.
+    pub fn new(version: u64, committed_ms: Option<i64>) -> Self {
+        Self {
+            version,
+            committed: committed_ms.map(|t| (version, t)).into_iter().collect(),
+        }
+    }
+
+    /// Another version named, committed at `committed_ms` (the earliest time of a version
+    /// named twice is kept).
+    pub fn add(&mut self, version: u64, committed_ms: i64) {
+        self.version = self.version.max(version);
+        let t = self.committed.entry(version).or_insert(committed_ms);
+        *t = (*t).min(committed_ms);
+    }
+
+    /// The commit times of the versions named after `after` (all of them when `None`).
+    fn after(&self, after: Option<u64>) -> BTreeMap<u64, i64> {
+        newer(&self.committed, after)
+            .map(|(v, t)| (*v, *t))
+            .collect()
+    }
+}
+
+/// The entries of `times` for versions after `after`.
+fn newer(times: &BTreeMap<u64, i64>, after: Option<u64>) -> impl Iterator<Item = (&u64, &i64)> {
+    use std::ops::Bound::{Excluded, Unbounded};
+    let from = after.map_or(Unbounded, Excluded);
+    times.range((from, Unbounded))
 }
 
 /// Table versions the invocation already knows exist: from notices, and from the jobs it ran
 /// (an output committed in this invocation is a new version of its readers' source).
 pub type Hints = HashMap<String, Known>;
+
+/// The commit times of the source versions a due job was told (or found) are new, per source:
+/// the job's lag starts at the oldest of them *its run read* ([`NewVersions::oldest_read`]), so
+/// a notice delivered again after its change was applied is no lag.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewVersions(HashMap<String, BTreeMap<u64, i64>>);
+
+impl NewVersions {
+    /// The oldest commit time of them all (what a job holds on before it runs).
+    pub fn oldest(&self) -> Option<i64> {
+        self.0.values().flat_map(|t| t.values().copied()).min()
+    }
+
+    /// The oldest commit time of a version the run read: after the version each source was
+    /// consumed up to before the run (`sides`: source table, last version consumed before).
+    pub fn oldest_read<'a>(
+        &self,
+        sides: impl IntoIterator<Item = (&'a str, Option<u64>)>,
+    ) -> Option<i64> {
+        sides
+            .into_iter()
+            .filter_map(|(table, from)| newer(self.0.get(table)?, from).map(|(_, t)| *t).min())
+            .min()
+    }
+
+    fn insert(&mut self, table: &str, times: BTreeMap<u64, i64>) {
+        if !times.is_empty() {
+            self.0.entry(table.to_string()).or_default().extend(times);
+        }
+    }
+}
 
 /// How to learn whether a source without a hint advanced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,12 +119,12 @@ pub enum Due {
     /// Nothing new since what the job saw.
     No,
     /// Run it. `observed`: source versions known to exist before the run (recorded as seen
-    /// when it succeeds); `oldest_ms`: commit time of the oldest version known to be new.
+    /// when it succeeds); `new`: the commit times of the versions known to be new.
     Yes {
         /// Source versions observed before the run.
         observed: HashMap<String, u64>,
-        /// Commit time of the oldest new version known (epoch ms).
-        oldest_ms: Option<i64>,
+        /// Commit times of the source versions known to be new.
+        new: NewVersions,
     },
 }
 
@@ -107,19 +171,27 @@ impl Progress {
         now: DateTime<Utc>,
     ) -> Result<Due> {
         let Some(seen) = self.seen(&job.job, now) else {
+            // What the job applied is not known here: every version named may be new (the
+            // run's own read decides which were).
+            let mut new = NewVersions::default();
+            for source in job.sources() {
+                if let Some(k) = hints.get(source) {
+                    new.insert(source, k.after(None));
+                }
+            }
             return Ok(Due::Yes {
                 observed: HashMap::new(),
-                oldest_ms: oldest(job.sources().iter().filter_map(|s| hints.get(*s))),
+                new,
             });
         };
         let mut observed = HashMap::new();
-        let mut oldest_ms: Option<i64> = None;
+        let mut new = NewVersions::default();
         for source in job.sources() {
             let after = seen.versions.get(source).copied();
             if let Some(k) = hints.get(source) {
                 if after.is_none_or(|a| k.version > a) {
                     observed.insert(source.to_string(), k.version);
-                    oldest_ms = min_opt(oldest_ms, k.committed_ms);
+                    new.insert(source, k.after(after));
                 }
                 continue;
             }
@@ -132,14 +204,14 @@ impl Progress {
                 Probed::Nothing => {}
                 Probed::Committed(ms) => {
                     observed.insert(source.to_string(), next);
-                    oldest_ms = min_opt(oldest_ms, Some(ms));
+                    new.insert(source, BTreeMap::from([(next, ms)]));
                 }
                 // Not the table the job saw (or no warm handle): load it all again.
                 Probed::Unknown => {
                     self.forget(&job.job);
                     return Ok(Due::Yes {
                         observed: HashMap::new(),
-                        oldest_ms: None,
+                        new: NewVersions::default(),
                     });
                 }
             }
@@ -147,10 +219,7 @@ impl Progress {
         if observed.is_empty() {
             return Ok(Due::No);
         }
-        Ok(Due::Yes {
-            observed,
-            oldest_ms,
-        })
+        Ok(Due::Yes { observed, new })
     }
 
     /// `job` ran to the end: every source version it observed before the run (up to what the
@@ -199,18 +268,6 @@ impl Progress {
     }
 }
 
-fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.min(y)),
-        (x, None) => x,
-        (None, y) => y,
-    }
-}
-
-fn oldest<'a>(known: impl Iterator<Item = &'a Known>) -> Option<i64> {
-    known.filter_map(|k| k.committed_ms).min()
-}
-
 enum Probed {
     Nothing,
     Committed(i64),
@@ -238,4 +295,29 @@ async fn probe_source(
         Some(t) => Probed::Committed(t.timestamp_millis()),
         None => Probed::Nothing,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Known, NewVersions};
+
+    #[test]
+    fn the_oldest_read_is_after_what_each_source_had_consumed() {
+        let mut k = Known::new(3, Some(300));
+        k.add(7, 700);
+        k.add(5, 500);
+        k.add(5, 450);
+        assert_eq!(k.version, 7);
+        let mut new = NewVersions::default();
+        new.insert("a", k.after(Some(3)));
+        new.insert("b", Known::new(2, Some(900)).after(None));
+        assert_eq!(new.oldest(), Some(450));
+        // a consumed up to 5 before the run: its 7 (700) and b's 2 (900) were read.
+        assert_eq!(new.oldest_read([("a", Some(5)), ("b", Some(1))]), Some(700));
+        // Everything named was applied already: no lag.
+        assert_eq!(new.oldest_read([("a", Some(7)), ("b", Some(2))]), None);
+        assert_eq!(new.oldest_read([("a", Some(u64::MAX))]), None);
+        assert_eq!(new.oldest_read([("c", None)]), None);
+        assert_eq!(new.oldest_read([("a", None)]), Some(450));
+    }
 }

@@ -26,7 +26,7 @@ pub use request::{Notices, Request, Trigger};
 pub use response::{JobResult, JobState, RefineResponse};
 
 use chrono::{DateTime, Utc};
-use due::{Due, Hints, Known, Probe, Progress};
+use due::{Due, Hints, Known, NewVersions, Probe, Progress};
 use lakestream_core::refine::cdc::family::all_jobs;
 use lakestream_core::refine::{JobReport, RunContext, in_dependency_order, run_job_until};
 use lakestream_core::table::WarmHandles;
@@ -177,12 +177,10 @@ fn notice_plan(config: &PipelineConfig, batch: &Notices) -> Plan {
         if !named.contains(&n.job) {
             named.push(n.job.clone());
         }
-        let k = hints.entry(n.table.clone()).or_insert(Known {
-            version: n.version,
-            committed_ms: Some(n.committed_ms),
-        });
-        k.version = k.version.max(n.version);
-        k.committed_ms = k.committed_ms.map(|c| c.min(n.committed_ms));
+        hints
+            .entry(n.table.clone())
+            .or_insert_with(|| Known::new(n.version, None))
+            .add(n.version, n.committed_ms);
     }
     // Readers of what the named jobs write, transitively.
     loop {
@@ -307,19 +305,16 @@ async fn run_if_due(
         Err(e) => Due::Yes {
             // The probe failed: run the job, which reads what it needs itself.
             observed: HashMap::new(),
-            oldest_ms: {
+            new: {
                 tracing::warn!(job = %job.job, error = %e.redacted(), "due check failed; running the job");
-                None
+                NewVersions::default()
             },
         },
     };
-    let Due::Yes {
-        mut observed,
-        oldest_ms,
-    } = due
-    else {
+    let Due::Yes { mut observed, new } = due else {
         return JobState::NotDue;
     };
+    let oldest_ms = new.oldest();
     if let Some(due_at_ms) = how
         .can_hold
         .then(|| hold::holding_until(&refiner.config, job, oldest_ms, now))
@@ -337,12 +332,15 @@ async fn run_if_due(
             if let Some(v) = report.runs.last().and_then(|r| r.output_version) {
                 hints.insert(
                     job.output.clone(),
-                    Known {
-                        version: v,
-                        committed_ms: Some(clock.now().timestamp_millis()),
-                    },
+                    Known::new(v, Some(clock.now().timestamp_millis())),
                 );
             }
+            // The lag starts at the oldest change the run read (a version named again after
+            // it was applied is not one).
+            let oldest_ms = report
+                .runs
+                .first()
+                .and_then(|r| new.oldest_read(r.sides.iter().map(|s| (s.table.as_str(), s.from))));
             JobState::Ran { report, oldest_ms }
         }
         Err(e) => {

@@ -161,9 +161,11 @@ impl JobResult {
         !self.deferred() && self.outcome().is_ok_and(|r| !r.more)
     }
 
-    /// How long the oldest new source version known waited: until it was in the output (a job
-    /// that caught up), or so far (still behind). `None` when no such version's time is known
-    /// (nothing new, or the first run of a process found it by loading).
+    /// How long the oldest source version the run read (or, for a job holding or failed, the
+    /// oldest known to be new) waited: until it was in the output (a job that caught up), or so
+    /// far (still behind). `None` when no such version's time is known (nothing new read, a
+    /// version named again after it was applied, or the first run of a process found it by
+    /// loading).
     pub fn lag_seconds(&self) -> Option<f64> {
         let oldest = self.oldest_ms()?;
         Some(self.finished_at_ms.saturating_sub(oldest).max(0) as f64 / 1000.0)

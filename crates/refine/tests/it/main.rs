@@ -4,6 +4,7 @@
 //! input is refused with what to send.
 
 mod holding;
+mod lag;
 mod notices;
 mod requests;
 

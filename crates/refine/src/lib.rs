@@ -27,7 +27,7 @@ pub use response::{JobResult, JobState, RefineResponse};
 
 use chrono::{DateTime, Utc};
 use due::{Due, Hints, Known, NewVersions, Probe, Progress};
-use lakestream_core::refine::cdc::family::all_jobs;
+use lakestream_core::refine::cdc::family::all_jobs_after;
 use lakestream_core::refine::{JobReport, RunContext, in_dependency_order, run_job_until};
 use lakestream_core::table::WarmHandles;
 use lakestream_core::{Clock, Lake};
@@ -104,13 +104,14 @@ impl Refiner {
         if self.config.cdc.is_empty() {
             return Ok(self.config.refine.clone());
         }
-        if let Ok(held) = self.listed.lock()
-            && let Some((at, jobs)) = held.as_ref()
-            && now - *at < self.settings.listing_ttl
-        {
-            return Ok(jobs.clone());
-        }
-        let jobs = all_jobs(&self.lake, &self.config).await?;
+        let before = match self.listed.lock().as_deref() {
+            Ok(Some((at, jobs))) if now - *at < self.settings.listing_ttl => {
+                return Ok(jobs.clone());
+            }
+            Ok(Some((_, jobs))) => jobs.clone(),
+            _ => Vec::new(),
+        };
+        let jobs = all_jobs_after(&self.lake, &self.config, &before).await?;
         if let Ok(mut held) = self.listed.lock() {
             *held = Some((now, jobs.clone()));
         }

@@ -123,17 +123,22 @@ const WARM_JOIN_REQUESTS: usize = 22;
 
 /// A Debezium change of `crm.public.t00` (schemaless JSON, the family's columns type it).
 fn change(offset: i64, op: &str, id: i64, rev: i64, lsn: i64) -> SourceRecord {
+    change_in("t00", offset, op, id, rev, lsn)
+}
+
+/// A Debezium change of `crm.public.<table>`.
+fn change_in(table: &str, offset: i64, op: &str, id: i64, rev: i64, lsn: i64) -> SourceRecord {
     let row = serde_json::json!({"id": id, "rev": rev, "name": format!("n{id}-{rev}")});
     let value = serde_json::json!({
         "before": if op == "c" { serde_json::Value::Null } else { row.clone() },
         "after": if op == "d" { serde_json::Value::Null } else { row },
         "op": op,
         "ts_ms": 1_764_412_400_000i64 + lsn,
-        "source": {"connector": "postgresql", "db": "crm", "schema": "public", "table": "t00",
+        "source": {"connector": "postgresql", "db": "crm", "schema": "public", "table": table,
                    "lsn": lsn, "ts_ms": 1_764_412_400_000i64 + lsn},
     });
     SourceRecord::new(
-        "crm.public.t00",
+        &format!("crm.public.{table}"),
         0,
         offset,
         1_764_412_400_000,
@@ -249,3 +254,52 @@ const WARM_CDC_REQUESTS: usize = 16;
 /// commit (bronze, silver, tombstones), the new bronze commit, and two more GETs of the next
 /// tombstone commit (its loads for the plan, the write and the expiry).
 const WARM_CDC_LOG_READS: usize = 10;
+
+/// The family listing of a warm process (a schedule tick after the listing expired) lists the
+/// family's directories, not each table it already knows (issue 39: a LIST per table per
+/// listing was a third of the LISTs of bench-fresh at 15 minutes); a new table is still found.
+#[tokio::test]
+async fn a_warm_family_listing_lists_no_known_table() -> Result<()> {
+    let lake = TestLake::with_config(Backend::Fs, "cdc-listing", example_config_with(FAMILY)?)?;
+    let calls = Arc::new(Calls::default());
+    let c = calls.clone();
+    let l = Lake::new(&lake.config.lake)?
+        .with_store_wrapper(observe_calls(Arc::new(move |op, path| c.push(op, path))));
+    let mut refiner = Refiner::with_lake(lake.config.clone(), l, Arc::new(SystemClock));
+    refiner.settings.listing_ttl = chrono::TimeDelta::zero();
+    let ingestor = KafkaIngestor::new(lake.config.clone(), Arc::new(SystemClock))?;
+    ingestor.ingest(&[change(1, "c", 1, 1, 110)]).await?;
+    let tick = serde_json::json!({});
+    let jobs = |r: &refine::RefineResponse| -> Vec<String> {
+        r.jobs
+            .iter()
+            .map(|j| j.job.clone())
+            .filter(|j| j.contains("t0"))
+            .collect()
+    };
+    let first = refine::handle(&refiner, &tick).await?.into_result()?;
+    let listed = |made: &[String]| -> Vec<String> {
+        made.iter()
+            .filter(|c| c.starts_with("list_dir") && c.contains("public/t"))
+            .cloned()
+            .collect()
+    };
+    let made = calls.take();
+    assert_eq!(listed(&made).len(), 1, "the cold listing asks t00: {made:?}");
+    assert_eq!(jobs(&first).len(), 1, "{:?}", jobs(&first));
+
+    // A new table t01 beside it: the warm listing asks t01 only.
+    ingestor
+        .ingest(&[change_in("t01", 2, "c", 1, 1, 120)])
+        .await?;
+    calls.take();
+    let second = refine::handle(&refiner, &tick).await?.into_result()?;
+    let made = calls.take();
+    assert_eq!(jobs(&second).len(), 2, "{:?}", jobs(&second));
+    let asked = listed(&made);
+    assert!(
+        asked.len() == 1 && asked[0].contains("t01"),
+        "a warm listing asked a known table: {asked:?}"
+    );
+    Ok(())
+}

@@ -1,5 +1,6 @@
 //! Family expansion: a `[[cdc]]` family's tables are found at run time by listing its bronze
-//! directory down to the template's depth (a folder is a table when it has `_delta_log/`);
+//! directory down to the template's depth (a folder is a table when it has `_delta_log/`: one
+//! LIST per folder, asked once per refine process, [`all_jobs_after`]);
 //! each becomes the apply job [`CdcFamily::apply_job`] (bronze -> silver). Names that do not
 //! fit the template, fail the name check or are not in the family's `tables` are skipped with a
 //! warning. Refine, maintenance and `lakestream lag` see the same jobs.
@@ -10,10 +11,18 @@ use crate::table::TableHandle;
 use deltalake::Path;
 use lakestream_formats::config::{CdcFamily, FamilyTable, PipelineConfig};
 use lakestream_formats::refine::RefineJob;
+use std::collections::HashSet;
 
-/// The tables of `family` that have a bronze table, sorted.
-pub async fn family_tables(lake: &Lake, family: &CdcFamily) -> Result<Vec<FamilyTable>> {
-    Ok(listed(lake, &family.bronze_directory(), &family.bronze_template())
+/// The tables of `family` that have a bronze table, sorted. A folder in `known` (a table path
+/// an earlier listing found to be a table) is taken as one without a LIST of its own.
+pub async fn family_tables(
+    lake: &Lake,
+    family: &CdcFamily,
+    known: &HashSet<String>,
+) -> Result<Vec<FamilyTable>> {
+    let directory = family.bronze_directory();
+    let depth = depth_of(&directory, &family.bronze_template());
+    Ok(listed_at(lake, &directory, depth, None, known)
         .await?
         .into_iter()
         .filter_map(|name| match family.table_of_bronze(&name) {
@@ -30,8 +39,21 @@ pub async fn family_tables(lake: &Lake, family: &CdcFamily) -> Result<Vec<Family
 /// Tables (folders with `_delta_log/`) of the template's depth under `directory`, as names
 /// relative to the lake root; a missing directory has none.
 pub async fn listed(lake: &Lake, directory: &str, template: &str) -> Result<Vec<String>> {
-    let depth = template.split('/').count() - directory.split('/').count();
-    listed_at(lake, directory, depth, None).await
+    listed_at(
+        lake,
+        directory,
+        depth_of(directory, template),
+        None,
+        &HashSet::new(),
+    )
+    .await
+}
+
+fn depth_of(directory: &str, template: &str) -> usize {
+    template
+        .split('/')
+        .count()
+        .saturating_sub(directory.split('/').count())
 }
 
 /// The tables of every family (bronze, silver, and the apply jobs' tombstones), found by
@@ -51,19 +73,21 @@ pub async fn family_table_names(
             }
         }
         let tombs = lakestream_formats::tables::cdc_tombstone_directory(&f.family);
-        for t in listed_at(lake, &tombs, 1, Some("tombstones")).await? {
+        for t in listed_at(lake, &tombs, 1, Some("tombstones"), &HashSet::new()).await? {
             out.push((t, "tombstones"));
         }
     }
     Ok(out)
 }
 
-/// Tables `depth` folders under `directory` (plus `suffix`, a fixed last segment).
+/// Tables `depth` folders under `directory` (plus `suffix`, a fixed last segment): a folder is
+/// one when it has `_delta_log/` (one LIST each) or is in `known`.
 async fn listed_at(
     lake: &Lake,
     directory: &str,
     depth: usize,
     suffix: Option<&str>,
+    known: &HashSet<String>,
 ) -> Result<Vec<String>> {
     let root = TableHandle::open(lake, directory)?;
     let store = root.object_store();
@@ -96,6 +120,11 @@ async fn listed_at(
             Some(s) => format!("{rel}/{s}"),
             None => rel,
         };
+        let table = format!("{directory}/{rel}");
+        if known.contains(&table) {
+            tables.push(table);
+            continue;
+        }
         let listing = store
             .list_with_delimiter(Some(&Path::from(rel.as_str())))
             .await
@@ -105,18 +134,23 @@ async fn listed_at(
             .iter()
             .any(|p| p.filename() == Some("_delta_log"))
         {
-            tables.push(format!("{directory}/{rel}"));
+            tables.push(table);
         }
     }
     tables.sort();
     Ok(tables)
 }
 
-/// The apply jobs of every family table found by listing, sorted by name.
-pub async fn family_jobs(lake: &Lake, config: &PipelineConfig) -> Result<Vec<RefineJob>> {
+/// The apply jobs of every family table found by listing, sorted by name (`known`: bronze
+/// tables an earlier listing found, see [`family_tables`]).
+pub async fn family_jobs(
+    lake: &Lake,
+    config: &PipelineConfig,
+    known: &HashSet<String>,
+) -> Result<Vec<RefineJob>> {
     let mut jobs = Vec::new();
     for family in &config.cdc {
-        for t in family_tables(lake, family).await? {
+        for t in family_tables(lake, family, known).await? {
             match family.apply_job(&t) {
                 Ok(j) => jobs.push(j),
                 Err(e) => {
@@ -131,8 +165,24 @@ pub async fn family_jobs(lake: &Lake, config: &PipelineConfig) -> Result<Vec<Ref
 /// The configured refine jobs plus every family table's apply job (a configured job of the
 /// same name wins).
 pub async fn all_jobs(lake: &Lake, config: &PipelineConfig) -> Result<Vec<RefineJob>> {
+    all_jobs_after(lake, config, &[]).await
+}
+
+/// [`all_jobs`] again after an earlier listing found `before`: a bronze table one of them
+/// reads is not asked again whether it is a table (a warm process lists the family's
+/// directories, not each table; a table deleted since is the apply job's to find).
+pub async fn all_jobs_after(
+    lake: &Lake,
+    config: &PipelineConfig,
+    before: &[RefineJob],
+) -> Result<Vec<RefineJob>> {
+    let known: HashSet<String> = before
+        .iter()
+        .flat_map(|j| j.sources())
+        .map(str::to_string)
+        .collect();
     let mut jobs = config.refine.clone();
-    for j in family_jobs(lake, config).await? {
+    for j in family_jobs(lake, config, &known).await? {
         if !jobs.iter().any(|c| c.job == j.job) {
             jobs.push(j);
         }

@@ -79,17 +79,6 @@ pub trait Notify {
     async fn send(&self, notices: &[RefineNotice]) -> Result<(), String>;
 }
 
-/// No refine queue configured (local runs; event-driven refine switched off): nothing is sent,
-/// the schedule alone runs the jobs.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoNotifier;
-
-impl Notify for NoNotifier {
-    async fn send(&self, _: &[RefineNotice]) -> Result<(), String> {
-        Ok(())
-    }
-}
-
 /// The refine function's FIFO queue (`LAKESTREAM_REFINE_QUEUE_URL`), client built once in
 /// `main`.
 #[derive(Debug, Clone)]

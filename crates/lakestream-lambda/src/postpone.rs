@@ -44,16 +44,6 @@ pub trait Postpone {
     async fn postpone(&self, messages: &[Postponed], now_ms: i64) -> Result<(), String>;
 }
 
-/// No queue to talk to (local runs): notices come back after the queue's visibility timeout.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoPostponer;
-
-impl Postpone for NoPostponer {
-    async fn postpone(&self, _: &[Postponed], _: i64) -> Result<(), String> {
-        Ok(())
-    }
-}
-
 /// The refine notices queue (`LAKESTREAM_REFINE_QUEUE_URL`), client built once in `main`.
 #[derive(Debug, Clone)]
 pub struct SqsPostponer {

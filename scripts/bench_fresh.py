@@ -13,10 +13,13 @@ emulator (S3 and SQS behind one counting proxy), invoked as Lambda would invoke 
               refine with them;
   schedules   the template's refine schedules as the safety net: curated every minute, the
               safety net (`{}`) and gold every 5 minutes.
-Every table gets a record every 2-6 s (seed-like: "a record every few seconds per table"); CDC
-changes are 60% inserts, 35% updates, 5% deletes. After a warm-up the run is measured for
-BENCH_SECONDS (quick 120, full 600), then the pipeline drains. The warm-up (the window + 30 s)
-holds every table's first batch, so table creation is not in the measured window.
+A busy table gets a record every 2-6 s (seed-like: "a record every few seconds per table");
+BENCH_BUSY is the busy share of the CDC tables, the rest get a change every BENCH_IDLE_EVERY
+(default 120-600 s: every few minutes; 0: one change, then idle). CDC changes are 60% inserts,
+35% updates, 5% deletes. After a warm-up the run is measured for BENCH_SECONDS, then the
+pipeline drains. The warm-up (the window + the hold + 30 s) holds every table's first batch and
+first apply, so table creation is not in the measured window. The S3 requests of one table of
+the rest are printed per month ("per table of the rest").
 
 Freshness per layer is read back from the tables' logs (boto3 + pyarrow, not our code): a
 record's freshness is the commit time of the first version of the layer's table holding it
@@ -40,7 +43,7 @@ micro-batch (GLUE_TIER1 / GLUE_TIER2 below, DEPLOY.md).
 
 The record plan is generated once per (N, seconds, seed) and cached under
 target/bench-fresh/cache. Results: target/bench-fresh/results.json, one row per (target, N, busy
-share), kept across runs; the cost curve of every row is printed at the end. BENCH_TABLES
+share, the rest's changes), kept across runs; the cost curve of every row is printed at the end. BENCH_TABLES
 (default "1,70"), BENCH_SIZE (quick|full), BENCH_SEED. Needs MOTO_PORT (`make moto-start`). Not in CI;
 no thresholds. The machine's x86 cores stand in for Graviton; durations include the emulator.
 """
@@ -84,9 +87,15 @@ WARMUP = int(WINDOW) + HOLD_S + 30
 DRAIN = 45 + HOLD_S
 TABLES = [int(x) for x in os.environ.get("BENCH_TABLES", "1,70").split(",")]
 SEED = int(os.environ.get("BENCH_SEED", "20261202"))
-# Share of the CDC tables that are busy (a change every 2-6 s); the others get one change in the
-# warm-up (their tables exist) and then stay idle, as most tables of a 70-table database do.
+# Share of the CDC tables that are busy (a change every 2-6 s). The others ("the rest") get a
+# change every BENCH_IDLE_EVERY seconds ("A-B": uniform between A and B; default 120-600, a change
+# every few minutes), or, at "0", one change in the warm-up (their tables exist) and then none:
+# idle, as most tables of a 70-table database are.
 BUSY = float(os.environ.get("BENCH_BUSY", "1"))
+IDLE_EVERY = os.environ.get("BENCH_IDLE_EVERY", "120-600")
+if IDLE_EVERY != "0":
+    IDLE_GAP = tuple(float(x) for x in IDLE_EVERY.split("-"))
+    assert len(IDLE_GAP) == 2 and 0 < IDLE_GAP[0] <= IDLE_GAP[1], "BENCH_IDLE_EVERY: A-B seconds, or 0"
 PROFILE = os.environ.get("BENCH_PROFILE", "release")
 WORKERS = 2  # concurrent instances per function
 MOTO = bc.MOTO
@@ -129,7 +138,7 @@ def memory_sizes():
 
 def plan(n, seconds):
     """(offset s, topic, kind, key, rev) for every record of the run, cached."""
-    path = OUT / "cache" / f"plan-{n}-{WARMUP}-{seconds}-{SEED}-{BUSY:g}.json"
+    path = OUT / "cache" / f"plan-{n}-{WARMUP}-{seconds}-{SEED}-{BUSY:g}-{IDLE_EVERY}.json"
     if path.exists():
         return json.loads(path.read_text())
     rng = random.Random(SEED + n)
@@ -140,8 +149,9 @@ def plan(n, seconds):
     for j, topic in enumerate(topics):
         t = rng.uniform(0, 4)
         keys, next_id = {}, 1
-        # An idle table: one change in the warm-up.
-        until = total if j <= busy else t + 0.001
+        # The rest: a change every few minutes, or one change in the warm-up (idle).
+        rest = j > busy
+        until = t + 0.001 if rest and IDLE_EVERY == "0" else total
         while t < until:
             if topic == "orders":
                 events.append((t, topic, "c", None, 0))
@@ -161,7 +171,7 @@ def plan(n, seconds):
                     k = rng.choice(live)
                     events.append((t, topic, "d", k, keys[k]))
                     keys[k] = None
-            t += rng.uniform(2, 6)
+            t += rng.uniform(*IDLE_GAP) if rest and IDLE_EVERY != "0" else rng.uniform(2, 6)
     events.sort()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(events))
@@ -449,7 +459,7 @@ def run(n, sizes):
                     for m in d["Metrics"]:
                         metrics.add((d["Namespace"], dims, m["Name"]))
     result = {
-        "target": FRESHNESS, "tables": n, "busy": BUSY, "window_s": WINDOW, "measured_s": window, "records": sum(1 for e in events if e[0] >= WARMUP),
+        "target": FRESHNESS, "tables": n, "busy": BUSY, "idle_every": IDLE_EVERY, "window_s": WINDOW, "measured_s": window, "records": sum(1 for e in events if e[0] >= WARMUP),
         "invocations": {"msk-ingest": len(ingest_calls), "refine": len(refine_calls)},
         "failed_invocations": sum(1 for c in ingest_calls + refine_calls if c[2] != "response"),
         "duration_ms_median": {"msk-ingest": 1000 * statistics.median([c[1] for c in ingest_calls] or [0]),
@@ -474,6 +484,7 @@ def run(n, sizes):
     windows = window / WINDOW
     result["per_table_window"] = {k: v / (busy_tables * windows) for k, v in result["s3_by_kind"].items()}
     result["glue_all_in"] = glue_all_in(busy_tables)
+    result["per_rest_table_month"] = rest_table_cost(items, bucket, n, window)
     ingest.stop()
     refine.stop()
     proxy.shutdown()
@@ -594,6 +605,25 @@ def naive(config, env, work, n, counter, bucket, sizes):
     return {"invocation_ms": 1000 * wall, "tier1": t1, "tier2": t2, "jobs": jobs, "month": dollars}
 
 
+def rest_table_cost(items, bucket, n, window):
+    """S3 requests of the rest's tables (bronze, silver, tombstones of the CDC tables that are
+    not busy), per table and month: what one such table costs in storage requests."""
+    busy = max(1, round(BUSY * n))
+    rest = {f"t{i:02d}" for i in range(busy, n)}
+    if not rest:
+        return None
+    tier = {"tier1": 0, "tier2": 0}
+    for m, p, _ in items:
+        c = s3_class(m, p, bucket)
+        hit = re.search(r"(?:public/|public%2F|public\.)(t\d+)(?:/|%2F)", p)
+        if c in tier and hit and hit.group(1) in rest:
+            tier[c] += 1
+    m = HOURS * 3600 / window
+    return {"tables": len(rest), "changes": "none (idle)" if IDLE_EVERY == "0" else f"every {IDLE_EVERY} s",
+            "tier1": tier["tier1"], "tier2": tier["tier2"],
+            "month": (tier["tier1"] * S3_TIER1 + tier["tier2"] * S3_TIER2) * m / len(rest)}
+
+
 def glue_all_in(busy_tables):
     """Glue's compute plus its S3 requests for the busy tables (idle tables make no batches)."""
     batches = busy_tables * HOURS * 3600 / GLUE_BATCH_S
@@ -638,6 +668,10 @@ def report(results):
         print(f"  per hour: {c['per_hour']['s3_requests']:.0f} S3 requests, {c['per_hour']['gb_s']:.0f} GB-s")
         print("  per month: " + ", ".join(f"{k} ${v:.2f}" for k, v in c.items() if k not in ("total", "per_hour")))
         print("  per busy table-window: " + ", ".join(f"{k} {v:.2f}" for k, v in r["per_table_window"].items()))
+        rest = r.get("per_rest_table_month")
+        if rest:
+            print(f"  per table of the rest ({rest['tables']} tables, changes {rest['changes']}): S3 {rest['tier1']} PUT/LIST + "
+                  f"{rest['tier2']} GET/HEAD in the window, ${rest['month']:.4f} a month each")
         print(f"  total ${c['total']:.2f}/month  |  Glue all-in ${r['glue_all_in']:.0f} (compute ${GLUE_MONTH:.0f})  |  naive "
               f"(one invocation per job per window, {r['naive']['jobs']} jobs, {r['naive']['invocation_ms']:.0f} ms and "
               f"{r['naive']['tier1'] + r['naive']['tier2']:.0f} S3 requests each) ${r['naive']['month']:.2f}")
@@ -649,7 +683,8 @@ def main():
     sizes = memory_sizes()
     results = [run(n, sizes) for n in TABLES]
     OUT.mkdir(parents=True, exist_ok=True)
-    # One row per (target, N, busy share): later runs replace their own row, keep the others.
+    # One row per (target, N, busy share, the rest's changes): later runs replace their own row,
+    # keep the others.
     path = OUT / "results.json"
     try:
         rows = json.loads(path.read_text())
@@ -657,7 +692,8 @@ def main():
     except (OSError, ValueError):
         rows = {}
     for r in results:
-        rows[f"{r['target']} N={r['tables']} busy={r['busy']:g}"] = r
+        rest = f" rest={r['idle_every']}" if r["busy"] < 1 else ""
+        rows[f"{r['target']} N={r['tables']} busy={r['busy']:g}{rest}"] = r
     path.write_text(json.dumps(rows, indent=2))
     report(results)
     curve(rows)
@@ -666,12 +702,13 @@ def main():
 def curve(rows):
     """Every row measured so far: target -> freshness and cost, beside Glue all-in and naive."""
     print("\ncost curve (target/results.json; each row its own run):")
-    print(f"  {'target':<7} {'N':>3} {'busy':>5} {'p99 bronze':>10} {'p99 silver':>10} {'p99 proc.':>10} "
+    print(f"  {'target':<7} {'N':>3} {'busy':>5} {'the rest':>12} {'p99 bronze':>10} {'p99 silver':>10} {'p99 proc.':>10} "
           f"{'$/month':>9} {'Glue all-in':>11} {'naive':>8}")
     for key in sorted(rows, key=lambda k: (rows[k]["tables"], rows[k]["busy"], rows[k].get("window_s", 0))):
         r = rows[key]
         p99 = lambda layer: r["freshness"].get(layer, {}).get("p99", float("nan"))  # noqa: E731
-        print(f"  {r.get('target', '?'):<7} {r['tables']:>3} {r['busy']:>5.0%} {p99('bronze'):>10.1f} "
+        rest = "-" if r["busy"] >= 1 else ("idle" if r.get("idle_every", "0") == "0" else f"every {r['idle_every']}s")
+        print(f"  {r.get('target', '?'):<7} {r['tables']:>3} {r['busy']:>5.0%} {rest:>12} {p99('bronze'):>10.1f} "
               f"{p99('silver'):>10.1f} {p99('processed'):>10.1f} {r['cost']['total']:>9.2f} "
               f"{r.get('glue_all_in', float('nan')):>11.0f} {r['naive']['month']:>8.0f}")
 

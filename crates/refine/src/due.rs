@@ -46,12 +46,14 @@ impl Known {
         }
     }
 
-    /// Another version named, committed at `committed_ms` (the earliest time of a version
-    /// named twice is kept).
-    pub fn add(&mut self, version: u64, committed_ms: i64) {
+    /// Another version named, committed at `committed_ms` when known (the earliest time of a
+    /// version named twice is kept).
+    pub fn add(&mut self, version: u64, committed_ms: Option<i64>) {
         self.version = self.version.max(version);
-        let t = self.committed.entry(version).or_insert(committed_ms);
-        *t = (*t).min(committed_ms);
+        if let Some(ms) = committed_ms {
+            let t = self.committed.entry(version).or_insert(ms);
+            *t = (*t).min(ms);
+        }
     }
 
     /// The commit times of the versions named after `after` (all of them when `None`).
@@ -86,14 +88,21 @@ impl NewVersions {
     }
 
     /// The oldest commit time of a version the run read: after the version each source was
-    /// consumed up to before the run (`sides`: source table, last version consumed before).
+    /// consumed up to before the run and up to its latest version the run loaded (`sides`:
+    /// source table, last version consumed before, latest; a version named beyond what the
+    /// table holds, a forged notice's, is not counted).
     pub fn oldest_read<'a>(
         &self,
-        sides: impl IntoIterator<Item = (&'a str, Option<u64>)>,
+        sides: impl IntoIterator<Item = (&'a str, Option<u64>, u64)>,
     ) -> Option<i64> {
         sides
             .into_iter()
-            .filter_map(|(table, from)| newer(self.0.get(table)?, from).map(|(_, t)| *t).min())
+            .filter_map(|(table, from, latest)| {
+                newer(self.0.get(table)?, from)
+                    .take_while(|(v, _)| **v <= latest)
+                    .map(|(_, t)| *t)
+                    .min()
+            })
             .min()
     }
 
@@ -304,20 +313,39 @@ mod tests {
     #[test]
     fn the_oldest_read_is_after_what_each_source_had_consumed() {
         let mut k = Known::new(3, Some(300));
-        k.add(7, 700);
-        k.add(5, 500);
-        k.add(5, 450);
+        k.add(7, Some(700));
+        k.add(5, Some(500));
+        k.add(5, Some(450));
+        k.add(7, None);
         assert_eq!(k.version, 7);
         let mut new = NewVersions::default();
         new.insert("a", k.after(Some(3)));
         new.insert("b", Known::new(2, Some(900)).after(None));
         assert_eq!(new.oldest(), Some(450));
         // a consumed up to 5 before the run: its 7 (700) and b's 2 (900) were read.
-        assert_eq!(new.oldest_read([("a", Some(5)), ("b", Some(1))]), Some(700));
+        assert_eq!(
+            new.oldest_read([("a", Some(5), 7), ("b", Some(1), 2)]),
+            Some(700)
+        );
         // Everything named was applied already: no lag.
-        assert_eq!(new.oldest_read([("a", Some(7)), ("b", Some(2))]), None);
-        assert_eq!(new.oldest_read([("a", Some(u64::MAX))]), None);
-        assert_eq!(new.oldest_read([("c", None)]), None);
-        assert_eq!(new.oldest_read([("a", None)]), Some(450));
+        assert_eq!(
+            new.oldest_read([("a", Some(7), 7), ("b", Some(2), 2)]),
+            None
+        );
+        assert_eq!(new.oldest_read([("a", Some(u64::MAX), u64::MAX)]), None);
+        assert_eq!(new.oldest_read([("c", None, 3)]), None);
+        assert_eq!(new.oldest_read([("a", None, 7)]), Some(450));
+    }
+
+    /// A notice naming a version beyond what the table holds (forged) is not a change the run
+    /// read: its commit time is no lag.
+    #[test]
+    fn a_version_beyond_the_latest_is_not_read() {
+        let mut k = Known::new(4, Some(400));
+        k.add(1_000_000_000, Some(1));
+        let mut new = NewVersions::default();
+        new.insert("a", k.after(Some(3)));
+        assert_eq!(new.oldest_read([("a", Some(3), 4)]), Some(400));
+        assert_eq!(new.oldest_read([("a", Some(4), 4)]), None);
     }
 }

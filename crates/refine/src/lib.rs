@@ -18,6 +18,7 @@
 
 pub mod due;
 mod hold;
+pub mod listing;
 pub mod report;
 pub mod request;
 mod response;
@@ -27,7 +28,6 @@ pub use response::{JobResult, JobState, RefineResponse};
 
 use chrono::{DateTime, Utc};
 use due::{Due, Hints, Known, NewVersions, Probe, Progress};
-use lakestream_core::refine::cdc::family::all_jobs_after;
 use lakestream_core::refine::{JobReport, RunContext, in_dependency_order, run_job_until};
 use lakestream_core::table::WarmHandles;
 use lakestream_core::{Clock, Lake};
@@ -35,7 +35,7 @@ use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::refine::RefineJob;
 use lakestream_lambda::FunctionError;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How the function spends an invocation (each job's freshness target is in the config:
@@ -75,7 +75,7 @@ pub struct Refiner {
     pub settings: RefineSettings,
     warm: WarmHandles,
     progress: Progress,
-    listed: Mutex<Option<(DateTime<Utc>, Vec<RefineJob>)>>,
+    listed: listing::Listing,
 }
 
 impl Refiner {
@@ -94,27 +94,20 @@ impl Refiner {
             settings: RefineSettings::default(),
             warm: WarmHandles::new(),
             progress: Progress::default(),
-            listed: Mutex::new(None),
+            listed: listing::Listing::default(),
         }
     }
 
-    /// Every job: the configured ones plus one apply job per `[[cdc]]` family table, the
-    /// listing kept for [`RefineSettings::listing_ttl`].
+    /// Every job: the configured ones plus one apply job per `[[cdc]]` family table (the
+    /// listing kept for [`RefineSettings::listing_ttl`], see [`listing`]).
     async fn all_jobs(&self, now: DateTime<Utc>) -> Result<Vec<RefineJob>, FunctionError> {
         if self.config.cdc.is_empty() {
             return Ok(self.config.refine.clone());
         }
-        let before = match self.listed.lock().as_deref() {
-            Ok(Some((at, jobs))) if now - *at < self.settings.listing_ttl => {
-                return Ok(jobs.clone());
-            }
-            Ok(Some((_, jobs))) => jobs.clone(),
-            _ => Vec::new(),
-        };
-        let jobs = all_jobs_after(&self.lake, &self.config, &before).await?;
-        if let Ok(mut held) = self.listed.lock() {
-            *held = Some((now, jobs.clone()));
-        }
+        let jobs = self
+            .listed
+            .jobs(&self.lake, &self.config, self.settings.listing_ttl, now)
+            .await?;
         Ok(jobs)
     }
 }
@@ -181,7 +174,8 @@ fn notice_plan(config: &PipelineConfig, batch: &Notices) -> Plan {
         hints
             .entry(n.table.clone())
             .or_insert_with(|| Known::new(n.version, None))
-            .add(n.version, n.committed_ms);
+            // A commit time before 1970 is not one (the lag would be decades).
+            .add(n.version, (n.committed_ms > 0).then_some(n.committed_ms));
     }
     // Readers of what the named jobs write, transitively.
     loop {
@@ -338,10 +332,9 @@ async fn run_if_due(
             }
             // The lag starts at the oldest change the run read (a version named again after
             // it was applied is not one).
-            let oldest_ms = report
-                .runs
-                .first()
-                .and_then(|r| new.oldest_read(r.sides.iter().map(|s| (s.table.as_str(), s.from))));
+            let oldest_ms = report.runs.first().and_then(|r| {
+                new.oldest_read(r.sides.iter().map(|s| (s.table.as_str(), s.from, s.latest)))
+            });
             JobState::Ran { report, oldest_ms }
         }
         Err(e) => {

@@ -162,7 +162,8 @@ impl JobResult {
     }
 
     /// How long the oldest source version the run read (or, for a job holding or failed, the
-    /// oldest known to be new) waited: until it was in the output (a job that caught up), or so
+    /// oldest named as new: in a process that has not run the job yet, it may be one already
+    /// applied) waited: until it was in the output (a job that caught up), or so
     /// far (still behind). `None` when no such version's time is known (nothing new read, a
     /// version named again after it was applied, or the first run of a process found it by
     /// loading).

@@ -285,7 +285,11 @@ async fn a_warm_family_listing_lists_no_known_table() -> Result<()> {
             .collect()
     };
     let made = calls.take();
-    assert_eq!(listed(&made).len(), 1, "the cold listing asks t00: {made:?}");
+    assert_eq!(
+        listed(&made).len(),
+        1,
+        "the cold listing asks t00: {made:?}"
+    );
     assert_eq!(jobs(&first).len(), 1, "{:?}", jobs(&first));
 
     // A new table t01 beside it: the warm listing asks t01 only.
@@ -300,6 +304,59 @@ async fn a_warm_family_listing_lists_no_known_table() -> Result<()> {
     assert!(
         asked.len() == 1 && asked[0].contains("t01"),
         "a warm listing asked a known table: {asked:?}"
+    );
+    Ok(())
+}
+
+/// A folder that stopped being a table (its `_delta_log/` removed, other objects left) stays a
+/// job of a warm process's listing until the hourly full listing asks every folder again.
+#[tokio::test]
+async fn the_hourly_full_listing_drops_a_folder_that_stopped_being_a_table() -> Result<()> {
+    let lake = TestLake::with_config(
+        Backend::Fs,
+        "cdc-full-listing",
+        example_config_with(FAMILY)?,
+    )?;
+    let ingestor = KafkaIngestor::new(lake.config.clone(), Arc::new(SystemClock))?;
+    ingestor
+        .ingest(&[
+            change_in("t00", 1, "c", 1, 1, 110),
+            change_in("t01", 2, "c", 1, 1, 120),
+        ])
+        .await?;
+    let store = Lake::new(&lake.config.lake)?;
+    let listing = refine::listing::Listing::default();
+    let t0 = chrono::Utc::now();
+    let family_jobs = |at: chrono::DateTime<chrono::Utc>| {
+        let (store, listing, config) = (&store, &listing, &lake.config);
+        async move {
+            let jobs = listing
+                .jobs(store, config, chrono::TimeDelta::zero(), at)
+                .await?;
+            anyhow::Ok(
+                jobs.into_iter()
+                    .filter(|j| j.job.contains("public.t0"))
+                    .count(),
+            )
+        }
+    };
+    assert_eq!(family_jobs(t0).await?, 2);
+    let log = lake
+        .table_dir("bronze/crm/public/t01")
+        .map(|d| d.join("_delta_log"));
+    std::fs::remove_dir_all(
+        log.as_ref()
+            .ok_or_else(|| anyhow::anyhow!("a filesystem lake"))?,
+    )?;
+    assert_eq!(
+        family_jobs(t0 + chrono::TimeDelta::minutes(1)).await?,
+        2,
+        "a table the last listing found is not asked again within the hour"
+    );
+    assert_eq!(
+        family_jobs(t0 + refine::listing::FULL_LISTING_EVERY + chrono::TimeDelta::minutes(1))
+            .await?,
+        1
     );
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! Family expansion: a `[[cdc]]` family's tables are found at run time by listing its bronze
 //! directory down to the template's depth (a folder is a table when it has `_delta_log/`: one
-//! LIST per folder, asked once per refine process, [`all_jobs_after`]);
+//! LIST per folder; a warm refine process does not ask again of a folder its previous listing
+//! found to be a table, [`all_jobs_after`]);
 //! each becomes the apply job [`CdcFamily::apply_job`] (bronze -> silver). Names that do not
 //! fit the template, fail the name check or are not in the family's `tables` are skipped with a
 //! warning. Refine, maintenance and `lakestream lag` see the same jobs.
@@ -10,7 +11,7 @@ use crate::storage::Lake;
 use crate::table::TableHandle;
 use deltalake::Path;
 use lakestream_formats::config::{CdcFamily, FamilyTable, PipelineConfig};
-use lakestream_formats::refine::RefineJob;
+use lakestream_formats::refine::{JobKind, RefineJob};
 use std::collections::HashSet;
 
 /// The tables of `family` that have a bronze table, sorted. A folder in `known` (a table path
@@ -176,8 +177,11 @@ pub async fn all_jobs_after(
     config: &PipelineConfig,
     before: &[RefineJob],
 ) -> Result<Vec<RefineJob>> {
+    // Only what a listing found: the sources of family apply jobs (a configured job's source
+    // may be a folder that is not a table yet).
     let known: HashSet<String> = before
         .iter()
+        .filter(|j| matches!(&j.kind, JobKind::Cdc(c) if c.family.is_some()))
         .flat_map(|j| j.sources())
         .map(str::to_string)
         .collect();

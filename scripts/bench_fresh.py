@@ -476,10 +476,12 @@ def run(n, sizes):
              for k in {bc.kind(m, p) for m, p, _ in items if s3_class(m, p, bucket) != "sqs"}),
             key=lambda kv: -kv[1])),
     }
-    (work / "requests.json").write_text(json.dumps([(m, p) for m, p, _ in items]))
+    rest = f"-rest-{IDLE_EVERY}" if BUSY < 1 else ""
+    (OUT / f"requests-{FRESHNESS}-{n}-{BUSY:g}{rest}.json").write_text(json.dumps([(m, p) for m, p, _ in items]))
     result["freshness"] = freshness(s3, bucket, n, gen, deleted)
     result["naive"] = naive(config, env, work, n, counter, bucket, sizes)
     result["cost"] = cost(result, window)
+    result["cost"]["warm_total"] = warm_total(result, window)
     busy_tables = max(1, round(BUSY * n)) + 1  # busy CDC tables + orders
     windows = window / WINDOW
     result["per_table_window"] = {k: v / (busy_tables * windows) for k, v in result["s3_by_kind"].items()}
@@ -630,6 +632,17 @@ def glue_all_in(busy_tables):
     return GLUE_MONTH + batches * (GLUE_TIER1 * S3_TIER1 + GLUE_TIER2 * S3_TIER2)
 
 
+def warm_total(r, window):
+    """The total without the requests only cold loads make: every LIST (a warm path makes none:
+    the request tests assert it; table creation and the 15-minute family listing are the rest)
+    and every `_last_checkpoint` GET. A quick run meets most tables for the first time in each
+    of the two instances per function, which a month of warm instances does not."""
+    m = HOURS * 3600 / window
+    cold = (r["s3_by_kind"].get("LIST", 0) * S3_TIER1
+            + r["s3_by_kind"].get("GET _last_checkpoint", 0) * S3_TIER2) * m
+    return r["cost"]["total"] - cold
+
+
 def cost(r, window):
     per_hour = 3600 / window
     m = HOURS * per_hour
@@ -666,12 +679,14 @@ def report(results):
         c = r["cost"]
         print("  S3 requests in the window by kind: " + ", ".join(f"{k} {v}" for k, v in r["s3_by_kind"].items()))
         print(f"  per hour: {c['per_hour']['s3_requests']:.0f} S3 requests, {c['per_hour']['gb_s']:.0f} GB-s")
-        print("  per month: " + ", ".join(f"{k} ${v:.2f}" for k, v in c.items() if k not in ("total", "per_hour")))
+        print("  per month: " + ", ".join(f"{k} ${v:.2f}" for k, v in c.items() if k not in ("total", "per_hour", "warm_total")))
         print("  per busy table-window: " + ", ".join(f"{k} {v:.2f}" for k, v in r["per_table_window"].items()))
         rest = r.get("per_rest_table_month")
         if rest:
             print(f"  per table of the rest ({rest['tables']} tables, changes {rest['changes']}): S3 {rest['tier1']} PUT/LIST + "
                   f"{rest['tier2']} GET/HEAD in the window, ${rest['month']:.4f} a month each")
+        if "warm_total" in c:
+            print(f"  without cold loads (the window's LISTs and _last_checkpoint GETs): ${c['warm_total']:.2f}/month")
         print(f"  total ${c['total']:.2f}/month  |  Glue all-in ${r['glue_all_in']:.0f} (compute ${GLUE_MONTH:.0f})  |  naive "
               f"(one invocation per job per window, {r['naive']['jobs']} jobs, {r['naive']['invocation_ms']:.0f} ms and "
               f"{r['naive']['tier1'] + r['naive']['tier2']:.0f} S3 requests each) ${r['naive']['month']:.2f}")
@@ -703,13 +718,14 @@ def curve(rows):
     """Every row measured so far: target -> freshness and cost, beside Glue all-in and naive."""
     print("\ncost curve (target/results.json; each row its own run):")
     print(f"  {'target':<7} {'N':>3} {'busy':>5} {'the rest':>12} {'p99 bronze':>10} {'p99 silver':>10} {'p99 proc.':>10} "
-          f"{'$/month':>9} {'Glue all-in':>11} {'naive':>8}")
+          f"{'$/month':>9} {'warm $':>8} {'Glue all-in':>11} {'naive':>8}")
     for key in sorted(rows, key=lambda k: (rows[k]["tables"], rows[k]["busy"], rows[k].get("window_s", 0))):
         r = rows[key]
         p99 = lambda layer: r["freshness"].get(layer, {}).get("p99", float("nan"))  # noqa: E731
         rest = "-" if r["busy"] >= 1 else ("idle" if r.get("idle_every", "0") == "0" else f"every {r['idle_every']}s")
         print(f"  {r.get('target', '?'):<7} {r['tables']:>3} {r['busy']:>5.0%} {rest:>12} {p99('bronze'):>10.1f} "
               f"{p99('silver'):>10.1f} {p99('processed'):>10.1f} {r['cost']['total']:>9.2f} "
+              f"{r['cost'].get('warm_total', warm_total(r, r['measured_s'])):>8.2f} "
               f"{r.get('glue_all_in', float('nan')):>11.0f} {r['naive']['month']:>8.0f}")
 
 

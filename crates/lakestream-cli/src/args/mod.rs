@@ -12,7 +12,9 @@ mod write;
 
 pub use functions::{AccessLogsCommand, InvokeCommand, ReportCommand};
 pub use maintain::{CatalogCommand, CatalogSyncArgs, OptimizeArgs, TablesArgs, VacuumArgs};
-pub use read::{ChangesArgs, DdlArgs, HistoryArgs, ShowArgs, SqlArgs, SqlFormat};
+#[cfg(feature = "sql")]
+pub use read::SqlFormat;
+pub use read::{ChangesArgs, DdlArgs, HistoryArgs, ShowArgs, SqlArgs};
 pub use write::{LoadArgs, RedriveArgs, RefineArgs};
 
 /// `lakestream`: the parsed command line.

@@ -6,7 +6,8 @@ quick look) run under the local Lambda Runtime API stand-in of `bench-compare`, 
 emulator (S3 and SQS behind one counting proxy), invoked as Lambda would invoke them:
   MSK         one event source mapping per topic: records buffered per topic and delivered as one
               MSK event when the oldest has waited MaximumBatchingWindowInSeconds (from
-              BENCH_FRESHNESS) - the seed's `orders` and `members` topics and N Debezium topics
+              BENCH_FRESHNESS; a topic's first batch a random share of it, so the topics'
+              windows do not all close together) - the seed's `orders` and `members` topics and N Debezium topics
               `crm.public.tNN` of a `[[cdc]]` family (bronze -> silver, SCD1);
   notices     msk-ingest sends refine notices to an SQS FIFO queue after each commit; a poller
               (the SQS event source mapping: up to 10 messages, partial batch response) invokes
@@ -48,6 +49,7 @@ share, the rest's changes), kept across runs; the cost curve of every row is pri
 no thresholds. The machine's x86 cores stand in for Graviton; durations include the emulator.
 """
 import base64
+import fcntl
 import io
 import json
 import os
@@ -393,6 +395,11 @@ def run(n, sizes):
 
     start = time.time() + 1
     first = {}
+    # Each topic's first batch waits a random share of the window, so the topics' windows do not
+    # all close together (MSK's mappings do not start together either): a measured window then
+    # holds each table's average number of commits, not one more or one fewer for all of them.
+    phase_rng = random.Random(SEED)
+    first_wait = {t: phase_rng.uniform(0.1, 1.0) * WINDOW for t in sorted({e[1] for e in events})}
     measure_from = start + WARMUP
     snap = {}
     i = 0
@@ -424,8 +431,9 @@ def run(n, sizes):
                     deleted.add((topic, key))
             first.setdefault(topic, now)
         for topic in list(buffers):
-            if now - first.get(topic, now) >= WINDOW or i >= len(events):
+            if now - first.get(topic, now) >= first_wait.get(topic, WINDOW) or i >= len(events):
                 first.pop(topic, None)
+                first_wait.pop(topic, None)
                 flush(topic)
         time.sleep(0.05)
     end = time.time()
@@ -705,15 +713,18 @@ def main():
     # One row per (target, N, busy share, the rest's changes): later runs replace their own row,
     # keep the others.
     path = OUT / "results.json"
-    try:
-        rows = json.loads(path.read_text())
-        rows = rows if isinstance(rows, dict) else {}
-    except (OSError, ValueError):
-        rows = {}
-    for r in results:
-        rest = f" rest={r['idle_every']}" if r["busy"] < 1 else ""
-        rows[f"{r['target']} N={r['tables']} busy={r['busy']:g}{rest}"] = r
-    path.write_text(json.dumps(rows, indent=2))
+
+    with open(OUT / "results.lock", "w") as lock:  # two rows may finish at once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            rows = json.loads(path.read_text())
+            rows = rows if isinstance(rows, dict) else {}
+        except (OSError, ValueError):
+            rows = {}
+        for r in results:
+            rest = f" rest={r['idle_every']}" if r["busy"] < 1 else ""
+            rows[f"{r['target']} N={r['tables']} busy={r['busy']:g}{rest}"] = r
+        path.write_text(json.dumps(rows, indent=2))
     report(results)
     curve(rows)
 

@@ -6,6 +6,7 @@
 use crate::notices::{ingest, sqs_event};
 use anyhow::Result;
 use lakestream_core::FixedClock;
+use lakestream_lambda::notify::RefineNotice;
 use lakestream_testkit::{Backend, TestLake};
 use refine::Refiner;
 use std::sync::Arc;
@@ -33,6 +34,14 @@ fn later_offsets(event: &[u8], by: u64) -> Result<Vec<u8>> {
     Ok(serde_json::to_vec(&v)?)
 }
 
+/// The sample orders and memberships ingested: their notices and the oldest commit time.
+async fn seed(lake: &TestLake) -> Result<(Vec<RefineNotice>, i64)> {
+    let mut notices = ingest(lake, ORDERS).await?;
+    notices.extend(ingest(lake, MEMBERS).await?);
+    let committed = notices.iter().map(|n| n.committed_ms).min().unwrap_or(0);
+    Ok((notices, committed))
+}
+
 fn lags(r: &refine::RefineResponse) -> Vec<(String, Option<f64>, bool)> {
     r.jobs
         .iter()
@@ -45,9 +54,7 @@ fn lags(r: &refine::RefineResponse) -> Vec<(String, Option<f64>, bool)> {
 #[tokio::test]
 async fn a_notice_delivered_again_after_it_was_applied_is_no_lag() -> Result<()> {
     let lake = TestLake::new(Backend::Fs, "refine-lag-redelivered")?;
-    let mut notices = ingest(&lake, ORDERS).await?;
-    notices.extend(ingest(&lake, MEMBERS).await?);
-    let committed = notices.iter().map(|n| n.committed_ms).min().unwrap_or(0);
+    let (notices, committed) = seed(&lake).await?;
     let event = sqs_event(&notices);
 
     let first = Refiner::new(
@@ -81,9 +88,7 @@ async fn a_notice_delivered_again_after_it_was_applied_is_no_lag() -> Result<()>
 #[tokio::test]
 async fn the_lag_is_the_oldest_change_the_run_read() -> Result<()> {
     let lake = TestLake::new(Backend::Fs, "refine-lag-mixed")?;
-    let mut old = ingest(&lake, ORDERS).await?;
-    old.extend(ingest(&lake, MEMBERS).await?);
-    let committed = old.iter().map(|n| n.committed_ms).min().unwrap_or(0);
+    let (old, committed) = seed(&lake).await?;
     let clock = Arc::new(FixedClock::new(at(committed, 5)));
     let process = Refiner::new(lake.config.clone(), clock.clone())?;
     refine::handle(&process, &sqs_event(&old))

@@ -92,6 +92,24 @@ impl<'a> RunContext<'a> {
         self.load(table).await
     }
 
+    /// [`side`](Self::side) for a use that needs no newer commit than this context already
+    /// loaded: the kept handle as it is (no request) when this context loaded it, else a
+    /// load. An append planned on it is caught by its conditional PUT when another writer
+    /// committed since (and rebased: appends do not conflict); a check that finds nothing to
+    /// do on it finds nothing on the newer table either when newer commits only add (the
+    /// tombstones' expiry: another run's tombstones are dated today, never expired).
+    pub async fn side_as_is(&self, table: &str) -> Result<TableHandle> {
+        let proven = self.proven.lock().is_ok_and(|p| p.contains(table));
+        if let Some(warm) = self.warm
+            && proven
+            && let Some(h) = warm.take_as_is(table)
+        {
+            warm.put(h.warm_copy());
+            return Ok(h);
+        }
+        self.load(table).await
+    }
+
     /// Keep `handle` warm for the next run (after this run committed to it: the next load
     /// then starts from its own commit instead of reading it back).
     pub fn keep(&self, handle: TableHandle) {

@@ -53,6 +53,8 @@ impl TableHandle {
     /// again. Returns `false` when the state was dropped. A handle that has loaded nothing is
     /// left as it is. Errors are storage errors (retryable).
     pub async fn revalidate(&mut self) -> Result<bool> {
+        // A new invocation: a contended handle looks for newer commits again before planning.
+        self.looked = false;
         let Some(head) = self.version().filter(|_| self.exists) else {
             return Ok(true);
         };

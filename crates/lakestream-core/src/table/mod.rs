@@ -34,7 +34,7 @@ mod whole_file;
 pub use cache::WarmHandles;
 pub use commits::{Commit, CommitInfo, CommitRange};
 pub use files::{LiveFile, PartitionValues};
-pub use handle::TableHandle;
+pub use handle::{CONTENDED_FOR, TableHandle};
 pub use log_listing::LogListing;
 pub use parquet_read::{DataFile, is_missing_file};
 pub use snapshots::AsOf;

@@ -3,7 +3,8 @@
 //! the same around version 15 and around version 505, and never lists the log (neither
 //! delta-rs's expired-log cleanup nor a refresh: the next commit is found by a GET); a
 //! checkpoint commit re-reads no commit file the process holds, and a cold start reads the
-//! checkpoint with one GET and lists the log once.
+//! checkpoint with one GET and lists the log once; two instances taking turns on one table fail
+//! one conditional PUT, then look for each other's commit first (one GET).
 
 use anyhow::Result;
 use deltalake::Path;
@@ -76,16 +77,21 @@ async fn warm_commits(
         if (version + 1) % 10 == 0 {
             // A checkpoint commit re-reads no commit file this process wrote or read (a GET of
             // the next one, missing, is how it knows there is none).
-            let reread = |c: &&String| {
+            // (A contended table's GET of the version before its PUT is no re-read.)
+            let put_at = made
+                .iter()
+                .position(|c| c.starts_with("put ") && c.ends_with(".json"))
+                .unwrap_or_default();
+            let reread = |(i, c): (usize, &String)| {
                 c.starts_with("get ")
                     && c.rsplit('/')
                         .next()
                         .and_then(|n| n.strip_suffix(".json"))
                         .and_then(|d| d.parse::<u64>().ok())
-                        .is_some_and(|v| v <= version as u64)
+                        .is_some_and(|v| v < version as u64 || (v == version as u64 && i > put_at))
             };
             assert!(
-                !made.iter().any(|c| reread(&c)),
+                !made.iter().enumerate().any(reread),
                 "{label} v{version}: a checkpoint commit re-read commit files: {made:?}"
             );
             continue;
@@ -209,6 +215,72 @@ async fn stale_warm_handles_never_write_an_offset_twice() -> Result<()> {
             .ok_or_else(|| anyhow::anyhow!("kafka_offset column"))?;
         let distinct: std::collections::BTreeSet<i64> = offsets.iter().flatten().collect();
         assert_eq!(distinct, (0..50).collect(), "{b:?}");
+    }
+    Ok(())
+}
+
+/// The log PUTs among `made` (a failed conditional PUT is one more than the commit's own).
+fn log_puts(made: &[String]) -> usize {
+    made.iter()
+        .filter(|c| c.starts_with("put ") && c.ends_with(".json"))
+        .count()
+}
+
+/// Two warm instances taking turns on one table (two Lambda containers on one topic, one
+/// partition each): the first commit that meets the other's fails its conditional PUT; from
+/// then on the table is contended and each commit first looks for the other's (one GET), so no
+/// PUT fails. One instance alone again stops looking after `CONTENDED_FOR` commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_taking_turns_fail_one_put_then_look_first() -> Result<()> {
+    use lakestream_core::table::CONTENDED_FOR;
+    for b in backends() {
+        let lake = TestLake::new(b, "turns")?;
+        let calls = Arc::new(Calls::default());
+        let (a, other) = (ingestor(&lake, &calls)?, ingestor(&lake, &calls)?);
+        let rec = |partition: i32, off: i64| records::order(partition, off, off + 1, "o1", off);
+        a.ingest(&[rec(0, 0)]).await?;
+        other.ingest(&[rec(1, 0)]).await?; // both warm; `a`'s head is one behind
+        calls.take();
+        // Each instance's first commit after the other's fails its PUT once (it learns).
+        for (ing, partition, what) in [(&a, 0, "a"), (&other, 1, "other")] {
+            assert_eq!(ing.ingest(&[rec(partition, 1)]).await?.written, 1, "{b:?}");
+            let made = calls.take();
+            assert_eq!(log_puts(&made), 2, "{b:?} {what} meets the other: {made:?}");
+        }
+        for off in 2..7 {
+            for (ing, partition) in [(&a, 0), (&other, 1)] {
+                assert_eq!(ing.ingest(&[rec(partition, off)]).await?.written, 1);
+                let made = calls.take();
+                assert_eq!(
+                    log_puts(&made),
+                    1,
+                    "{b:?} partition {partition} offset {off}: a contended commit's PUT failed: {made:?}"
+                );
+            }
+        }
+        // `a` alone: it keeps looking for CONTENDED_FOR commits, then plans from its head.
+        let next_get = |made: &[String]| {
+            made.iter()
+                .filter(|c| c.starts_with("get ") && c.ends_with(".json"))
+                .count()
+        };
+        for i in 0..CONTENDED_FOR as i64 + 2 {
+            let off = 7 + i;
+            a.ingest(&[rec(0, off)]).await?;
+            let made = calls.take();
+            assert_eq!(log_puts(&made), 1, "{b:?} alone {i}: {made:?}");
+            let looked = next_get(&made) > 0;
+            assert_eq!(
+                looked,
+                i < CONTENDED_FOR as i64,
+                "{b:?} alone, commit {i}: looked for a newer commit: {looked}: {made:?}"
+            );
+        }
+        let rows =
+            lakestream_core::read::read_table(&Lake::new(&lake.config.lake)?, "raw/order", None)
+                .await?;
+        // Offsets 0..7 of partition 1, 0..7 + CONTENDED_FOR + 2 of partition 0.
+        assert_eq!(rows.num_rows(), 7 + 7 + CONTENDED_FOR as usize + 2, "{b:?}");
     }
     Ok(())
 }

@@ -21,18 +21,21 @@ use lakestream_formats::config::bronze;
 /// value removed is kept in [`EXPIRED_THROUGH_PROPERTY`] and the latest time in
 /// [`EXPIRED_AT_PROPERTY`], in the same commit.
 ///
-/// The table is the run's side-table handle ([`RunContext::side`]: no LIST, one GET when
-/// nothing changed), kept warm after.
+/// The table is the run's side-table handle as this run loaded it
+/// ([`RunContext::side_as_is`]: no request): newer commits only add tombstones dated today,
+/// so when it holds nothing to expire the table holds none either; when it does, it is
+/// refreshed first (one GET when nothing changed). Kept warm after.
 pub async fn expire(
     ctx: &RunContext<'_>,
     table: &str,
     retention: std::time::Duration,
     horizon: Option<(&str, &str)>,
 ) -> Result<usize> {
-    let mut handle = ctx.side(table).await?;
-    if !handle.exists() {
+    let mut handle = ctx.side_as_is(table).await?;
+    if !handle.exists() || expired_files(&handle, cutoff(ctx.now, retention))?.is_empty() {
         return Ok(0);
     }
+    handle.refresh().await?;
     let expired = expire_in(&mut handle, ctx.settings, ctx.now, retention, horizon).await;
     ctx.keep(handle);
     expired
@@ -46,20 +49,8 @@ async fn expire_in(
     retention: std::time::Duration,
     horizon: Option<(&str, &str)>,
 ) -> Result<usize> {
-    let cutoff = (now - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX))
-        .format("%Y-%m-%d")
-        .to_string();
-    let removes: Vec<deltalake::kernel::Remove> = handle
-        .live_files()?
-        .iter()
-        .filter(|f| {
-            f.partition_values()
-                .get("date")
-                .and_then(|d| d.as_deref())
-                .is_some_and(|d| d < cutoff.as_str())
-        })
-        .map(|f| f.remove_action(true))
-        .collect();
+    let cutoff = cutoff(now, retention);
+    let removes = expired_files(handle, cutoff.clone())?;
     if removes.is_empty() {
         return Ok(0);
     }
@@ -93,6 +84,28 @@ async fn expire_in(
         Err(e) if e.is_retryable() => Ok(0),
         Err(e) => Err(e),
     }
+}
+
+/// The `date` partitions before this one expire.
+fn cutoff(now: DateTime<Utc>, retention: std::time::Duration) -> String {
+    (now - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX))
+        .format("%Y-%m-%d")
+        .to_string()
+}
+
+/// The removes of the live files dated before `cutoff` (as `handle` knows them).
+fn expired_files(handle: &TableHandle, cutoff: String) -> Result<Vec<deltalake::kernel::Remove>> {
+    Ok(handle
+        .live_files()?
+        .iter()
+        .filter(|f| {
+            f.partition_values()
+                .get("date")
+                .and_then(|d| d.as_deref())
+                .is_some_and(|d| d < cutoff.as_str())
+        })
+        .map(|f| f.remove_action(true))
+        .collect())
 }
 
 /// The horizon after removing the tombstones dated before `cutoff`: the greatest `column`

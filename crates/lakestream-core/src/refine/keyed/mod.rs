@@ -126,9 +126,13 @@ pub(crate) async fn plan(
     };
     let (mut incoming, index) = src.winners()?;
     let mut ties = Ties::new();
-    if u.op.is_some() {
-        tombstones::keep_out_deleted(ctx, src, &mut incoming, sweep.positions.as_ref()).await?;
-    }
+    // The tombstone table, loaded once for the plan (a re-plan loads it again).
+    let tombs = if u.op.is_some() {
+        let who = sweep.positions.as_ref();
+        Some(tombstones::keep_out_deleted(ctx, src, &mut incoming, who).await?)
+    } else {
+        None
+    };
 
     let current = if exists {
         Some(output.arrow_schema()?)
@@ -165,7 +169,7 @@ pub(crate) async fn plan(
     if let Some(who) = &sweep.positions
         && consumed.is_some()
     {
-        tombstones::keep_out_forgotten(ctx, src, &mut incoming, who).await?;
+        tombstones::keep_out_forgotten(ctx, src, &mut incoming, who, tombs.as_ref()).await?;
     }
     let cdc_values = (&replaced.resolved, sweep.values.as_ref());
     let (new_files, new_rows) =

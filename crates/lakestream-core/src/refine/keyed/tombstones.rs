@@ -57,19 +57,19 @@ pub struct Tomb {
 /// Key -> the newest tombstone per key.
 pub type Tombstones = HashMap<Vec<u8>, Tomb>;
 
-/// Load every live tombstone of the table (it only holds deletes within the retention): the
-/// run's side-table handle ([`RunContext::side`]), nothing when there is no table yet.
+/// Every live tombstone of the table (it only holds deletes within the retention) as of
+/// `handle` (the run's side-table handle, [`RunContext::side`]); nothing when there is no
+/// table yet.
 pub async fn load(
-    ctx: &RunContext<'_>,
+    handle: &TableHandle,
     table: &str,
     key: &Encoder,
     order: &Encoder,
 ) -> Result<Tombstones> {
-    let handle = ctx.side(table).await?;
     if !handle.exists() {
         return Ok(Tombstones::new());
     }
-    let batch = read_all(&handle).await?;
+    let batch = read_all(handle).await?;
     let keys = key.encode(&batch, table)?;
     let orders = order.encode(&batch, table)?;
     let ties = batch
@@ -110,17 +110,19 @@ pub async fn load(
 /// never older than an equal tombstone (its own, from an earlier attempt or run that did not
 /// commit the output). CDC (`who`: job, bronze, family): a change the tombstone keeps out but
 /// committed after the delete was written proves the source's positions went back: an error,
-/// never a silent drop.
+/// never a silent drop. Returns the tombstone table's handle as loaded (one load per plan:
+/// [`keep_out_forgotten`] reads its properties from it).
 pub(crate) async fn keep_out_deleted(
     ctx: &RunContext<'_>,
     src: &IncomingRows<'_>,
     incoming: &mut [Incoming],
     who: Option<&positions::Who>,
-) -> Result<()> {
+) -> Result<TableHandle> {
     let table = table_name(&src.cfg.job);
-    let tombs = load(ctx, &table, &src.key_enc, &src.order_enc).await?;
+    let handle = ctx.side(&table).await?;
+    let tombs = load(&handle, &table, &src.key_enc, &src.order_enc).await?;
     if tombs.is_empty() {
-        return Ok(());
+        return Ok(handle);
     }
     let changes = match who {
         Some(who) => Some(RunColumns::of(&src.rows, who)?),
@@ -140,7 +142,7 @@ pub(crate) async fn keep_out_deleted(
             inc.after = Some(tomb.order.clone());
         }
     }
-    Ok(())
+    Ok(handle)
 }
 
 /// CDC, after the winners met the output's rows: keep out a winner that is not a delete, has
@@ -150,15 +152,24 @@ pub(crate) async fn keep_out_deleted(
 /// One committed after that cannot be; if its `__seq` still sorts below, the source's
 /// positions went back (an error, [`positions`]). Plain-file `__seq`s (`0|<row time>|...`)
 /// order by the rows' own times, which a back-fill may set in the past: never kept out.
-/// Returns how many were kept out.
+/// Returns how many were kept out. `loaded`: the tombstone table as this plan loaded it
+/// ([`keep_out_deleted`]), else it is loaded here.
 pub(crate) async fn keep_out_forgotten(
     ctx: &RunContext<'_>,
     src: &IncomingRows<'_>,
     incoming: &mut [Incoming],
     who: &positions::Who,
+    loaded: Option<&TableHandle>,
 ) -> Result<usize> {
     let table = table_name(&src.cfg.job);
-    let handle = ctx.side(&table).await?;
+    let fresh;
+    let handle = match loaded {
+        Some(h) => h,
+        None => {
+            fresh = ctx.side(&table).await?;
+            &fresh
+        }
+    };
     if !handle.exists() {
         return Ok(0);
     }
@@ -352,7 +363,8 @@ pub(crate) async fn write_in(
     let Some(batch) = dated_batch(deletes, columns, ctx.now, dates)? else {
         return Ok(());
     };
-    let mut handle = ctx.side(table).await?;
+    // As this run's plan loaded it: a newer commit makes the PUT fail and the append rebase.
+    let mut handle = ctx.side_as_is(table).await?;
     commit::append(ctx.lake, &mut handle, ctx.settings, &mut Write { batch }).await?;
     ctx.keep(handle);
     Ok(())

@@ -297,7 +297,7 @@ def run(n, sizes):
     import boto3
 
     # One directory per row: two rows may run at once (on one emulator).
-    work = OUT / (f"n{n}-{FRESHNESS}-{BUSY:g}" + (f"-rest-{IDLE_EVERY}" if BUSY < 1 else ""))
+    work = OUT / (f"n{n}-{FRESHNESS}-{BUSY:g}" + (f"-rest-{IDLE_EVERY}" if BUSY < 1 else "") + ("" if QUICK else "-full"))
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     events = plan(n, SECONDS)
@@ -471,7 +471,7 @@ def run(n, sizes):
                     for m in d["Metrics"]:
                         metrics.add((d["Namespace"], dims, m["Name"]))
     result = {
-        "target": FRESHNESS, "tables": n, "busy": BUSY, "idle_every": IDLE_EVERY, "window_s": WINDOW, "measured_s": window, "records": sum(1 for e in events if e[0] >= WARMUP),
+        "target": FRESHNESS, "size": "quick" if QUICK else "full", "tables": n, "busy": BUSY, "idle_every": IDLE_EVERY, "window_s": WINDOW, "measured_s": window, "records": sum(1 for e in events if e[0] >= WARMUP),
         "invocations": {"msk-ingest": len(ingest_calls), "refine": len(refine_calls)},
         "failed_invocations": sum(1 for c in ingest_calls + refine_calls if c[2] != "response"),
         "duration_ms_median": {"msk-ingest": 1000 * statistics.median([c[1] for c in ingest_calls] or [0]),
@@ -489,7 +489,7 @@ def run(n, sizes):
             key=lambda kv: -kv[1])),
     }
     rest = f"-rest-{IDLE_EVERY}" if BUSY < 1 else ""
-    (OUT / f"requests-{FRESHNESS}-{n}-{BUSY:g}{rest}.json").write_text(json.dumps([(m, p) for m, p, _ in items]))
+    (OUT / f"requests-{FRESHNESS}-{n}-{BUSY:g}{rest}{'' if QUICK else '-full'}.json").write_text(json.dumps([(m, p) for m, p, _ in items]))
     result["freshness"] = freshness(s3, bucket, n, gen, deleted)
     result["naive"] = naive(config, env, work, n, counter, bucket, sizes)
     result["cost"] = cost(result, window)
@@ -723,7 +723,8 @@ def main():
             rows = {}
         for r in results:
             rest = f" rest={r['idle_every']}" if r["busy"] < 1 else ""
-            rows[f"{r['target']} N={r['tables']} busy={r['busy']:g}{rest}"] = r
+            size = "" if r.get("size", "quick") == "quick" else f" size={r['size']}"
+            rows[f"{r['target']} N={r['tables']} busy={r['busy']:g}{rest}{size}"] = r
         path.write_text(json.dumps(rows, indent=2))
     report(results)
     curve(rows)
@@ -732,13 +733,13 @@ def main():
 def curve(rows):
     """Every row measured so far: target -> freshness and cost, beside Glue all-in and naive."""
     print("\ncost curve (target/results.json; each row its own run):")
-    print(f"  {'target':<7} {'N':>3} {'busy':>5} {'the rest':>12} {'p99 bronze':>10} {'p99 silver':>10} {'p99 proc.':>10} "
+    print(f"  {'target':<7} {'size':<5} {'N':>3} {'busy':>5} {'the rest':>12} {'p99 bronze':>10} {'p99 silver':>10} {'p99 proc.':>10} "
           f"{'$/month':>9} {'warm $':>8} {'Glue all-in':>11} {'naive':>8}")
     for key in sorted(rows, key=lambda k: (rows[k]["tables"], rows[k]["busy"], rows[k].get("window_s", 0))):
         r = rows[key]
         p99 = lambda layer: r["freshness"].get(layer, {}).get("p99", float("nan"))  # noqa: E731
         rest = "-" if r["busy"] >= 1 else ("idle" if r.get("idle_every", "0") == "0" else f"every {r['idle_every']}s")
-        print(f"  {r.get('target', '?'):<7} {r['tables']:>3} {r['busy']:>5.0%} {rest:>12} {p99('bronze'):>10.1f} "
+        print(f"  {r.get('target', '?'):<7} {r.get('size', 'quick'):<5} {r['tables']:>3} {r['busy']:>5.0%} {rest:>12} {p99('bronze'):>10.1f} "
               f"{p99('silver'):>10.1f} {p99('processed'):>10.1f} {r['cost']['total']:>9.2f} "
               f"{r['cost'].get('warm_total', warm_total(r, r['measured_s'])):>8.2f} "
               f"{r.get('glue_all_in', float('nan')):>11.0f} {r['naive']['month']:>8.0f}")

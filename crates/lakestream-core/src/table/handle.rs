@@ -51,7 +51,9 @@ pub struct TableHandle {
     /// Our own commits through this handle since a refresh last found another writer's
     /// commit ([`CONTENDED_FOR`] or more: the table is not contended).
     pub(super) own_since_other: u32,
-    /// A refresh since our last own commit: a contended [`sync`](TableHandle::sync) asks once.
+    /// A refresh in this invocation since our last own commit: a contended
+    /// [`sync`](TableHandle::sync) asks once (cleared by [`revalidate`](TableHandle::revalidate),
+    /// the first use of a kept handle in an invocation).
     pub(super) looked: bool,
 }
 
@@ -150,7 +152,8 @@ impl TableHandle {
             log_reads: self.log_reads.clone(),
             pinned: self.pinned,
             own_since_other: self.own_since_other,
-            looked: false,
+            // Still looked within this invocation (the next one's `revalidate` clears it).
+            looked: self.looked,
         }
     }
 

@@ -156,6 +156,78 @@ scd = 1
 columns = { "*" = ["id int64", "rev int64", "name string"] }
 "#;
 
+/// Bronze -> silver (SCD1, with deletes and so tombstones) on backend `b`: a batch ingested and
+/// its notice refined, five rounds, by `instances` refine processes taking turns (two Lambda
+/// instances of the function). Returns each round's requests (a round's own: the ingest's are
+/// not counted); silver holds what the changes left.
+async fn cdc_apply_rounds(b: Backend, instances: usize) -> Result<Vec<Vec<String>>> {
+    let lake = TestLake::with_config(b, "cdc-requests", example_config_with(FAMILY)?)?;
+    let calls = Arc::new(Calls::default());
+    let refiners = (0..instances)
+        .map(|_| {
+            let c = calls.clone();
+            let l = Lake::new(&lake.config.lake)?
+                .with_store_wrapper(observe_calls(Arc::new(move |op, path| c.push(op, path))));
+            Ok(Refiner::with_lake(
+                lake.config.clone(),
+                l,
+                Arc::new(SystemClock),
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let ingestor = KafkaIngestor::new(lake.config.clone(), Arc::new(SystemClock))?;
+    let (mut offset, mut lsn) = (0, 100);
+    let mut batch = |ops: &[(&str, i64)]| {
+        ops.iter()
+            .map(|(op, id)| {
+                offset += 1;
+                lsn += 10;
+                change(offset, op, *id, lsn, lsn)
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut rounds = vec![batch(&[("c", 1), ("c", 2), ("c", 3), ("d", 3)])];
+    for round in 0..4 {
+        rounds.push(batch(&[("u", 1), ("c", 10 + round), ("d", 10 + round)]));
+    }
+    let mut out = Vec::new();
+    for (round, records) in rounds.iter().enumerate() {
+        let report = ingestor.ingest(records).await?;
+        let notices = RefineNotice::for_commits(
+            &lake.config,
+            &report
+                .tables
+                .iter()
+                .filter_map(|t| Some((t.table.clone(), t.version?)))
+                .collect::<Vec<_>>(),
+            chrono::Utc::now().timestamp_millis(),
+        );
+        calls.take();
+        let refiner = &refiners[round % instances];
+        let response = refine::handle(refiner, &event(&notices))
+            .await?
+            .into_result()?;
+        let made = calls.take();
+        assert!(
+            response.metrics_line().contains("\"Runs\":1.0"),
+            "{b:?} round {round}: {}",
+            response.metrics_line()
+        );
+        eprintln!(
+            "{b:?} {instances} instance(s), round {round}: {} requests:\n  {}",
+            made.len(),
+            made.join("\n  ")
+        );
+        out.push(made);
+    }
+    // Silver holds what the changes left: 1 (updated every round) and 2.
+    let silver = lake.read("silver/crm/public/t00").await?;
+    let mut ids = lakestream_testkit::int64s(&silver, "id")?;
+    ids.sort();
+    assert_eq!(ids, [Some(1), Some(2)], "{b:?}");
+    Ok(out)
+}
+
 /// Requests of a warm CDC apply (issue 39), by class, on every backend: bronze -> silver (SCD1,
 /// with deletes and so tombstones) after each small batch. A warm apply never lists, never
 /// reads `_last_checkpoint`, and asks the log of each table it touches at most an identity
@@ -163,58 +235,10 @@ columns = { "*" = ["id int64", "rev int64", "name string"] }
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn warm_cdc_apply_requests() -> Result<()> {
     for b in lakestream_testkit::backends() {
-        let lake = TestLake::with_config(b, "cdc-requests", example_config_with(FAMILY)?)?;
-        let calls = Arc::new(Calls::default());
-        let c = calls.clone();
-        let l = Lake::new(&lake.config.lake)?
-            .with_store_wrapper(observe_calls(Arc::new(move |op, path| c.push(op, path))));
-        let refiner = Refiner::with_lake(lake.config.clone(), l, Arc::new(SystemClock));
-        let ingestor = KafkaIngestor::new(lake.config.clone(), Arc::new(SystemClock))?;
-        let (mut offset, mut lsn) = (0, 100);
-        let mut batch = |ops: &[(&str, i64)]| {
-            ops.iter()
-                .map(|(op, id)| {
-                    offset += 1;
-                    lsn += 10;
-                    change(offset, op, *id, lsn, lsn)
-                })
-                .collect::<Vec<_>>()
-        };
-        let mut rounds = vec![batch(&[("c", 1), ("c", 2), ("c", 3), ("d", 3)])];
-        for round in 0..4 {
-            rounds.push(batch(&[("u", 1), ("c", 10 + round), ("d", 10 + round)]));
-        }
-        for (round, records) in rounds.iter().enumerate() {
-            let report = ingestor.ingest(records).await?;
-            let notices = RefineNotice::for_commits(
-                &lake.config,
-                &report
-                    .tables
-                    .iter()
-                    .filter_map(|t| Some((t.table.clone(), t.version?)))
-                    .collect::<Vec<_>>(),
-                chrono::Utc::now().timestamp_millis(),
-            );
-            calls.take();
-            let response = refine::handle(&refiner, &event(&notices))
-                .await?
-                .into_result()?;
-            let made = calls.take();
-            assert!(
-                response.metrics_line().contains("\"Runs\":1.0"),
-                "{b:?} round {round}: {}",
-                response.metrics_line()
-            );
-            if round < 2 {
-                continue; // creation of silver and the tombstone table
-            }
+        // Rounds 0 and 1 create silver and the tombstone table.
+        for (round, made) in cdc_apply_rounds(b, 1).await?.iter().enumerate().skip(2) {
             let log: Vec<&String> = made.iter().filter(|c| c.contains("_delta_log")).collect();
             let count = |op: &str| made.iter().filter(|c| c.starts_with(op)).count();
-            eprintln!(
-                "{b:?} round {round}: {} requests:\n  {}",
-                made.len(),
-                made.join("\n  ")
-            );
             assert_eq!(
                 count("list"),
                 0,
@@ -229,18 +253,45 @@ async fn warm_cdc_apply_requests() -> Result<()> {
                 "{b:?} round {round}: {} requests (at most {WARM_CDC_REQUESTS})",
                 made.len()
             );
-            read_once(&made, &format!("{b:?} round {round}"));
+            read_once(made, &format!("{b:?} round {round}"));
             let log_reads = log.iter().filter(|c| !c.starts_with("put")).count();
             assert!(
                 log_reads <= WARM_CDC_LOG_READS,
                 "{b:?} round {round}: {log_reads} log reads (at most {WARM_CDC_LOG_READS}): {log:?}"
             );
         }
-        // Silver holds what the changes left: 1 (updated every round) and 2.
-        let silver = lake.read("silver/crm/public/t00").await?;
-        let mut ids = lakestream_testkit::int64s(&silver, "id")?;
-        ids.sort();
-        assert_eq!(ids, [Some(1), Some(2)], "{b:?}");
+    }
+    Ok(())
+}
+
+/// Two refine instances taking turns (as Lambda hands a queue's batches to whichever instance
+/// is free): each round's tables were last written by the other, so every table is contended.
+/// The tombstone table is still asked once per plan: the version a round writes is looked for
+/// once (the plan's load), not again by the write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_taking_turns_load_the_tombstones_once_per_apply() -> Result<()> {
+    for b in lakestream_testkit::backends() {
+        for (round, made) in cdc_apply_rounds(b, 2).await?.iter().enumerate().skip(2) {
+            let tombstone_log = |c: &&String| c.contains("/tombstones/_delta_log/");
+            let written: Vec<&String> = made
+                .iter()
+                .filter(|c| c.starts_with("put ") && tombstone_log(c) && c.ends_with(".json"))
+                .collect();
+            assert_eq!(written.len(), 1, "{b:?} round {round}: {made:?}");
+            let version = written[0].rsplit('/').next().unwrap_or_default();
+            let asked = made
+                .iter()
+                .filter(|c| c.starts_with("get ") && tombstone_log(c) && c.ends_with(version))
+                .count();
+            assert_eq!(
+                asked, 1,
+                "{b:?} round {round}: tombstone version {version} looked for {asked} times: {made:?}"
+            );
+            assert!(
+                !made.iter().any(|c| c.starts_with("list")),
+                "{b:?} round {round}: {made:?}"
+            );
+        }
     }
     Ok(())
 }

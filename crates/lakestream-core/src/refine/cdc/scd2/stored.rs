@@ -243,7 +243,9 @@ pub async fn expire(
     table: &str,
     retention: std::time::Duration,
 ) -> Result<()> {
-    let handle = ctx.side(table).await?;
+    // As this run loaded it (newer commits only add today's rows: nothing expiring on it is
+    // nothing expiring); refreshed before anything is read for an expiry.
+    let mut handle = ctx.side_as_is(table).await?;
     if !handle.exists() {
         return Ok(());
     }
@@ -257,6 +259,7 @@ pub async fn expire(
     if !expiring {
         return Ok(());
     }
+    handle.refresh().await?;
     // Read only: a truncate stored again is committed (and kept warm) by its own handle.
     keep_dated_truncates(ctx, &handle, &cutoff).await?;
     let horizon = Some((bronze::SEQ, AT));

@@ -127,12 +127,8 @@ pub(crate) async fn plan(
     let (mut incoming, index) = src.winners()?;
     let mut ties = Ties::new();
     // The tombstone table, loaded once for the plan (a re-plan loads it again).
-    let tombs = if u.op.is_some() {
-        let who = sweep.positions.as_ref();
-        Some(tombstones::keep_out_deleted(ctx, src, &mut incoming, who).await?)
-    } else {
-        None
-    };
+    let who = sweep.positions.as_ref();
+    let tombs = tombstones::keep_out_deleted(ctx, src, &mut incoming, who).await?;
 
     let current = if exists {
         Some(output.arrow_schema()?)

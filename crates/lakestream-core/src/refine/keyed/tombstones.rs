@@ -111,18 +111,22 @@ pub async fn load(
 /// commit the output). CDC (`who`: job, bronze, family): a change the tombstone keeps out but
 /// committed after the delete was written proves the source's positions went back: an error,
 /// never a silent drop. Returns the tombstone table's handle as loaded (one load per plan:
-/// [`keep_out_forgotten`] reads its properties from it).
+/// [`keep_out_forgotten`] reads its properties from it); `None`, loading nothing, for a job
+/// whose source has no deletes (no `op` column configured).
 pub(crate) async fn keep_out_deleted(
     ctx: &RunContext<'_>,
     src: &IncomingRows<'_>,
     incoming: &mut [Incoming],
     who: Option<&positions::Who>,
-) -> Result<TableHandle> {
+) -> Result<Option<TableHandle>> {
+    if src.u.op.is_none() {
+        return Ok(None);
+    }
     let table = table_name(&src.cfg.job);
     let handle = ctx.side(&table).await?;
     let tombs = load(&handle, &table, &src.key_enc, &src.order_enc).await?;
     if tombs.is_empty() {
-        return Ok(handle);
+        return Ok(Some(handle));
     }
     let changes = match who {
         Some(who) => Some(RunColumns::of(&src.rows, who)?),
@@ -142,7 +146,7 @@ pub(crate) async fn keep_out_deleted(
             inc.after = Some(tomb.order.clone());
         }
     }
-    Ok(handle)
+    Ok(Some(handle))
 }
 
 /// CDC, after the winners met the output's rows: keep out a winner that is not a delete, has

@@ -44,7 +44,7 @@ micro-batch (GLUE_TIER1 / GLUE_TIER2 below, DEPLOY.md).
 
 The record plan is generated once per (N, seconds, seed) and cached under
 target/bench-fresh/cache. Results: target/bench-fresh/results.json, one row per (target, N, busy
-share, the rest's changes), kept across runs; the cost curve of every row is printed at the end. BENCH_TABLES
+share, the rest's changes, size), kept across runs; the cost curve of every row is printed at the end. BENCH_TABLES
 (default "1,70"), BENCH_SIZE (quick|full), BENCH_SEED. Needs MOTO_PORT (`make moto-start`). Not in CI;
 no thresholds. The machine's x86 cores stand in for Graviton; durations include the emulator.
 """

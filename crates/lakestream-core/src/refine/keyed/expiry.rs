@@ -86,15 +86,19 @@ async fn expire_in(
     }
 }
 
-/// The `date` partitions before this one expire.
-fn cutoff(now: DateTime<Utc>, retention: std::time::Duration) -> String {
+/// The `date` partitions before this one expire at `now` (tombstones and SCD2's stored
+/// deletes alike).
+pub(crate) fn cutoff(now: DateTime<Utc>, retention: std::time::Duration) -> String {
     (now - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX))
         .format("%Y-%m-%d")
         .to_string()
 }
 
 /// The removes of the live files dated before `cutoff` (as `handle` knows them).
-fn expired_files(handle: &TableHandle, cutoff: String) -> Result<Vec<deltalake::kernel::Remove>> {
+pub(crate) fn expired_files(
+    handle: &TableHandle,
+    cutoff: String,
+) -> Result<Vec<deltalake::kernel::Remove>> {
     Ok(handle
         .live_files()?
         .iter()

@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::read::read_all;
 use crate::refine::cdc::positions::{RunColumns, Who};
 use crate::refine::context::RunContext;
+use crate::refine::keyed::expiry::expired_files;
 use crate::refine::keyed::tombstones::{EXPIRED_AT_PROPERTY, EXPIRED_THROUGH_PROPERTY};
 use crate::table::TableHandle;
 use deltalake::arrow::array::{
@@ -50,12 +51,9 @@ pub struct Side {
     pub oldest: Option<String>,
 }
 
-/// The `date` partitions before which stored rows expire at `now`.
-pub fn cutoff(now: chrono::DateTime<chrono::Utc>, retention: std::time::Duration) -> String {
-    (now - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX))
-        .format("%Y-%m-%d")
-        .to_string()
-}
+/// The `date` partitions before which stored rows expire at `now` (one rule with the
+/// tombstones').
+pub(crate) use crate::refine::keyed::expiry::cutoff;
 
 /// Every stored delete and truncate of `table`, and its horizon (nothing when it does not
 /// exist yet).
@@ -250,13 +248,7 @@ pub async fn expire(
         return Ok(());
     }
     let cutoff = cutoff(ctx.now, retention);
-    let expiring = handle.live_files()?.iter().any(|f| {
-        f.partition_values()
-            .get("date")
-            .and_then(|d| d.as_deref())
-            .is_some_and(|d| d < cutoff.as_str())
-    });
-    if !expiring {
+    if expired_files(&handle, cutoff.clone())?.is_empty() {
         return Ok(());
     }
     handle.refresh().await?;

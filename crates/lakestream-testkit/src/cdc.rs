@@ -72,7 +72,9 @@ pub fn bronze_batch(changes: &[BronzeChange<'_>], row_schema: &SchemaRef) -> Res
         .iter()
         .map(|c| format!("{}\n", c.2))
         .collect::<String>();
+    // One batch for every change (the reader's default stops at 1,024 rows).
     let mut reader = arrow_json::ReaderBuilder::new(row_schema.clone())
+        .with_batch_size(n.max(1))
         .build(std::io::Cursor::new(json.into_bytes()))?;
     let rows = match reader.next() {
         Some(b) => b?,

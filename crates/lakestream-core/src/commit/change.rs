@@ -44,6 +44,9 @@ pub struct Change {
     /// and removes. Required when the change removes files with `dataChange = true` on a table
     /// with `delta.enableChangeDataFeed = true`.
     pub cdc_files: Vec<AddCDCFile>,
+    /// Application fields of the commit's `commitInfo` (besides the commit id), e.g. a keyed
+    /// run's inline tombstones ([`crate::refine::keyed::pending`]).
+    pub info: Vec<(String, serde_json::Value)>,
 }
 
 /// The `MERGE` a keyed rewrite records (an upsert, an aggregate): rows matched on `keys`,
@@ -87,6 +90,7 @@ impl Change {
             scope: ReadScope::Append,
             properties: vec![],
             cdc_files: vec![],
+            info: vec![],
         }
     }
 
@@ -308,6 +312,7 @@ mod tests {
             txns: txn.map(|t| Transaction::new(t, 1)).into_iter().collect(),
             scope,
             cdc_files: vec![],
+            info: vec![],
         }
     }
 

@@ -102,10 +102,14 @@ fn commit_properties(change: &Change, commit_id: &str) -> CommitProperties {
         .with_application_transactions(txns)
         .with_max_retries(0)
         .with_cleanup_expired_logs(Some(false))
-        .with_metadata([(
-            COMMIT_ID_KEY.to_string(),
-            serde_json::Value::String(commit_id.to_string()),
-        )])
+        .with_metadata(
+            [(
+                COMMIT_ID_KEY.to_string(),
+                serde_json::Value::String(commit_id.to_string()),
+            )]
+            .into_iter()
+            .chain(change.info.iter().cloned()),
+        )
 }
 
 /// The change's file actions: adds, removes, change data files.

@@ -3,12 +3,14 @@
 //! `delta.logRetentionDuration` (30 days default) and older than that checkpoint are removed, so
 //! time travel inside the window keeps working. Logs refine jobs still need are kept too: a
 //! checkpoint at or below the version the job furthest behind consumed, and every commit after it
-//! ([`readers`](super::readers)). Time comes from the injected [`Clock`]. Only `_delta_log/` of
+//! ([`readers`](super::readers)), and a keyed refine output's commits whose inline tombstones
+//! are not consolidated yet ([`pending`]). Time comes from the injected [`Clock`]. Only `_delta_log/` of
 //! the table is listed and cleaned, so a table stored below another's root is not touched.
 
 use crate::clock::Clock;
 use crate::error::Result;
 use crate::maintenance::readers::{self, Reader};
+use crate::refine::keyed::pending;
 use crate::storage::Lake;
 use crate::table::TableHandle;
 use deltalake::table::config::TablePropertiesExt;
@@ -27,6 +29,9 @@ pub struct CheckpointReport {
     pub kept_for_readers_from: Option<u64>,
     /// Refine jobs further behind than the log retention: their logs were not kept.
     pub readers_too_far_behind: Vec<String>,
+    /// A keyed refine output: its commits from this version on hold tombstones not yet
+    /// consolidated into the job's tombstone table, and were kept.
+    pub kept_for_tombstones_from: Option<u64>,
 }
 
 /// Version of the last checkpoint (from `_last_checkpoint`), if any.
@@ -64,6 +69,11 @@ pub async fn checkpoint(
     if let (Some(k), Some(limit)) = (keep, kept.cleanup_limit()) {
         keep = Some(k.min(limit));
         report.kept_for_readers_from = Some(limit);
+    }
+    // A keyed output's inline tombstones not consolidated yet are read from its commits.
+    if let (Some(k), Some(from)) = (keep, pending::pending_from(lake, &h).await?) {
+        keep = Some(k.min(from));
+        report.kept_for_tombstones_from = Some(from);
     }
     if let Some(keep) = keep {
         let cutoff = clock.now().timestamp_millis() - log_retention.as_millis() as i64;

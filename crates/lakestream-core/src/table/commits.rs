@@ -112,21 +112,35 @@ impl Commit {
     pub fn written_at(&self) -> Option<DateTime<Utc>> {
         self.info().written_at()
     }
+
+    /// An application field of the commit's `commitInfo` (e.g. a keyed run's inline
+    /// tombstones); `None` when the commit has no `commitInfo` or not this field.
+    pub fn info_field(&self, key: &str) -> Option<serde_json::Value> {
+        info_object(&self.bytes).and_then(|mut info| info.remove(key))
+    }
 }
 
 /// The `commitInfo` of one commit file's bytes (see [`Commit::info`]).
 pub fn commit_info(bytes: &[u8]) -> CommitInfo {
+    info_object(bytes)
+        .map(|info| CommitInfo::from_action(&info))
+        .unwrap_or_default()
+}
+
+/// The object of the last `commitInfo` action of a commit file's bytes (lines that are not
+/// JSON objects skipped).
+fn info_object(bytes: &[u8]) -> Option<serde_json::Map<String, serde_json::Value>> {
     use serde_json::Value;
-    let mut out = CommitInfo::default();
+    let mut out = None;
     for line in bytes.split(|b| *b == b'\n') {
         if !line.windows(12).any(|w| w == b"\"commitInfo\"") {
             continue;
         }
-        let Ok(Value::Object(action)) = serde_json::from_slice::<Value>(line) else {
+        let Ok(Value::Object(mut action)) = serde_json::from_slice::<Value>(line) else {
             continue;
         };
-        if let Some(Value::Object(info)) = action.get("commitInfo") {
-            out = CommitInfo::from_action(info);
+        if let Some(Value::Object(info)) = action.remove("commitInfo") {
+            out = Some(info);
         }
     }
     out

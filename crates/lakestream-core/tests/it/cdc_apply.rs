@@ -1,7 +1,7 @@
 //! CDC apply, SCD type 1, on bronze tables written directly (the contract's bronze schema):
 //! out-of-order changes across runs, redelivery, deletes and their tombstones, re-insert,
 //! truncates, a new bronze column, keys from the bronze property or the config; two runs at
-//! once, a compaction racing the apply, a run killed between its tombstone and silver commits;
+//! once, a compaction racing the apply, a run killed between silver's anchor and its commit;
 //! a family's tables expanded into jobs. Issue 37: a change equal to the silver row writes
 //! nothing (a re-snapshot commits no row and no feed row); a TOAST placeholder takes the
 //! previous value (silver row, or an earlier change in the run; null after a delete).
@@ -12,6 +12,7 @@ use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use lakestream_core::commit::CommitSettings;
 use lakestream_core::maintenance::maintained_tables;
 use lakestream_core::refine::cdc::family::all_jobs;
+use lakestream_core::refine::keyed::pending;
 use lakestream_core::refine::{RunContext, UpsertCounts, in_dependency_order, run_job};
 use lakestream_core::table::TableHandle;
 use lakestream_core::{Lake, read};
@@ -50,6 +51,12 @@ fn rows_schema(color: bool) -> SchemaRef {
         f.push(Field::new("color", DataType::Utf8, true));
     }
     Arc::new(Schema::new(f))
+}
+
+/// Silver's version.
+async fn silver_version(l: &Lake) -> Result<u64> {
+    let h = TableHandle::open_existing(l, SILVER).await?;
+    h.version().context("silver has a version")
 }
 
 /// (id, v, __seq) of a table, sorted.
@@ -354,7 +361,8 @@ async fn racing_applies_a_compaction_and_a_killed_run_keep_every_key_once() -> R
             "{backend:?}"
         );
 
-        // Deletes of the even keys; killed after the tombstone commit, before silver's.
+        // Deletes of the even keys (silver's first): killed after the tombstone table's commit
+        // (silver's anchor), before silver's, which holds the tombstones: none is anywhere.
         append_round(&l, 2, "d").await?;
         let once = CommitSettings {
             max_attempts: 1,
@@ -363,8 +371,18 @@ async fn racing_applies_a_compaction_and_a_killed_run_keep_every_key_once() -> R
         faults.pass_first.store(1, Ordering::SeqCst);
         faults.refuse.store(1, Ordering::SeqCst);
         assert!(apply(&cfg, &l, &once).await.is_err());
-        let tombs = read::read_table(&l, "_lakestream/orders/tombstones", None).await?;
-        assert_eq!(tombs.num_rows(), 20, "the tombstones landed first");
+        let tombs = "_lakestream/orders/tombstones";
+        let anchored = TableHandle::open_existing(&l, tombs).await?;
+        let silver_id = TableHandle::open_existing(&l, SILVER).await?.table_id()?;
+        let anchor = anchored.property(pending::CONSOLIDATED_PROPERTY)?;
+        assert_eq!(
+            anchor
+                .as_deref()
+                .and_then(|a| pending::parse(a, &silver_id)),
+            Some(silver_version(&l).await? as i64),
+            "the anchor landed first, at the plan's read version"
+        );
+        assert_eq!(read::read_table(&l, tombs, None).await?.num_rows(), 0);
         assert_eq!(silver(&l, SILVER).await?, expected_after(2, false));
         let c = apply(&cfg, &l, &s).await?;
         assert_eq!(c.deleted, 20, "{c:?}");

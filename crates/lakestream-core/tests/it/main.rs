@@ -42,5 +42,6 @@ mod table_paths;
 mod table_reset;
 mod table_seams;
 mod tombstone_expiry;
+mod tombstones_inline;
 mod upsert;
 mod vacuum_guards;

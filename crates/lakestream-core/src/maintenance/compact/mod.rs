@@ -226,6 +226,7 @@ impl PartitionCompaction<'_> {
             // Compaction changes no row (`dataChange = false`): no change data, even on a
             // table with the change data feed.
             cdc_files: vec![],
+            info: vec![],
         }
     }
 }

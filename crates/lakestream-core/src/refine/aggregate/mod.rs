@@ -368,6 +368,7 @@ fn proposal(
         )],
         scope: ReadScope::Table,
         cdc_files: vec![],
+        info: vec![],
     };
     let create = NewTable {
         partition_columns,

@@ -71,6 +71,7 @@ async fn expire_in(
         txns: vec![],
         scope: ReadScope::Files,
         cdc_files: vec![],
+        info: vec![],
     };
     let mut planner = Fixed(Some(Proposal {
         change,

@@ -22,9 +22,11 @@
 pub(crate) mod expiry;
 pub(crate) mod incoming;
 pub mod order;
+pub mod pending;
 pub(crate) mod rewrite;
 mod run;
 pub mod target;
+pub(crate) mod tombstone_table;
 pub mod tombstones;
 pub(crate) mod unchanged;
 pub mod values;
@@ -128,7 +130,7 @@ pub(crate) async fn plan(
     let mut ties = Ties::new();
     // The tombstone table, loaded once for the plan (a re-plan loads it again).
     let who = sweep.positions.as_ref();
-    let tombs = tombstones::keep_out_deleted(ctx, src, &mut incoming, who).await?;
+    let tombs = tombstones::keep_out_deleted(ctx, src, &mut incoming, who, output).await?;
 
     let current = if exists {
         Some(output.arrow_schema()?)
@@ -246,6 +248,7 @@ fn proposal(
         )],
         scope: ReadScope::Table,
         cdc_files: vec![],
+        info: vec![],
     };
     let src_id = src.read.handle.table_id()?;
     let create = NewTable {

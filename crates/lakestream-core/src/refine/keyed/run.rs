@@ -1,7 +1,12 @@
 //! The one commit loop of a keyed run (the upsert and the CDC SCD1 apply): a [`KeyedPlan`]
-//! writes data files from a snapshot, the winning deletes' tombstones are the side write
-//! (durable before the output commit), and after a commit lands old tombstones expire.
+//! writes data files from a snapshot; the winning deletes' tombstones go into the output
+//! commit ([`pending`]: the side write then only sets the output's anchor once) or, for a new
+//! output or a chunk too large, to the tombstone table as the side write (durable before the
+//! output commit); after a commit lands, pending tombstones are consolidated when due and old
+//! tombstones expire.
 
+use super::pending;
+use super::tombstone_table;
 use super::tombstones::{self, Deletes};
 use super::{Planned, empty_report};
 use crate::commit::{ChangePlanner, Proposal, TableState, run};
@@ -9,6 +14,7 @@ use crate::error::Result;
 use crate::refine::context::RunContext;
 use crate::refine::report::RunReport;
 use crate::table::TableHandle;
+use deltalake::arrow::array::RecordBatch;
 
 /// Plans one commit of a keyed run (the source consumed up to `consumed`); writes data files
 /// only.
@@ -31,8 +37,20 @@ struct KeyedPlanner<'a, 'c, P> {
     job: &'a str,
     app: String,
     inner: P,
-    tombstones: Option<Deletes>,
+    /// The side write before the output commit.
+    side: Side,
     report: RunReport,
+}
+
+/// What must be durable in the tombstone table before the output commit.
+enum Side {
+    /// Nothing.
+    Nothing,
+    /// The chunk's tombstones (a new output, or too large to go inline).
+    Tombstones(Deletes),
+    /// The output's anchor (`output id`, the plan's read version), with the tombstone rows
+    /// whose columns a new tombstone table gets.
+    Anchor(RecordBatch, (String, i64)),
 }
 
 impl<P: KeyedPlan> ChangePlanner for KeyedPlanner<'_, '_, P> {
@@ -45,15 +63,17 @@ impl<P: KeyedPlan> ChangePlanner for KeyedPlanner<'_, '_, P> {
             .committed
             .get(&self.app)
             .and_then(|v| u64::try_from(*v).ok());
+        self.side = Side::Nothing;
         match self.inner.plan(output, state, consumed).await? {
             Planned::Commit(p) => {
-                let p = *p;
-                self.tombstones = p.tombstones;
+                let mut p = *p;
                 self.report = p.report;
+                if let Some(deletes) = p.tombstones {
+                    self.side = self.place(deletes, output, state, &mut p.proposal)?;
+                }
                 Ok(Some(p.proposal))
             }
             Planned::Nothing(report) => {
-                self.tombstones = None;
                 self.report = report;
                 Ok(None)
             }
@@ -61,10 +81,40 @@ impl<P: KeyedPlan> ChangePlanner for KeyedPlanner<'_, '_, P> {
     }
 
     async fn side_writes(&mut self, _: &Proposal) -> Result<()> {
-        let Some(d) = &self.tombstones else {
-            return Ok(());
+        match &self.side {
+            Side::Nothing => Ok(()),
+            Side::Tombstones(d) => d.write(self.ctx, self.job).await,
+            Side::Anchor(rows, anchor) => {
+                tombstone_table::anchor(self.ctx, self.job, rows, anchor.clone()).await
+            }
+        }
+    }
+}
+
+impl<P> KeyedPlanner<'_, '_, P> {
+    /// Where the plan's tombstones go: into `proposal`'s `commitInfo` when the output exists
+    /// and they fit (then the side write is the output's anchor, unless the tombstone table
+    /// holds one), else the side write.
+    fn place(
+        &self,
+        deletes: Deletes,
+        output: &TableHandle,
+        state: &TableState,
+        proposal: &mut Proposal,
+    ) -> Result<Side> {
+        let (Some(read), true) = (state.version, output.exists()) else {
+            return Ok(Side::Tombstones(deletes));
         };
-        d.write(self.ctx, self.job).await
+        let Some(rows) = deletes.dated(self.ctx.now)? else {
+            return Ok(Side::Nothing);
+        };
+        let Some(text) = pending::encode(&rows)? else {
+            return Ok(Side::Tombstones(deletes));
+        };
+        let key = pending::COMMIT_INFO_KEY.to_string();
+        proposal.change.info.push((key, text.into()));
+        let read = i64::try_from(read).unwrap_or(i64::MAX);
+        Ok(Side::Anchor(rows, (output.table_id()?, read)))
     }
 }
 
@@ -95,14 +145,19 @@ pub(crate) async fn run_keyed<P: KeyedPlan>(
         job,
         app,
         inner,
-        tombstones: None,
+        side: Side::Nothing,
         report: empty_report(),
     };
     let ran = run(&mut output, ctx.settings, &mut planner).await?;
-    // The next run starts from this run's commit (no reading it back).
-    ctx.keep(output);
     let mut report = planner.report;
     report.attempts = ran.attempts;
+    if let Some(landed) = &ran.landed
+        && output.exists()
+    {
+        pending::consolidate_if_due(ctx, job, &output, landed.version).await?;
+    }
+    // The next run starts from this run's commit (no reading it back).
+    ctx.keep(output);
     if let Some(landed) = ran.landed {
         report.output_version = Some(landed.version);
         if let Some(Expiry { retention, horizon }) = expire {

@@ -12,19 +12,18 @@
 
 use super::incoming::{Incoming, IncomingRows, Ties};
 use super::order::Encoder;
-use crate::commit::{self, CommitSettings, Planned, Planner, TableState};
+use super::pending;
+use super::tombstone_table::dated_batch;
+pub(crate) use super::tombstone_table::write_in;
+pub use super::tombstone_table::{NEVER_EXPIRES, write, write_dated};
 use crate::error::{Error, Result};
 use crate::read::read_all;
 use crate::refine::RunContext;
 use crate::refine::cdc::positions::{self, RunColumns};
-use crate::storage::Lake;
 use crate::table::TableHandle;
 use chrono::{DateTime, Utc};
-use deltalake::arrow::array::{
-    ArrayRef, AsArray, RecordBatch, StringArray, TimestampMicrosecondArray, UInt32Array,
-};
+use deltalake::arrow::array::{ArrayRef, AsArray, RecordBatch, StringArray, UInt32Array};
 use deltalake::arrow::compute::take_record_batch;
-use deltalake::arrow::datatypes::{Field, Schema, SchemaRef};
 use lakestream_formats::config::bronze;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -58,20 +57,35 @@ pub struct Tomb {
 pub type Tombstones = HashMap<Vec<u8>, Tomb>;
 
 /// Every live tombstone of the table (it only holds deletes within the retention) as of
-/// `handle` (the run's side-table handle, [`RunContext::side`]); nothing when there is no
-/// table yet.
+/// `handle` (the run's side-table handle, [`RunContext::side`]), and those of `pending` (the
+/// output commits' inline tombstones not consolidated yet, [`pending::read`]); nothing when
+/// there is no table yet and nothing pending.
 pub async fn load(
     handle: &TableHandle,
+    pending: &[RecordBatch],
     table: &str,
     key: &Encoder,
     order: &Encoder,
 ) -> Result<Tombstones> {
-    if !handle.exists() {
-        return Ok(Tombstones::new());
+    let mut out = Tombstones::new();
+    if handle.exists() {
+        newest_of(&read_all(handle).await?, &mut out, table, (key, order))?;
     }
-    let batch = read_all(handle).await?;
-    let keys = key.encode(&batch, table)?;
-    let orders = order.encode(&batch, table)?;
+    for batch in pending {
+        newest_of(batch, &mut out, table, (key, order))?;
+    }
+    Ok(out)
+}
+
+/// Keep in `out` the newest tombstone per key of `batch` and what `out` holds.
+fn newest_of(
+    batch: &RecordBatch,
+    out: &mut Tombstones,
+    table: &str,
+    (key, order): (&Encoder, &Encoder),
+) -> Result<()> {
+    let keys = key.encode(batch, table)?;
+    let orders = order.encode(batch, table)?;
     let ties = batch
         .column_by_name("tie")
         .ok_or_else(|| Error::Internal(format!("tombstone table `{table}` has no `tie`")))?
@@ -83,9 +97,8 @@ pub async fn load(
     // The delete's own commit time (a database time, compared with the changes' own).
     let written = batch
         .column_by_name(bronze::SOURCE_TS)
-        .map(|_| positions::times(&batch, bronze::SOURCE_TS))
+        .map(|_| positions::times(batch, bronze::SOURCE_TS))
         .transpose()?;
-    let mut out = Tombstones::new();
     for (i, (k, o)) in keys.into_iter().zip(orders).enumerate() {
         let t = ties.value(i).to_string();
         let newer = out.get(&k).is_none_or(|b| (&o, &t) > (&b.order, &b.tie));
@@ -102,7 +115,7 @@ pub async fn load(
             );
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Mark the winners a tombstone keeps out as older: a delete with greater ordering values
@@ -110,21 +123,34 @@ pub async fn load(
 /// never older than an equal tombstone (its own, from an earlier attempt or run that did not
 /// commit the output). CDC (`who`: job, bronze, family): a change the tombstone keeps out but
 /// committed after the delete was written proves the source's positions went back: an error,
-/// never a silent drop. Returns the tombstone table's handle as loaded (one load per plan:
-/// [`keep_out_forgotten`] reads its properties from it); `None`, loading nothing, for a job
-/// whose source has no deletes (no `op` column configured).
+/// never a silent drop. The tombstones are the table's and those pending in the output's
+/// commits up to `output`'s version ([`pending`]). Returns the tombstone table's handle as
+/// loaded (one load per plan: [`keep_out_forgotten`] reads its properties from it, the run
+/// its anchor); `None`, loading nothing, for a job whose source has no deletes (no `op`
+/// column configured).
 pub(crate) async fn keep_out_deleted(
     ctx: &RunContext<'_>,
     src: &IncomingRows<'_>,
     incoming: &mut [Incoming],
     who: Option<&positions::Who>,
+    output: &TableHandle,
 ) -> Result<Option<TableHandle>> {
     if src.u.op.is_none() {
         return Ok(None);
     }
     let table = table_name(&src.cfg.job);
+    // Loaded after the output's state: an anchor set before an inline commit that state
+    // holds is seen here.
     let handle = ctx.side(&table).await?;
-    let tombs = load(&handle, &table, &src.key_enc, &src.order_enc).await?;
+    let inline = match (output.exists(), output.version()) {
+        (true, Some(at)) => match pending::consolidated_through(&handle, &output.table_id()?)? {
+            Some(after) => pending::read(output, after, at).await?,
+            None => vec![],
+        },
+        _ => vec![],
+    };
+    let inline: Vec<RecordBatch> = inline.into_iter().map(|(_, b)| b).collect();
+    let tombs = load(&handle, &inline, &table, &src.key_enc, &src.order_enc).await?;
     if tombs.is_empty() {
         return Ok(Some(handle));
     }
@@ -263,166 +289,11 @@ impl Deletes {
         let cols = (self.columns.as_slice(), self.ties.clone());
         write_in(ctx, &table_name(job), &self.rows, cols, dates).await
     }
-}
 
-struct Write {
-    batch: RecordBatch,
-}
-
-impl Planner for Write {
-    fn app_ids(&self) -> Vec<String> {
-        vec![]
+    /// The tombstone rows as written to the table (today's `date` partition).
+    pub(crate) fn dated(&self, now: DateTime<Utc>) -> Result<Option<RecordBatch>> {
+        let today = now.format("%Y-%m-%d").to_string();
+        let dates = vec![today; self.rows.num_rows()];
+        dated_batch(&self.rows, (&self.columns, self.ties.clone()), now, dates)
     }
-    async fn plan(&mut self, state: &TableState) -> Result<Option<Planned>> {
-        // A tombstone table written before it kept `__source_ts` gains the column (nullable).
-        let batch = self.batch.schema();
-        let schema = match &state.schema {
-            None => batch,
-            Some(current) => {
-                let mut fields: Vec<Field> = current
-                    .fields()
-                    .iter()
-                    .map(|f| f.as_ref().clone())
-                    .collect();
-                for f in batch.fields() {
-                    if current.field_with_name(f.name()).is_err() {
-                        fields.push(f.as_ref().clone().with_nullable(true));
-                    }
-                }
-                Arc::new(Schema::new(fields))
-            }
-        };
-        // The batch in the table's column order (a column it lacks: null).
-        let columns = schema
-            .fields()
-            .iter()
-            .map(|f| match self.batch.column_by_name(f.name()) {
-                Some(c) => c.clone(),
-                None => {
-                    deltalake::arrow::array::new_null_array(f.data_type(), self.batch.num_rows())
-                }
-            })
-            .collect();
-        let aligned = RecordBatch::try_new(schema.clone(), columns)?;
-        Ok(Some(Planned {
-            batch: aligned,
-            schema,
-            partition_columns: vec!["date".into()],
-            txns: vec![],
-            set_properties: vec![],
-            table_properties: vec![],
-            commit_if_empty: false,
-        }))
-    }
-}
-
-/// Record tombstones for the delete rows `deletes` (key and ordering columns, source types)
-/// with their tie texts, in `now`'s `date` partition. Writing one twice is harmless (the
-/// newest per key counts).
-pub async fn write(
-    lake: &Lake,
-    table: &str,
-    settings: &CommitSettings,
-    deletes: &RecordBatch,
-    columns: &[String],
-    ties: Vec<String>,
-    now: DateTime<Utc>,
-) -> Result<()> {
-    let today = now.format("%Y-%m-%d").to_string();
-    let dates = vec![today; deletes.num_rows()];
-    write_dated(lake, table, settings, deletes, (columns, ties), now, dates).await
-}
-
-/// The `date` partition of rows that never expire ([`expiry`](super::expiry) removes the
-/// partitions dated before a cutoff): an SCD2 job's stored truncates.
-pub const NEVER_EXPIRES: &str = "9999-12-31";
-
-/// [`write`] with each row's `date` partition given (`dates`, one per row).
-pub async fn write_dated(
-    lake: &Lake,
-    table: &str,
-    settings: &CommitSettings,
-    deletes: &RecordBatch,
-    columns: (&[String], Vec<String>),
-    now: DateTime<Utc>,
-    dates: Vec<String>,
-) -> Result<()> {
-    let Some(batch) = dated_batch(deletes, columns, now, dates)? else {
-        return Ok(());
-    };
-    let mut handle = TableHandle::open(lake, table)?;
-    commit::append(lake, &mut handle, settings, &mut Write { batch }).await?;
-    Ok(())
-}
-
-/// [`write_dated`] in a run: to the run's side-table handle ([`RunContext::side`]), kept warm
-/// after its commit.
-pub(crate) async fn write_in(
-    ctx: &RunContext<'_>,
-    table: &str,
-    deletes: &RecordBatch,
-    columns: (&[String], Vec<String>),
-    dates: Vec<String>,
-) -> Result<()> {
-    let Some(batch) = dated_batch(deletes, columns, ctx.now, dates)? else {
-        return Ok(());
-    };
-    // As this run's plan loaded it: a newer commit makes the PUT fail and the append rebase.
-    let mut handle = ctx.side_as_is(table).await?;
-    commit::append(ctx.lake, &mut handle, ctx.settings, &mut Write { batch }).await?;
-    ctx.keep(handle);
-    Ok(())
-}
-
-/// The tombstone rows of `deletes`: their key and ordering `columns` with `ties`, the time
-/// written and the `date` partition of each; `None` when there is none.
-fn dated_batch(
-    deletes: &RecordBatch,
-    (columns, ties): (&[String], Vec<String>),
-    now: DateTime<Utc>,
-    dates: Vec<String>,
-) -> Result<Option<RecordBatch>> {
-    if deletes.num_rows() == 0 {
-        return Ok(None);
-    }
-    let n = deletes.num_rows();
-    if dates.len() != n {
-        return Err(Error::Internal(format!(
-            "{} dates for {n} tombstones",
-            dates.len()
-        )));
-    }
-    let mut fields = Vec::new();
-    let mut cols: Vec<ArrayRef> = Vec::new();
-    for c in columns {
-        let (i, f) = deletes
-            .schema()
-            .column_with_name(c)
-            .map(|(i, f)| (i, f.clone()))
-            .ok_or_else(|| Error::Internal(format!("delete rows have no `{c}`")))?;
-        fields.push(f.with_nullable(true));
-        cols.push(deletes.column(i).clone());
-    }
-    fields.push(Field::new(
-        "tie",
-        deltalake::arrow::datatypes::DataType::Utf8,
-        false,
-    ));
-    cols.push(Arc::new(StringArray::from(ties)));
-    fields.push(Field::new(
-        "deleted_at",
-        crate::schema::timestamp_type(),
-        false,
-    ));
-    cols.push(Arc::new(
-        TimestampMicrosecondArray::from(vec![now.timestamp_micros(); n]).with_timezone("UTC"),
-    ));
-    fields.push(Field::new(
-        "date",
-        deltalake::arrow::datatypes::DataType::Utf8,
-        false,
-    ));
-    cols.push(Arc::new(StringArray::from(dates)));
-    let schema: SchemaRef = Arc::new(Schema::new(fields));
-    Ok(Some(RecordBatch::try_new(schema, cols)?))
 }

@@ -312,6 +312,7 @@ async fn plan(
             )?)
             .collect(),
         cdc_files,
+        info: vec![],
     };
     proposal(p, &read, change, schema)
 }

@@ -43,6 +43,9 @@ impl Pipeline {
         anyhow::ensure!(text != EXAMPLE, "example config layout changed");
         let mut cfg = PipelineConfig::from_toml(&format!("{text}\n{}", cdc_config("sensors")))?;
         cfg.lake.root = dir.path().join("lake").to_string_lossy().into_owned();
+        // Checkpoints every 2 commits: the CDC apply consolidates its tombstones from silver's
+        // commits into the tombstone table at each (small files, for the compaction below).
+        cfg.commit.checkpoint_interval = 2;
         // 2026-01-01T12:00:00Z: the rows below are an hour or two old.
         let clock = Arc::new(FixedClock::new(
             chrono::DateTime::from_timestamp(1_767_268_800, 0).unwrap_or_default(),

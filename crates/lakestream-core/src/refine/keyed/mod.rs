@@ -61,6 +61,9 @@ pub(crate) struct Plan {
     pub proposal: Proposal,
     /// Deletes that won (the side write).
     pub tombstones: Option<Deletes>,
+    /// The tombstone table, as the plan loaded it, holds the output's anchor: tombstones of
+    /// the output's commits may be pending ([`pending`]).
+    pub anchored: bool,
     /// What the run did.
     pub report: RunReport,
 }
@@ -167,7 +170,8 @@ pub(crate) async fn plan(
     if let Some(who) = &sweep.positions
         && consumed.is_some()
     {
-        tombstones::keep_out_forgotten(ctx, src, &mut incoming, who, tombs.as_ref()).await?;
+        let loaded = tombs.as_ref().map(|(h, _)| h);
+        tombstones::keep_out_forgotten(ctx, src, &mut incoming, who, loaded).await?;
     }
     let cdc_values = (&replaced.resolved, sweep.values.as_ref());
     let (new_files, new_rows) =
@@ -204,6 +208,7 @@ pub(crate) async fn plan(
         Plan {
             proposal,
             tombstones,
+            anchored: tombs.is_some_and(|(_, through)| through.is_some()),
             report,
         },
         images,

@@ -39,6 +39,8 @@ struct KeyedPlanner<'a, 'c, P> {
     inner: P,
     /// The side write before the output commit.
     side: Side,
+    /// The last plan found the output anchored or anchors it: tombstones may be pending.
+    anchored: bool,
     report: RunReport,
 }
 
@@ -64,6 +66,7 @@ impl<P: KeyedPlan> ChangePlanner for KeyedPlanner<'_, '_, P> {
             .get(&self.app)
             .and_then(|v| u64::try_from(*v).ok());
         self.side = Side::Nothing;
+        self.anchored = false;
         match self.inner.plan(output, state, consumed).await? {
             Planned::Commit(p) => {
                 let mut p = *p;
@@ -71,6 +74,7 @@ impl<P: KeyedPlan> ChangePlanner for KeyedPlanner<'_, '_, P> {
                 if let Some(deletes) = p.tombstones {
                     self.side = self.place(deletes, output, state, &mut p.proposal)?;
                 }
+                self.anchored = p.anchored || matches!(self.side, Side::Anchor(..));
                 Ok(Some(p.proposal))
             }
             Planned::Nothing(report) => {
@@ -146,13 +150,14 @@ pub(crate) async fn run_keyed<P: KeyedPlan>(
         app,
         inner,
         side: Side::Nothing,
+        anchored: false,
         report: empty_report(),
     };
     let ran = run(&mut output, ctx.settings, &mut planner).await?;
-    let mut report = planner.report;
+    let mut report = std::mem::replace(&mut planner.report, empty_report());
     report.attempts = ran.attempts;
     if let Some(landed) = &ran.landed
-        && output.exists()
+        && planner.anchored
     {
         pending::consolidate_if_due(ctx, job, &output, landed.version).await?;
     }

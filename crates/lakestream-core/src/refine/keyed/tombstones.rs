@@ -125,16 +125,16 @@ fn newest_of(
 /// committed after the delete was written proves the source's positions went back: an error,
 /// never a silent drop. The tombstones are the table's and those pending in the output's
 /// commits up to `output`'s version ([`pending`]). Returns the tombstone table's handle as
-/// loaded (one load per plan: [`keep_out_forgotten`] reads its properties from it, the run
-/// its anchor); `None`, loading nothing, for a job whose source has no deletes (no `op`
-/// column configured).
+/// loaded (one load per plan: [`keep_out_forgotten`] reads its properties from it) with the
+/// output's anchor in it (`None`: no tombstone of this output is pending); `None`, loading
+/// nothing, for a job whose source has no deletes (no `op` column configured).
 pub(crate) async fn keep_out_deleted(
     ctx: &RunContext<'_>,
     src: &IncomingRows<'_>,
     incoming: &mut [Incoming],
     who: Option<&positions::Who>,
     output: &TableHandle,
-) -> Result<Option<TableHandle>> {
+) -> Result<Option<(TableHandle, Option<i64>)>> {
     if src.u.op.is_none() {
         return Ok(None);
     }
@@ -142,17 +142,18 @@ pub(crate) async fn keep_out_deleted(
     // Loaded after the output's state: an anchor set before an inline commit that state
     // holds is seen here.
     let handle = ctx.side(&table).await?;
-    let inline = match (output.exists(), output.version()) {
-        (true, Some(at)) => match pending::consolidated_through(&handle, &output.table_id()?)? {
-            Some(after) => pending::read(output, after, at).await?,
-            None => vec![],
-        },
+    let through = match output.exists() {
+        true => pending::consolidated_through(&handle, &output.table_id()?)?,
+        false => None,
+    };
+    let inline = match (through, output.version()) {
+        (Some(after), Some(at)) => pending::read(output, after, at).await?,
         _ => vec![],
     };
     let inline: Vec<RecordBatch> = inline.into_iter().map(|(_, b)| b).collect();
     let tombs = load(&handle, &inline, &table, &src.key_enc, &src.order_enc).await?;
     if tombs.is_empty() {
-        return Ok(Some(handle));
+        return Ok(Some((handle, through)));
     }
     let changes = match who {
         Some(who) => Some(RunColumns::of(&src.rows, who)?),
@@ -172,7 +173,7 @@ pub(crate) async fn keep_out_deleted(
             inc.after = Some(tomb.order.clone());
         }
     }
-    Ok(Some(handle))
+    Ok(Some((handle, through)))
 }
 
 /// CDC, after the winners met the output's rows: keep out a winner that is not a delete, has

@@ -131,7 +131,6 @@ pub(crate) async fn plan(
     };
     let (mut incoming, index) = src.winners()?;
     let mut ties = Ties::new();
-    // The tombstone table, loaded once for the plan (a re-plan loads it again).
     let who = sweep.positions.as_ref();
     let tombs = tombstones::keep_out_deleted(ctx, src, &mut incoming, who, output).await?;
 
@@ -170,8 +169,7 @@ pub(crate) async fn plan(
     if let Some(who) = &sweep.positions
         && consumed.is_some()
     {
-        let loaded = tombs.as_ref().map(|(h, _)| h);
-        tombstones::keep_out_forgotten(ctx, src, &mut incoming, who, loaded).await?;
+        tombstones::keep_out_forgotten(ctx, src, &mut incoming, who, tombs.as_ref()).await?;
     }
     let cdc_values = (&replaced.resolved, sweep.values.as_ref());
     let (new_files, new_rows) =
@@ -208,7 +206,7 @@ pub(crate) async fn plan(
         Plan {
             proposal,
             tombstones,
-            anchored: tombs.is_some_and(|(_, through)| through.is_some()),
+            anchored: tombs.as_ref().is_some_and(|t| t.anchored),
             report,
         },
         images,

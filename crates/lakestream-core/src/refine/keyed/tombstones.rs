@@ -124,17 +124,16 @@ fn newest_of(
 /// commit the output). CDC (`who`: job, bronze, family): a change the tombstone keeps out but
 /// committed after the delete was written proves the source's positions went back: an error,
 /// never a silent drop. The tombstones are the table's and those pending in the output's
-/// commits up to `output`'s version ([`pending`]). Returns the tombstone table's handle as
-/// loaded (one load per plan: [`keep_out_forgotten`] reads its properties from it) with the
-/// output's anchor in it (`None`: no tombstone of this output is pending); `None`, loading
-/// nothing, for a job whose source has no deletes (no `op` column configured).
+/// commits up to `output`'s version ([`pending`]). Returns the tombstone table as loaded (once
+/// per plan; a re-plan loads it again: [`keep_out_forgotten`] reads its properties from it);
+/// `None`, loading nothing, for a job whose source has no deletes (no `op` column configured).
 pub(crate) async fn keep_out_deleted(
     ctx: &RunContext<'_>,
     src: &IncomingRows<'_>,
     incoming: &mut [Incoming],
     who: Option<&positions::Who>,
     output: &TableHandle,
-) -> Result<Option<(TableHandle, Option<i64>)>> {
+) -> Result<Option<Loaded>> {
     if src.u.op.is_none() {
         return Ok(None);
     }
@@ -152,8 +151,9 @@ pub(crate) async fn keep_out_deleted(
     };
     let inline: Vec<RecordBatch> = inline.into_iter().map(|(_, b)| b).collect();
     let tombs = load(&handle, &inline, &table, &src.key_enc, &src.order_enc).await?;
+    let anchored = through.is_some();
     if tombs.is_empty() {
-        return Ok(Some((handle, through)));
+        return Ok(Some(Loaded { handle, anchored }));
     }
     let changes = match who {
         Some(who) => Some(RunColumns::of(&src.rows, who)?),
@@ -173,7 +173,15 @@ pub(crate) async fn keep_out_deleted(
             inc.after = Some(tomb.order.clone());
         }
     }
-    Ok(Some((handle, through)))
+    Ok(Some(Loaded { handle, anchored }))
+}
+
+/// The tombstone table as a plan loaded it.
+pub(crate) struct Loaded {
+    /// The table (its properties: the expiry horizon).
+    pub handle: TableHandle,
+    /// It holds the output's anchor: tombstones of the output's commits may be pending.
+    pub anchored: bool,
 }
 
 /// CDC, after the winners met the output's rows: keep out a winner that is not a delete, has
@@ -190,12 +198,12 @@ pub(crate) async fn keep_out_forgotten(
     src: &IncomingRows<'_>,
     incoming: &mut [Incoming],
     who: &positions::Who,
-    loaded: Option<&TableHandle>,
+    loaded: Option<&Loaded>,
 ) -> Result<usize> {
     let table = table_name(&src.cfg.job);
     let fresh;
     let handle = match loaded {
-        Some(h) => h,
+        Some(l) => &l.handle,
         None => {
             fresh = ctx.side(&table).await?;
             &fresh

@@ -280,7 +280,8 @@ class Generator:
             flags["refine"] = True
             crash = self.crash(0.5)
             if crash and r.random() < 0.5:
-                # Between its two commits (tombstones, then output) is where a re-run must
+                # Between its two commits (the tombstone table's: silver's anchor, tombstones
+                # of a chunk too large to go inline, then silver's) is where a re-run must
                 # remember what the first one did: drawn more often.
                 crash = r.choice(["after-log-put:1", "after-data-put:2"])
             warm = self.warm and crash is None and r.random() < 0.3

@@ -119,6 +119,7 @@ fn core_error_type(e: &lakestream_core::Error) -> &'static str {
         Error::PositionsWentBack { .. } => "Lakestream.PositionsWentBack",
         Error::VersionUnavailable { .. } => "Lakestream.VersionUnavailable",
         Error::CommitGone { .. } => "Lakestream.CommitGone",
+        Error::InlineTombstones { .. } => "Lakestream.InlineTombstones",
         Error::DeletionVectors { .. } => "Lakestream.DeletionVectors",
         Error::ChangeDataFeed { .. } => "Lakestream.ChangeDataFeed",
         Error::UnsafeStorage(_) => "Lakestream.UnsafeStorage",

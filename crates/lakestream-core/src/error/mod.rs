@@ -171,6 +171,21 @@ pub enum Error {
         reason: String,
     },
 
+    /// An output commit's inline tombstones cannot be read (not lakestream's, or damaged).
+    #[error(
+        "table `{table}` version {version}: inline tombstones unreadable ({reason}). The job stops \
+         rather than let that commit's deletes come back; check them, then set the tombstone \
+         table's `lakestream.tombstones.consolidated_through.<output table id>` to {version}"
+    )]
+    InlineTombstones {
+        /// Output table name.
+        table: String,
+        /// The commit's version.
+        version: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// A commit file a reader needs is gone: log cleanup removed it (older than the table's
     /// `delta.logRetentionDuration` and a checkpoint). The one error of the table layer's commit
     /// reader ([`TableHandle::commits`](crate::table::TableHandle::commits)); each reader maps it

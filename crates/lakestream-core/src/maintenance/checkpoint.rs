@@ -71,7 +71,9 @@ pub async fn checkpoint(
         report.kept_for_readers_from = Some(limit);
     }
     // A keyed output's inline tombstones not consolidated yet are read from its commits.
-    if let (Some(k), Some(from)) = (keep, pending::pending_from(lake, &h).await?) {
+    if let Some(k) = keep
+        && let Some(from) = pending::pending_from(lake, &h).await?
+    {
         keep = Some(k.min(from));
         report.kept_for_tombstones_from = Some(from);
     }

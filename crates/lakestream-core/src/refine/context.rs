@@ -95,9 +95,10 @@ impl<'a> RunContext<'a> {
     /// [`side`](Self::side) for a use that needs no newer commit than this context already
     /// loaded: the kept handle as it is (no request) when this context loaded it, else a
     /// load. An append planned on it is caught by its conditional PUT when another writer
-    /// committed since (and rebased: appends do not conflict); a check that finds nothing to
-    /// do on it finds nothing on the newer table either when newer commits only add (the
-    /// tombstones' expiry: another run's tombstones are dated today, never expired).
+    /// committed since (and rebased: appends do not conflict; one that sets a property
+    /// re-plans); a check that finds nothing to do on it may miss what newer commits added
+    /// (the tombstones' expiry: another run's consolidation may add past-dated tombstones,
+    /// which the next run's expiry removes).
     pub async fn side_as_is(&self, table: &str) -> Result<TableHandle> {
         let proven = self.proven.lock().is_ok_and(|p| p.contains(table));
         if let Some(warm) = self.warm

@@ -374,11 +374,8 @@ async fn racing_applies_a_compaction_and_a_killed_run_keep_every_key_once() -> R
         let tombs = "_lakestream/orders/tombstones";
         let anchored = TableHandle::open_existing(&l, tombs).await?;
         let silver_id = TableHandle::open_existing(&l, SILVER).await?.table_id()?;
-        let anchor = anchored.property(pending::CONSOLIDATED_PROPERTY)?;
         assert_eq!(
-            anchor
-                .as_deref()
-                .and_then(|a| pending::parse(a, &silver_id)),
+            pending::consolidated_through(&anchored, &silver_id)?,
             Some(silver_version(&l).await? as i64),
             "the anchor landed first, at the plan's read version"
         );

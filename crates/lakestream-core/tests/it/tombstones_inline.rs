@@ -11,7 +11,7 @@ use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use lakestream_core::clock::FixedClock;
 use lakestream_core::commit::CommitSettings;
 use lakestream_core::maintenance;
-use lakestream_core::refine::keyed::pending::{self, COMMIT_INFO_KEY, CONSOLIDATED_PROPERTY};
+use lakestream_core::refine::keyed::pending::{self, COMMIT_INFO_KEY};
 use lakestream_core::refine::{RunContext, UpsertCounts, run_job};
 use lakestream_core::table::{TableHandle, WarmHandles};
 use lakestream_core::{Lake, read};
@@ -92,9 +92,7 @@ async fn ids(l: &Lake) -> Result<Vec<i64>> {
 async fn anchor(l: &Lake) -> Result<Option<i64>> {
     let side = TableHandle::open_existing(l, TOMBS).await?;
     let silver = TableHandle::open_existing(l, SILVER).await?.table_id()?;
-    Ok(side
-        .property(CONSOLIDATED_PROPERTY)?
-        .and_then(|v| pending::parse(&v, &silver)))
+    Ok(pending::consolidated_through(&side, &silver)?)
 }
 
 async fn tombstone_rows(l: &Lake) -> Result<usize> {

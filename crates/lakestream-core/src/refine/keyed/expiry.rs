@@ -22,9 +22,11 @@ use lakestream_formats::config::bronze;
 /// [`EXPIRED_AT_PROPERTY`], in the same commit.
 ///
 /// The table is the run's side-table handle as this run loaded it
-/// ([`RunContext::side_as_is`]: no request): newer commits only add tombstones dated today,
-/// so when it holds nothing to expire the table holds none either; when it does, it is
-/// refreshed first (one GET when nothing changed). Kept warm after.
+/// ([`RunContext::side_as_is`]: no request; this run's own consolidation included): newer
+/// commits by other runs add tombstones, past-dated ones only by a consolidation, which the
+/// next run's expiry sees (tombstones are kept at least the retention, never less); when it
+/// holds something to expire, it is refreshed first (one GET when nothing changed). Kept warm
+/// after.
 pub async fn expire(
     ctx: &RunContext<'_>,
     table: &str,

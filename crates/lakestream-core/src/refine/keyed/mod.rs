@@ -54,12 +54,12 @@ pub(crate) use run::{Expiry, KeyedPlan, run_keyed};
 use std::sync::Arc;
 pub(crate) use tombstones::Deletes;
 
-/// A planned commit of a keyed run (upsert or CDC apply), with the tombstones that must be
-/// durable before it lands.
+/// A planned commit of a keyed run (upsert or CDC apply), with its winning deletes (their
+/// tombstones go in the commit or before it lands).
 pub(crate) struct Plan {
     /// The commit.
     pub proposal: Proposal,
-    /// Deletes that won (the side write).
+    /// Deletes that won (their tombstones: in the commit, or the side write).
     pub tombstones: Option<Deletes>,
     /// The tombstone table, as the plan loaded it, holds the output's anchor: tombstones of
     /// the output's commits may be pending ([`pending`]).
@@ -176,7 +176,7 @@ pub(crate) async fn plan(
         rewrite::write_new_rows(src, &incoming, &schema, &mut writer, cdc_values).await?;
     let mut adds = replaced.adds;
     adds.extend(new_files);
-    // Deletes that won: their tombstones are the side write, durable before the commit.
+    // Deletes that won: their tombstones go in the commit or before it (`run.rs`).
     let tombstones = Deletes::of(src, &incoming, &mut ties)?;
 
     let chunk = &src.read.chunk;

@@ -30,8 +30,9 @@ pub(crate) trait KeyedPlan {
 }
 
 /// A keyed run on the one commit loop: `plan` reads the source chunk and the output and writes
-/// data files only; the tombstones of winning deletes are the side write, durable before the
-/// output commit (and repeated after a re-plan: writing one twice is harmless).
+/// data files only; the tombstones of winning deletes go into the output commit or, as the
+/// side write, are durable before it (and repeated after a re-plan: writing one twice is
+/// harmless).
 struct KeyedPlanner<'a, 'c, P> {
     ctx: &'a RunContext<'c>,
     job: &'a str,

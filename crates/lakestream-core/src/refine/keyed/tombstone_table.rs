@@ -33,19 +33,20 @@ impl Mark {
         let current = |id: &str| {
             state
                 .properties
-                .get(pending::CONSOLIDATED_PROPERTY)
-                .and_then(|v| pending::parse(v, id))
+                .get(&pending::property_key(id))
+                .and_then(|v| v.parse::<i64>().ok())
         };
-        let set = |id: &str, v: i64| (pending::CONSOLIDATED_PROPERTY.into(), pending::value(id, v));
+        let set = |id: &str, v: i64| (pending::property_key(id), v.to_string());
         match self {
             Mark::None => Some(None),
             Mark::Anchor { output_id, at } => match current(output_id) {
                 Some(_) => None,
                 None => Some(Some(set(output_id, *at))),
             },
+            // Only forward, and only an anchored output's (an anchor is never removed).
             Mark::Through { output_id, through } => match current(output_id) {
-                Some(c) if c >= *through => None,
-                _ => Some(Some(set(output_id, *through))),
+                Some(c) if c < *through => Some(Some(set(output_id, *through))),
+                _ => None,
             },
         }
     }
@@ -147,15 +148,21 @@ pub(crate) async fn write_in(
 }
 
 /// Append `batch` (tombstone rows, possibly none) to the tombstone table behind `handle` with
-/// `mark`; the handle is kept warm after its commit.
+/// `mark`; the handle is kept warm after its commit. A commit that set a property is read
+/// back (a handle applies its own commits' files and `txn`s, not their `metaData`: a later
+/// property commit planned on it would drop this one's).
 pub(crate) async fn append_marked(
     ctx: &RunContext<'_>,
     handle: &mut TableHandle,
     batch: RecordBatch,
     mark: Mark,
 ) -> Result<()> {
+    let marks = !matches!(mark, Mark::None);
     let mut write = Write { batch, mark };
-    commit::append(ctx.lake, handle, ctx.settings, &mut write).await?;
+    let outcome = commit::append(ctx.lake, handle, ctx.settings, &mut write).await?;
+    if marks && outcome.version.is_some() {
+        handle.refresh().await?;
+    }
     ctx.keep(handle.warm_copy());
     Ok(())
 }
@@ -209,7 +216,15 @@ fn align(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
         .iter()
         .map(|f| match batch.column_by_name(f.name()) {
             Some(c) if c.data_type() == f.data_type() => Ok(c.clone()),
-            Some(c) => Ok(deltalake::arrow::compute::cast(c, f.data_type())?),
+            // A value the table's type cannot hold is an error, never a null key.
+            Some(c) => Ok(deltalake::arrow::compute::cast_with_options(
+                c,
+                f.data_type(),
+                &deltalake::arrow::compute::CastOptions {
+                    safe: false,
+                    ..Default::default()
+                },
+            )?),
             None => Ok(deltalake::arrow::array::new_null_array(
                 f.data_type(),
                 batch.num_rows(),

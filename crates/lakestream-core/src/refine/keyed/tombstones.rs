@@ -1,7 +1,8 @@
 //! Tombstones of a CDC upsert: when a delete wins for a key, the key, its ordering values and
-//! its tie-break text go to the job's tombstone table (`_lakestream/<job>/tombstones`, a Delta
-//! table partitioned by the processing `date`), so a late, older insert of that key is not
-//! brought back. Tombstones expire `tombstone_retention` after they were written (whole `date`
+//! its tie-break text are kept — in the output commit that applies the delete, then
+//! consolidated into the job's tombstone table (`_lakestream/<job>/tombstones`, a Delta table
+//! partitioned by the processing `date`; [`pending`]) — so a late, older insert of that key is
+//! not brought back. Tombstones expire `tombstone_retention` after they were written (whole `date`
 //! partitions are removed by the job itself). For a CDC job (`__seq` order) the expiry
 //! records the greatest `__seq` it removed on the tombstone table
 //! ([`EXPIRED_THROUGH_PROPERTY`]), and an incremental run keeps out a change at or below it
@@ -245,7 +246,8 @@ pub(crate) async fn keep_out_forgotten(
     Ok(kept_out)
 }
 
-/// The deletes that won, to be recorded as tombstones before the output commit.
+/// The deletes that won, to be recorded as tombstones (in the output commit, or before it:
+/// [`pending`]).
 pub(crate) struct Deletes {
     rows: RecordBatch,
     columns: Vec<String>,

@@ -100,7 +100,9 @@ dead_letter_table = "dead_letters"
 [lake]
 {lake}
 [commit]
-checkpoint_interval = 10
+# Every 3rd commit checkpoints: the upsert's inline tombstones are consolidated into its
+# tombstone table that often (keyed/pending.rs), so the schedules race that commit too.
+checkpoint_interval = 3
 max_attempts = 10
 base_backoff_ms = 20
 max_backoff_ms = 1000

@@ -30,7 +30,8 @@ processed (orders) and bronze -> silver (CDC); p50, p99, max.
 Cost per month (730 h) from what the measured window used, at AWS list prices (us-east-1,
 arm64 Lambda; storage excluded, the same for every engine): Lambda requests and GB-seconds
 (measured durations x the template's MemorySize), S3 requests by class, SQS FIFO requests
-(sends, the poller's receives and deletes), CloudWatch Logs ingestion (the functions' bytes +
+(sends, the poller's receives and deletes; the poller long-polls, 20 s, as Lambda's SQS event
+source mapping does, so an idle queue costs 3 receives a minute per poller), CloudWatch Logs ingestion (the functions' bytes +
 ~400 B of platform lines per invocation) and custom metrics (distinct EMF metrics seen, $0.30
 each). Beside it: the cheapest Glue streaming job ($161/month, 2 x G.025X, compute only) and the
 naive design - one scheduled invocation per job per window (a minute at least), each loading its tables (measured:
@@ -340,7 +341,7 @@ def run(n, sizes):
 
     def poller():
         while not stop.is_set():
-            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=2,
+            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=20,
                                       AttributeNames=["All"])
             sqs_requests[0] += 1
             msgs = got.get("Messages", [])

@@ -10,9 +10,10 @@
 use super::batch_writer_at;
 use crate::error::{Error, Result};
 use crate::storage::Lake;
+use deltalake::arrow::array::{Array, AsArray};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::arrow::record_batch::RecordBatch;
-use deltalake::kernel::AddCDCFile;
+use deltalake::kernel::{Add, AddCDCFile, Remove};
 use deltalake::writer::DeltaWriter;
 use std::sync::Arc;
 
@@ -55,6 +56,37 @@ pub fn change_schema(table_schema: &SchemaRef) -> SchemaRef {
         .collect();
     fields.push(Field::new(CHANGE_TYPE, DataType::Utf8, false));
     Arc::new(Schema::new(fields))
+}
+
+/// Whether the change rows `rows` of a commit adding `adds` and removing `removes` are exactly
+/// what a reader of the feed derives from the commit's actions alone, so the commit needs no
+/// change data file (one PUT fewer). The Delta protocol: a version without `cdc` actions reads
+/// as every `add` with `dataChange=true` inserted and every such `remove` deleted (Delta's own
+/// writers write no change data for an append). True when the commit removes no file, every
+/// change row is an `insert`, and the adds hold those rows and no other (their `numRecords`
+/// add up to the rows; an add without statistics: false, the file is written).
+pub fn derivable_from_actions(adds: &[Add], removes: &[Remove], rows: &RecordBatch) -> bool {
+    if removes.iter().any(|r| r.data_change) || rows.num_rows() == 0 {
+        return false;
+    }
+    let Some(types) = rows
+        .column_by_name(CHANGE_TYPE)
+        .and_then(|c| c.as_string_opt::<i32>())
+    else {
+        return false;
+    };
+    let insert = ChangeType::Insert.as_str();
+    if types.null_count() > 0 || types.iter().any(|t| t != Some(insert)) {
+        return false;
+    }
+    let mut added = 0i64;
+    for add in adds.iter().filter(|a| a.data_change) {
+        match add.get_stats() {
+            Ok(Some(stats)) => added += stats.num_records,
+            _ => return false,
+        }
+    }
+    added == rows.num_rows() as i64
 }
 
 /// Write the change rows `batch` (the table's columns plus [`CHANGE_TYPE`]) of `table` as

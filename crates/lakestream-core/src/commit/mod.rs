@@ -24,7 +24,8 @@ pub mod run;
 
 pub use change::{Change, Conflict, ReadScope};
 pub use change_data::{
-    CHANGE_TYPE, ChangeType, change_schema, write_change_data, write_empty_change_data,
+    CHANGE_TYPE, ChangeType, change_schema, derivable_from_actions, write_change_data,
+    write_empty_change_data,
 };
 pub use land::{Failure, Landed};
 pub use put::{ENABLE_CDF, NewTable, cdf_enabled, cdf_guard};

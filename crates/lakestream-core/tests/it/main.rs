@@ -26,6 +26,7 @@ mod deletion_vectors;
 mod event_time;
 mod faults;
 mod ingest;
+mod insert_only_feed;
 mod inspect;
 mod load;
 mod maintenance;

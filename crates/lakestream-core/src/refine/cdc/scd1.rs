@@ -6,11 +6,15 @@
 //!   silver row with a smaller `__seq` and records its `__seq` there in the same commit; a
 //!   change with `__seq <= truncated_at` is void;
 //! - silver is created with the change data feed on, and every commit carries the feed rows
-//!   of the touched keys ([`feed`](super::feed)) as `_change_data/` files.
+//!   of the touched keys ([`feed`](super::feed)) as `_change_data/` files, except a commit that
+//!   only inserts (no file rewritten): readers derive its rows from its adds, as the protocol
+//!   says ([`derivable_from_actions`]).
 
 use super::changes::{ChangeRead, read_changes};
 use super::feed;
-use crate::commit::{TableState, write_change_data, write_empty_change_data};
+use crate::commit::{
+    TableState, derivable_from_actions, write_change_data, write_empty_change_data,
+};
 use crate::error::{Error, Result};
 use crate::refine::context::RunContext;
 use crate::refine::keyed::incoming::IncomingRows;
@@ -143,9 +147,14 @@ impl KeyedPlan for Scd1Plan<'_, '_> {
         let resets = super::positions::resets_property(output, &apply.position_resets)?;
         plan.proposal.change.properties.extend(resets);
         // Silver has the change data feed on; each commit carries its touched keys' rows.
+        // An apply that only inserts writes none: readers derive its rows from its adds.
         if let Some(rows) = feed::change_rows(&src.key_enc, &cfg.output, &images)? {
-            plan.proposal.change.cdc_files =
-                write_change_data(ctx.lake, &cfg.output, images.schema.clone(), &[], &rows).await?;
+            let change = &plan.proposal.change;
+            if !derivable_from_actions(&change.adds, &change.removes, &rows) {
+                plan.proposal.change.cdc_files =
+                    write_change_data(ctx.lake, &cfg.output, images.schema.clone(), &[], &rows)
+                        .await?;
+            }
         } else if plan.proposal.change.removes.iter().any(|r| r.data_change) {
             // Rows rewritten with their values unchanged (only `__seq` moved): no feed rows.
             let store = output.object_store();

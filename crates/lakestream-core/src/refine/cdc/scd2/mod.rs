@@ -22,7 +22,7 @@ mod timeline;
 use super::changes::{ChangeRead, read_changes};
 use crate::commit::{
     CHANGE_TYPE, Change, ChangePlanner, NewTable, Proposal, ReadScope, TableState, change_schema,
-    run, write_change_data,
+    derivable_from_actions, run, write_change_data,
 };
 use crate::error::{Error, Result};
 use crate::refine::cdc::positions::unranked;
@@ -35,7 +35,7 @@ use crate::table::TableHandle;
 use deltalake::arrow::array::{ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray};
 use deltalake::arrow::compute::{cast, concat_batches, filter_record_batch};
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use deltalake::kernel::Transaction;
+use deltalake::kernel::{Add, Remove, Transaction};
 use deltalake::protocol::DeltaOperation;
 use history::Truncate;
 use keys::KeyCodec;
@@ -273,7 +273,7 @@ async fn plan(
 
     // Rewrite the files holding changed keys; write the changed keys' rows.
     let (adds, removes) = silver_files::write_changed(p, &schema, &files, &codec, &rebuilt).await?;
-    let cdc_files = write_feed(p, &schema, &rebuilt.feed).await?;
+    let cdc_files = write_feed(p, &schema, &rebuilt.feed, (&adds, &removes)).await?;
 
     let chunk = &read.read.chunk;
     p.report.sides = vec![SideReport {
@@ -405,11 +405,13 @@ fn proposal(
     })
 }
 
-/// The change feed rows as change data files.
+/// The change feed rows as change data files; none for a commit that only inserts (new keys'
+/// first versions, no file rewritten): readers derive its rows from its adds.
 async fn write_feed(
     p: &Scd2Planner<'_, '_>,
     schema: &SchemaRef,
     feed: &[(crate::commit::ChangeType, RecordBatch)],
+    (adds, removes): (&[Add], &[Remove]),
 ) -> Result<Vec<deltalake::kernel::AddCDCFile>> {
     let with_type = change_schema(schema);
     let mut parts = Vec::new();
@@ -423,5 +425,8 @@ async fn write_feed(
     }
     let all = concat_batches(&with_type, &parts)?;
     debug_assert!(all.schema().index_of(CHANGE_TYPE).is_ok());
+    if derivable_from_actions(adds, removes, &all) {
+        return Ok(vec![]);
+    }
     write_change_data(p.ctx.lake, &p.cfg.output, schema.clone(), &[], &all).await
 }

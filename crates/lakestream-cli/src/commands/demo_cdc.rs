@@ -324,7 +324,9 @@ pub async fn run(config: &PipelineConfig, lake: &Lake) -> Result<()> {
     }
     println!("SCD2 history of the DMS table (__END_AT null: the current version):");
     super::inspect::show(lake, "silver/legacy/dbo/accounts", 20).await?;
-    println!("\nchange data feed of silver/crm/public/customers (Delta _change_data files):");
+    println!(
+        "\nchange data feed of silver/crm/public/customers (Delta _change_data files; a version that only inserts: its adds):"
+    );
     super::inspect::changes(lake, "silver/crm/public/customers", 0, None, 20, false).await?;
     println!();
     Ok(())

@@ -9,6 +9,8 @@
 //!    write the rebuilt rows and the change data files, and commit removes + adds + `cdc`
 //!    files + the source `txn` in one commit on the one commit loop (read scope: the table);
 //!    a truncate records `lakestream.cdc.truncated_at`. Silver is created with the feed on.
+//!    A run that only inserts (new keys, no file rewritten) writes no change data file:
+//!    readers derive its feed from its adds ([`derivable_from_actions`]).
 
 mod compare;
 pub mod history;

@@ -18,8 +18,10 @@
 //!
 //! - answers a listing of the log from what it knows ([`known`]: the last LIST plus the commits
 //!   found since by a GET of the next one), so a warm table finds its new commits with GETs and
-//!   never lists; [`LogReads::discover`] lists once for a cold load, [`LogReads::advance`] looks
-//!   for new commits before a refresh;
+//!   never lists; [`LogReads::discover`] finds a cold load's listing from `_last_checkpoint`
+//!   with a HEAD of its checkpoint and GETs of the commits after it (`probe`), or lists once
+//!   when that cannot stand in for a LIST; [`LogReads::advance`] looks for new commits before a
+//!   refresh;
 //! - keeps `_last_checkpoint` for [`KEEP`] (a cold load reads it twice: to find where to list,
 //!   then in the kernel).
 //!
@@ -56,10 +58,12 @@ pub const HELD_BYTES: usize = 2 * MAX_WHOLE_BYTES as usize;
 
 mod known;
 mod listing;
+mod probe;
 mod store;
 pub use known::{FRESH, RELIST_COMMITS};
 pub use listing::LOOKUPS;
 use listing::Log;
+pub use probe::{AT_ONCE, PROBE_AGE, PROBES};
 
 /// An object as read (`None`: it was missing).
 type Held = Option<(ObjectMeta, Bytes)>;
@@ -78,6 +82,9 @@ pub struct LogReads {
     keep: Duration,
     /// When a real LIST last found no table here ([`LogReads::discover`]).
     absent_since: Mutex<Option<Instant>>,
+    /// How young a hinted checkpoint must be for a cold load to look instead of listing
+    /// ([`PROBE_AGE`]; zero in tests that want the LIST).
+    probe_age: Duration,
 }
 
 /// Commit files kept, oldest first, bounded by [`COMMIT_BYTES`].
@@ -129,6 +136,7 @@ impl LogReads {
             checkpoints: Arc::new(Mutex::new(Vec::new())),
             keep: KEEP,
             absent_since: Mutex::new(None),
+            probe_age: PROBE_AGE,
         }
     }
 
@@ -164,6 +172,13 @@ impl LogReads {
         self
     }
 
+    /// The same store listing on a cold load unless the hinted checkpoint is younger than `age`
+    /// instead of [`PROBE_AGE`] (zero: always list).
+    pub fn with_probe_age(mut self, age: Duration) -> Self {
+        self.probe_age = age;
+        self
+    }
+
     /// Bytes of whole checkpoints held now.
     pub fn held_checkpoint_bytes(&self) -> usize {
         let held = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
@@ -176,6 +191,7 @@ impl LogReads {
             inner: self.inner.clone(),
             commits: self.commits.clone(),
             known: self.known.clone(),
+            probe_age: self.probe_age,
         }
     }
 
@@ -189,8 +205,9 @@ impl LogReads {
     }
 
     /// Whether `dir` (a table's `_delta_log`, as this store names it) holds a table: the
-    /// `_last_checkpoint` GET and the one LIST a cold load makes, the load that follows then
-    /// answered from them.
+    /// `_last_checkpoint` GET and the lookups a cold load makes (a HEAD of the checkpoint it
+    /// names and GETs of the commits after it, or one LIST when those cannot stand in for it:
+    /// `probe`), the load that follows then answered from them.
     ///
     /// A table a LIST found missing less than [`ABSENT_FOR`] ago is asked with two HEADs
     /// instead: its first commit (`<0>.json`, which a table created since has: the protocol

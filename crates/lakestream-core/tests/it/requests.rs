@@ -154,9 +154,22 @@ async fn warm_appends_make_at_most_four_log_requests() -> Result<()> {
             .filter(|c| c.starts_with("get ") && c.contains(".checkpoint."))
             .count();
         assert_eq!(checkpoint_gets, 1, "{b:?} cold start: {made:?}");
-        // One LIST finds the table and answers the load's listing; `_last_checkpoint` once.
+        // No LIST: the checkpoint `_last_checkpoint` names (a HEAD) and GETs of the commits
+        // after it, four at a time, find the table and answer the load's listing (a LIST
+        // costs 12.5 GETs); `_last_checkpoint` once.
         let lists = made.iter().filter(|c| c.starts_with("list")).count();
-        assert_eq!(lists, 1, "{b:?} cold start: {made:?}");
+        assert_eq!(lists, 0, "{b:?} cold start: {made:?}");
+        let probes = made
+            .iter()
+            .filter(|c| c.starts_with("head ") && c.contains(".checkpoint."))
+            .count();
+        assert_eq!(probes, 1, "{b:?} cold start: {made:?}");
+        // 5 commits after the checkpoint, at most 3 looked for past them (four at a time).
+        let commit_gets = made
+            .iter()
+            .filter(|c| c.starts_with("get ") && c.ends_with(".json"))
+            .count();
+        assert!((5..=8).contains(&commit_gets), "{b:?} cold start: {made:?}");
         let hints = made
             .iter()
             .filter(|c| c.ends_with("_last_checkpoint"))

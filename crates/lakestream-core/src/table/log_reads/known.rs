@@ -76,6 +76,12 @@ impl Known {
             && self.added < RELIST_COMMITS
     }
 
+    /// Note that commit `version` existed (the version of a checkpoint found without a LIST:
+    /// its commit file may be gone, the next one to look for is after it).
+    pub(super) fn at_least(&mut self, version: u64) {
+        self.newest = self.newest.max(Some(version));
+    }
+
     /// Note that the log was just listed or looked at (answers need no GET for [`FRESH`]).
     pub(super) fn looked(&mut self) {
         self.fresh_until = Some(Instant::now() + FRESH);

@@ -21,6 +21,8 @@ pub(super) struct Log {
     pub(super) inner: Arc<dyn ObjectStore>,
     pub(super) commits: Arc<Mutex<Commits>>,
     pub(super) known: Arc<Mutex<Option<Known>>>,
+    /// How young a hinted checkpoint must be for a cold load to look instead of listing.
+    pub(super) probe_age: std::time::Duration,
 }
 
 impl Log {
@@ -150,13 +152,18 @@ impl Log {
     }
 
     /// Whether `dir` holds a table (a commit or a checkpoint; a leftover `_last_checkpoint`
-    /// alone is none), with one LIST from `_last_checkpoint`'s version (`hint`, as read by the
-    /// caller) — the listing the load that follows asks for, answered from it.
+    /// alone is none), and the listing the load that follows asks for (the log after
+    /// `_last_checkpoint`'s version, `hint` as read by the caller), answered from it: found by
+    /// a HEAD and GETs when that can stand in for a LIST ([`probe`](super::probe)), else with
+    /// one LIST.
     pub(super) async fn discover(
         &self,
         dir: &Path,
         hint: Option<&Bytes>,
     ) -> object_store::Result<bool> {
+        if self.probe(dir, hint).await? {
+            return Ok(true);
+        }
         let start = hint.and_then(hint_version);
         let offset = dir
             .clone()

@@ -341,7 +341,11 @@ async fn a_missing_table_is_asked_with_a_head_of_its_first_commit() -> anyhow::R
     let dir = Path::from("t/_delta_log");
     let take = || std::mem::take(&mut *calls.lock().unwrap_or_else(|p| p.into_inner()));
     assert!(!store.discover(&dir).await?);
-    assert_eq!(take(), ["get", "list_from"], "the first look lists");
+    assert_eq!(
+        take(),
+        ["get", "get", "list_from"],
+        "the first look: `_last_checkpoint`, `<0>.json`, then a LIST decides"
+    );
     assert!(!store.discover(&dir).await?);
     assert!(!store.discover(&dir).await?);
     assert_eq!(
@@ -355,8 +359,9 @@ async fn a_missing_table_is_asked_with_a_head_of_its_first_commit() -> anyhow::R
     )
     .await?;
     assert!(store.discover(&dir).await?);
-    // (`_last_checkpoint` was found missing moments ago: held, not asked again.)
-    assert_eq!(take(), ["head", "list_from"]);
+    // (`_last_checkpoint` was found missing moments ago: held, not asked again.) `<0>.json`
+    // found, then the next four looked for at once: no LIST.
+    assert_eq!(take(), ["head", "get", "get", "get", "get", "get"]);
     // A table restored after log cleanup (no `<0>.json`, a `_last_checkpoint`) is found too.
     let restored = LogReads::new(mem.clone());
     let other = Path::from("u/_delta_log");
@@ -377,6 +382,102 @@ async fn a_missing_table_is_asked_with_a_head_of_its_first_commit() -> anyhow::R
     mem.delete(&Path::from("t/_delta_log/00000000000000000000.json"))
         .await?;
     assert!(!store.discover(&dir).await?);
-    assert_eq!(take(), ["get", "list_from"]);
+    assert_eq!(take(), ["get", "get", "list_from"]);
+    Ok(())
+}
+
+/// A cold load's listing from `_last_checkpoint` without a LIST: a HEAD of the checkpoint it
+/// names, GETs of the commits after it (four at once, kept), and the kernel's listing then
+/// answered from them. A LIST instead when the guess could be wrong or dear: a multi-part
+/// checkpoint, a hinted checkpoint gone, more than `PROBES` commits after it.
+#[tokio::test]
+async fn a_cold_load_finds_its_listing_without_a_list() -> anyhow::Result<()> {
+    use futures::TryStreamExt;
+    let mem = Arc::new(InMemory::new());
+    let put = |path: String, body: &'static str| {
+        let mem = mem.clone();
+        async move { mem.put(&Path::from(path), body.into()).await }
+    };
+    let table = |t: &str, hint: &'static str, commits: std::ops::RangeInclusive<u64>| {
+        let t = t.to_string();
+        let put = &put;
+        async move {
+            put(format!("{t}/_delta_log/_last_checkpoint"), hint).await?;
+            put(
+                format!("{t}/_delta_log/{:020}.checkpoint.parquet", 10),
+                "ckpt",
+            )
+            .await?;
+            for v in commits {
+                put(format!("{t}/_delta_log/{v:020}.json"), "{}").await?;
+            }
+            anyhow::Ok(())
+        }
+    };
+    table("a", r#"{"version":10,"size":3}"#, 8..=13).await?;
+    let (store, calls) = counted(&mem);
+    let take = || std::mem::take(&mut *calls.lock().unwrap_or_else(|p| p.into_inner()));
+    let dir = Path::from("a/_delta_log");
+    assert!(store.discover(&dir).await?);
+    // The hint, the checkpoint's HEAD, 11..=14 at once (14 missing): no LIST.
+    assert_eq!(take(), ["get", "head", "get", "get", "get", "get"]);
+    // The kernel's listing after the checkpoint's version, answered from them.
+    let from = Path::from(format!("a/_delta_log/{:020}", 10));
+    let names: Vec<String> = store
+        .list_with_offset(Some(&dir), &from)
+        .map_ok(|m| m.location.filename().unwrap_or_default().to_string())
+        .try_collect()
+        .await?;
+    assert_eq!(
+        names,
+        [
+            "00000000000000000010.checkpoint.parquet",
+            "00000000000000000011.json",
+            "00000000000000000012.json",
+            "00000000000000000013.json",
+        ]
+    );
+    assert!(take().is_empty(), "answered from what the probe found");
+    // And its commits from memory.
+    store
+        .get(&Path::from("a/_delta_log/00000000000000000013.json"))
+        .await?;
+    assert!(take().is_empty());
+
+    // A checkpoint in parts: its names are not in the hint; listed.
+    table("b", r#"{"version":10,"parts":2}"#, 11..=11).await?;
+    let (store, calls) = counted(&mem);
+    assert!(store.discover(&Path::from("b/_delta_log")).await?);
+    let made = std::mem::take(&mut *calls.lock().unwrap_or_else(|p| p.into_inner()));
+    assert_eq!(made, ["get", "list_from"]);
+    // The hinted checkpoint gone (another writer's cleanup after a newer one): listed.
+    table("c", r#"{"version":10}"#, 11..=11).await?;
+    mem.delete(&Path::from(format!(
+        "c/_delta_log/{:020}.checkpoint.parquet",
+        10
+    )))
+    .await?;
+    let (store, calls) = counted(&mem);
+    assert!(store.discover(&Path::from("c/_delta_log")).await?);
+    let made = std::mem::take(&mut *calls.lock().unwrap_or_else(|p| p.into_inner()));
+    assert_eq!(made, ["get", "head", "list_from"]);
+    // A checkpoint older than the probe age: listed (a stale hint beside a cleanup).
+    table("e", r#"{"version":10}"#, 11..=11).await?;
+    let (store, calls) = counted(&mem);
+    let store = store.with_probe_age(Duration::ZERO);
+    assert!(store.discover(&Path::from("e/_delta_log")).await?);
+    let made = std::mem::take(&mut *calls.lock().unwrap_or_else(|p| p.into_inner()));
+    assert_eq!(made, ["get", "head", "list_from"]);
+    // Its writer fell behind: more than PROBES commits after the checkpoint, then a LIST.
+    table("d", r#"{"version":10}"#, 11..=(11 + PROBES)).await?;
+    let (store, calls) = counted(&mem);
+    assert!(store.discover(&Path::from("d/_delta_log")).await?);
+    let made = std::mem::take(&mut *calls.lock().unwrap_or_else(|p| p.into_inner()));
+    assert_eq!(
+        made.last().map(String::as_str),
+        Some("list_from"),
+        "{made:?}"
+    );
+    assert_eq!(made.iter().filter(|c| *c == "list_from").count(), 1);
     Ok(())
 }

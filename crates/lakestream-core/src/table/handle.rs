@@ -264,7 +264,8 @@ impl TableHandle {
     ///
     /// A loaded handle first looks for the next commit with a GET (no LIST: the log-read cache
     /// answers delta-rs's listing from what it knows, [`LogReads::advance`]); nothing new costs
-    /// that one GET. A cold load lists the log once ([`LogReads::discover`]).
+    /// that one GET. A cold load finds the log from `_last_checkpoint` with a HEAD and GETs, or
+    /// lists it once ([`LogReads::discover`]).
     pub async fn refresh(&mut self) -> Result<bool> {
         let known = self.version();
         let res = if let Some(loaded) = self.table.version() {
@@ -309,8 +310,8 @@ impl TableHandle {
         l.advance().await.map_err(|e| Error::storage(&self.name, e))
     }
 
-    /// Whether the table exists: one LIST through the log-read cache (which then answers the
-    /// load's listing), else delta-rs's own check.
+    /// Whether the table exists: the log-read cache's lookups (GETs from `_last_checkpoint`, or
+    /// one LIST; it then answers the load's listing), else delta-rs's own check.
     async fn discover(&self) -> std::result::Result<bool, DeltaTableError> {
         let dir = deltalake::Path::from_url_path(self.table.table_url().path())
             .map(|root| root.join("_delta_log"));

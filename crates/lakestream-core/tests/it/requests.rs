@@ -3,7 +3,7 @@
 //! the same around version 15 and around version 505, and never lists the log (neither
 //! delta-rs's expired-log cleanup nor a refresh: the next commit is found by a GET); a
 //! checkpoint commit re-reads no commit file the process holds, and a cold start reads the
-//! checkpoint with one GET and lists the log once; two instances taking turns on one table fail
+//! checkpoint with one GET and does not list the log (GETs from `_last_checkpoint`); two instances taking turns on one table fail
 //! one conditional PUT, then look for each other's commit first (one GET).
 
 use anyhow::Result;

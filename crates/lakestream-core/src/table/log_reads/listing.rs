@@ -1,6 +1,7 @@
 //! Listings of a table's log answered from [`Known`], and the lookups that keep it current:
 //! [`Log::advance`] GETs the next commit file until one is missing (its bodies kept for the
-//! replay that follows), [`Log::discover`] lists once for a cold load, [`Log::answer`] answers
+//! replay that follows), [`Log::discover`] finds a cold load's listing (by GETs from
+//! `_last_checkpoint`, `probe.rs`, else one LIST), [`Log::answer`] answers
 //! the kernel's listing (a real LIST when nothing known covers it).
 
 use super::Commits;

@@ -12,8 +12,9 @@
 //! It stands down (the caller lists) when a guess could be wrong or dear: a multi-part or V2
 //! checkpoint (their file names are not in the hint alone), a hinted checkpoint found missing
 //! (a stale hint, another writer's cleanup) or older than [`PROBE_AGE`] (a stale hint beside a
-//! log cleanup could hide the newer commits: see [`young`]), no `<0>.json` without a hint (no table, or one
-//! restored after log cleanup: the LIST decides), or [`PROBES`] commits after the checkpoint
+//! log cleanup could hide the newer commits: see [`young`]), no `<0>.json` or an old one
+//! without a hint (no table, one restored after log cleanup, or a table without hints: the
+//! LIST decides), or [`PROBES`] commits after the checkpoint
 //! and more (its writer fell behind; a LIST then beats GETs a few at a time).
 
 use super::known::Known;
@@ -21,9 +22,10 @@ use super::listing::Log;
 use bytes::Bytes;
 use deltalake::logstore::object_store::{self, ObjectMeta, ObjectStoreExt, path::Path};
 
-/// How young the hinted checkpoint must be for a cold load to look for the commits after it
-/// instead of listing (see [`young`]): an hour, under any log retention a table sets in
-/// practice (30 days by default), and over a busy table's checkpoint interval.
+/// How young the hinted checkpoint (or `<0>.json` without a hint) must be for a cold load to
+/// look for the commits after it instead of listing (see [`young`]): an hour, under any log
+/// retention a table sets in practice (30 days by default), over a busy table's checkpoint
+/// interval.
 pub const PROBE_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
 /// Commits a cold load looks for by GET before it lists instead (two checkpoint intervals).
 pub const PROBES: u64 = 20;
@@ -60,7 +62,9 @@ impl Log {
         }
         let start = checkpoint.map_or(0, |c| c + 1);
         let mut next = start;
-        // Without a checkpoint, `<0>.json` alone first: a missing table costs one GET.
+        // Without a checkpoint, `<0>.json` alone first: a missing table costs one GET, and a
+        // table created over [`PROBE_AGE`] ago is listed (a log cleanup in progress under a
+        // missing `_last_checkpoint` could have removed the commits after it).
         let mut at_once = if checkpoint.is_some() { AT_ONCE } else { 1 };
         'look: loop {
             if next - start >= PROBES {
@@ -76,6 +80,9 @@ impl Log {
                     None => break 'look,
                 }
                 next += 1;
+            }
+            if checkpoint.is_none() && !metas.first().is_some_and(|m| young(m, self.probe_age)) {
+                return Ok(false);
             }
             at_once = AT_ONCE;
         }
@@ -95,12 +102,15 @@ impl Log {
     }
 }
 
-/// Whether `meta` (the hinted checkpoint) was written less than `age` ago: then so were the
-/// commits after it (written after it), and no log cleanup removed them (cleanup removes only
-/// files older than the table's `delta.logRetentionDuration`, 30 days by default). An older
-/// checkpoint may sit under a stale `_last_checkpoint` with a newer checkpoint beside it and the
-/// commits between cleaned up, where GETs from the hint would take an old version for the head:
-/// only a LIST sees that.
+/// Whether `meta` (the hinted checkpoint, or `<0>.json` without a hint) was written less than
+/// `age` ago. Log cleanup (delta-rs's `cleanup_expired_logs_for`, which lakestream's maintenance
+/// runs, and Spark's) removes only versions below a checkpoint at or before the oldest log file
+/// still inside the table's `delta.logRetentionDuration` (30 days by default), so a log file
+/// inside it keeps every version from its own on, also while a cleanup is under way: GETs
+/// from it find the true head. An older checkpoint may sit under a stale `_last_checkpoint`
+/// with a newer checkpoint beside it and the commits between removed (or being removed, in no
+/// order), where GETs from the hint would take an old version for the head: only a LIST sees
+/// that. Assumes a log retention of an hour or more and clocks within its margin.
 fn young(meta: &ObjectMeta, age: std::time::Duration) -> bool {
     let age = chrono::Duration::from_std(age).unwrap_or(chrono::Duration::MAX);
     chrono::Utc::now() - meta.last_modified < age

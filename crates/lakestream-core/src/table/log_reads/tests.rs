@@ -468,6 +468,19 @@ async fn a_cold_load_finds_its_listing_without_a_list() -> anyhow::Result<()> {
     assert!(store.discover(&Path::from("e/_delta_log")).await?);
     let made = std::mem::take(&mut *calls.lock().unwrap_or_else(|p| p.into_inner()));
     assert_eq!(made, ["get", "head", "list_from"]);
+    // No `_last_checkpoint`: from `<0>.json` on while it is young, else listed.
+    for v in 0..=2u64 {
+        put(format!("f/_delta_log/{v:020}.json"), "{}").await?;
+    }
+    let (store, calls) = counted(&mem);
+    assert!(store.discover(&Path::from("f/_delta_log")).await?);
+    let made = std::mem::take(&mut *calls.lock().unwrap_or_else(|p| p.into_inner()));
+    assert_eq!(made, ["get", "get", "get", "get", "get", "get"]);
+    let (store, calls) = counted(&mem);
+    let store = store.with_probe_age(Duration::ZERO);
+    assert!(store.discover(&Path::from("f/_delta_log")).await?);
+    let made = std::mem::take(&mut *calls.lock().unwrap_or_else(|p| p.into_inner()));
+    assert_eq!(made, ["get", "get", "list_from"]);
     // Its writer fell behind: more than PROBES commits after the checkpoint, then a LIST.
     table("d", r#"{"version":10}"#, 11..=(11 + PROBES)).await?;
     let (store, calls) = counted(&mem);

@@ -49,8 +49,12 @@ pub const MAX_WHOLE_BYTES: u64 = 16 << 20;
 pub const COMMIT_BYTES: usize = 8 << 20;
 /// How long a whole checkpoint answers ranged reads.
 pub const KEEP: Duration = Duration::from_secs(10);
-/// How long a LIST that found no table is trusted, asking only for the first commit since.
-pub const ABSENT_FOR: Duration = Duration::from_secs(600);
+/// How long a LIST that found no table is trusted, asking only for the first commit since
+/// (and `_last_checkpoint`): an hour. A table created since has `<0>.json`, which those HEADs
+/// find at once, so only a table copied in without both waits for the next LIST; a side table
+/// that does not exist yet (a family table's tombstones before its first delete) costs one
+/// LIST an hour per process, not six (it was 600 s).
+pub const ABSENT_FOR: Duration = Duration::from_secs(3600);
 /// Checkpoints held at once (a multi-part checkpoint reads its parts in turn).
 const CHECKPOINTS: usize = 4;
 /// Bytes of whole checkpoints held at once.

@@ -99,7 +99,7 @@ impl Known {
 
     /// The commit file to look for next (`None` when no commit is known).
     pub(super) fn next_commit(&self) -> Option<Path> {
-        let v = self.newest? + 1;
+        let v = self.newest?.checked_add(1)?;
         Some(self.dir.clone().join(format!("{v:020}.json").as_str()))
     }
 
@@ -110,7 +110,7 @@ impl Known {
             return;
         }
         match commit_version(&meta.location) {
-            Some(v) if self.newest.map(|n| n + 1) == Some(v) => {
+            Some(v) if self.newest.and_then(|n| n.checked_add(1)) == Some(v) => {
                 self.newest = Some(v);
                 self.added += 1;
             }
@@ -224,6 +224,19 @@ mod tests {
         assert!(k.covers(&dir, &from));
         assert!(!k.covers(&dir, &Path::from("t/_delta_log/00000000000000000000")));
         assert!(!k.covers(&Path::from("u/_delta_log"), &from));
+    }
+
+    /// A commit file named for the last u64 version (any writer of the log can put one):
+    /// nothing to look for after it, and no overflow.
+    #[test]
+    fn the_last_possible_version_has_no_next() {
+        let dir = Path::from("t/_delta_log");
+        let from = Path::from("t/_delta_log/00000000000000000000");
+        let last = format!("t/_delta_log/{:020}.json", u64::MAX);
+        let mut k = Known::listed(&dir, &from, &[meta(&last)]);
+        assert_eq!(k.next_commit(), None);
+        k.saw(&meta(&last));
+        assert_eq!(k.newest(), Some(u64::MAX));
     }
 
     #[test]

@@ -60,7 +60,10 @@ impl Log {
                 Err(e) => return Err(e),
             }
         }
-        let start = checkpoint.map_or(0, |c| c + 1);
+        // The hint is any writer's: a version at the end of u64 leaves no room to look (list).
+        let Some(start) = checkpoint.map_or(Some(0), |c| c.checked_add(1)) else {
+            return Ok(false);
+        };
         let mut next = start;
         // Without a checkpoint, `<0>.json` alone first: a missing table costs one GET, and a
         // table created over [`PROBE_AGE`] ago is listed (a log cleanup in progress under a
@@ -70,7 +73,10 @@ impl Log {
             if next - start >= PROBES {
                 return Ok(false);
             }
-            let names: Vec<Path> = (next..next + at_once)
+            let Some(end) = next.checked_add(at_once) else {
+                return Ok(false);
+            };
+            let names: Vec<Path> = (next..end)
                 .map(|v| dir.clone().join(format!("{v:020}.json").as_str()))
                 .collect();
             let found = futures::future::try_join_all(names.iter().map(|p| self.commit(p))).await?;
@@ -123,15 +129,10 @@ fn single_part(body: &Bytes) -> Option<u64> {
     if value.get("v2Checkpoint").is_some_and(|v| !v.is_null()) {
         return None;
     }
-    match value.get("parts").and_then(serde_json::Value::as_u64) {
-        None | Some(1) => {}
+    match value.get("parts") {
+        None | Some(serde_json::Value::Null) => {}
+        Some(parts) if parts.as_u64() == Some(1) => {}
         Some(_) => return None,
-    }
-    if value
-        .get("parts")
-        .is_some_and(|p| !p.is_null() && !p.is_u64())
-    {
-        return None;
     }
     value.get("version")?.as_u64()
 }

@@ -481,6 +481,20 @@ async fn a_cold_load_finds_its_listing_without_a_list() -> anyhow::Result<()> {
     assert!(store.discover(&Path::from("f/_delta_log")).await?);
     let made = std::mem::take(&mut *calls.lock().unwrap_or_else(|p| p.into_inner()));
     assert_eq!(made, ["get", "get", "list_from"]);
+    // A hostile `_last_checkpoint` (any writer of the log can put one) naming the last u64
+    // version, with a checkpoint file there: no overflow, no panic; the load lists.
+    let last = u64::MAX;
+    put(
+        "g/_delta_log/_last_checkpoint".into(),
+        r#"{"version":18446744073709551615}"#,
+    )
+    .await?;
+    put(format!("g/_delta_log/{last:020}.checkpoint.parquet"), "x").await?;
+    put(format!("g/_delta_log/{:020}.json", 0), "{}").await?;
+    let (store, calls) = counted(&mem);
+    assert!(store.discover(&Path::from("g/_delta_log")).await?);
+    let made = std::mem::take(&mut *calls.lock().unwrap_or_else(|p| p.into_inner()));
+    assert_eq!(made, ["get", "head", "list_from"]);
     // Its writer fell behind: more than PROBES commits after the checkpoint, then a LIST.
     table("d", r#"{"version":10}"#, 11..=(11 + PROBES)).await?;
     let (store, calls) = counted(&mem);

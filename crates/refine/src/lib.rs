@@ -309,12 +309,43 @@ async fn run_if_due(
     let Due::Yes { mut observed, new } = due else {
         return JobState::NotDue;
     };
-    let oldest_ms = new.oldest();
-    if let Some(due_at_ms) = how
-        .can_hold
+    let may_hold = how.can_hold && !refiner.config.hold_of(job).is_zero();
+    let mut oldest_ms = new.oldest();
+    // Nothing observed: a process new to the job, or a source it no longer recognises. The
+    // versions a notice names may have been applied already (a redelivery), and a tick names
+    // none; the output's `txn`s say how old the oldest unapplied change is.
+    let consumed = if may_hold && observed.is_empty() {
+        let sources = job.sources();
+        match lakestream_core::refine::consumed(ctx, &job.job, &job.output, &sources).await {
+            Ok(c) => {
+                if let Some(t) = c.oldest_unconsumed {
+                    oldest_ms = Some(t.timestamp_millis());
+                }
+                Some(c)
+            }
+            Err(e) => {
+                tracing::warn!(job = %job.job, error = %e.redacted(), "reading what the job consumed failed; holding on what the trigger says");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    if let Some(due_at_ms) = may_hold
         .then(|| hold::holding_until(&refiner.config, job, oldest_ms, now))
         .flatten()
     {
+        if let Some(c) = consumed {
+            // What the output consumed had nothing left for the job: the next trigger probes
+            // from there (one HEAD per source) instead of reading the output again.
+            refiner.progress.ran_to_end(
+                &job.job,
+                &HashMap::new(),
+                &c.versions,
+                source_ids(refiner, job),
+                now,
+            );
+        }
         return JobState::Holding {
             due_at_ms,
             oldest_ms: oldest_ms.unwrap_or(due_at_ms),
@@ -407,12 +438,19 @@ fn record_progress(
             read.push((s.to_string(), v));
         }
     }
-    let ids = job
-        .sources()
+    refiner.progress.ran_to_end(
+        &job.job,
+        observed,
+        &read,
+        source_ids(refiner, job),
+        refiner.clock.now(),
+    );
+}
+
+/// The table id of each of `job`'s sources this process holds a handle on.
+fn source_ids(refiner: &Refiner, job: &RefineJob) -> HashMap<String, String> {
+    job.sources()
         .iter()
         .filter_map(|s| Some((s.to_string(), refiner.warm.table_id(s)?)))
-        .collect();
-    refiner
-        .progress
-        .ran_to_end(&job.job, observed, &read, ids, refiner.clock.now());
+        .collect()
 }

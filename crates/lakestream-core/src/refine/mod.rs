@@ -8,6 +8,8 @@
 //!
 //! - [`context`]: what a run needs besides the job, and the names of a job's progress
 //!   (`txn` appIds, output table properties).
+//! - [`consumed`]: what a job's output consumed of each source, and when the oldest version
+//!   after that was committed (where a holding job counts from).
 //! - [`chunk`]: the one chunk reader (a bounded chunk of whole versions after the consumed
 //!   one, through the table layer's commits; each kind interprets the actions its own way).
 //! - [`source`]: the incremental Delta source (Spark's Delta-source rules, bounded chunks).
@@ -24,6 +26,7 @@
 pub mod aggregate;
 pub mod cdc;
 pub(crate) mod chunk;
+pub mod consumed;
 pub mod context;
 pub mod join;
 pub(crate) mod json_rows;
@@ -34,6 +37,7 @@ pub mod skip;
 pub mod source;
 pub mod upsert;
 
+pub use consumed::{Consumed, consumed};
 pub use context::{RunContext, source_app_id, source_id_property};
 pub use rebuild::{rebuild, void_truncate};
 pub use report::{

@@ -173,14 +173,17 @@ class Counter:
     def __init__(self):
         self.lock = threading.Lock()
         self.items = []
+        self.tags = []  # beside each item: who made it (the proxy's `tag()`), or None
 
-    def add(self, method, path, secs):
+    def add(self, method, path, secs, tag=None):
         with self.lock:
             self.items.append((method, path, secs))
+            self.tags.append(tag)
 
     def take(self):
         with self.lock:
             items, self.items = self.items, []
+            self.tags = []
         return items
 
 
@@ -197,7 +200,9 @@ def kind(method, path):
     return f"{method} {where}"
 
 
-def start_proxy(counter):
+def start_proxy(counter, tag=None):
+    """A counting proxy to the emulator; `tag()` (when given) is asked at each request and
+    recorded beside it (bench-fresh: which instance, in which of its invocations)."""
     import http.client
     from urllib.parse import urlparse
 
@@ -220,7 +225,7 @@ def start_proxy(counter):
             conn.request(self.command, self.path, body=body, headers=headers)
             r = conn.getresponse()
             data = r.read()
-            counter.add(self.command, self.path, time.perf_counter() - t0)
+            counter.add(self.command, self.path, time.perf_counter() - t0, tag() if tag else None)
             self.send_response(r.status)
             for k, v in r.getheaders():
                 if k.lower() not in ("transfer-encoding", "connection", "content-length"):

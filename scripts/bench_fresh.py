@@ -115,6 +115,10 @@ SQS_FIFO = 0.50 / 1e6
 LOGS_GB = 0.50
 METRIC_MONTH = 0.30
 HOURS = 730
+# How long an instance lives before Lambda replaces it (a new one meets every table again):
+# AWS does not say; instances serving a steady flow live for hours. One hour is the assumption
+# behind the "steady" month (steady_total), on the dear side.
+INSTANCE_HOURS = 1
 GLUE_MONTH = 161.0
 # Glue all-in: its compute plus the S3 requests a Spark Delta streaming pipeline makes per busy
 # table and 100 s micro-batch (Glue's default trigger), bronze (append) and silver (foreachBatch
@@ -245,9 +249,11 @@ class Function:
         self.proc = subprocess.Popen([str(ROOT / "target" / PROFILE / name)], env=env,
                                      stdout=open(log, "wb"), stderr=subprocess.STDOUT)
         self.lock = threading.Lock()
+        self.invocations = 0  # started so far (tags the requests its proxy sees)
 
     def invoke(self, body):
         with self.lock:
+            self.invocations += 1
             t0 = time.perf_counter()
             _, status, out = self.api.invoke(body, timeout=600)
             return time.perf_counter() - t0, status, out
@@ -260,8 +266,21 @@ class Function:
 class Pool:
     """WORKERS instances of one function fed from a queue; records every invocation."""
 
-    def __init__(self, name, config, env, work):
-        self.fns = [Function(name, config, env, work / f"{name}-{i}.log") for i in range(WORKERS)]
+    def __init__(self, name, config, env, work, counter):
+        # Each instance talks to the emulator through its own counting proxy (its own copy of
+        # the config names it), so every request is known by instance and invocation: what an
+        # instance reads of a table the first time it meets it is told apart (first_meetings).
+        self.fns, self.proxies = [], []
+        shared = env["AWS_ENDPOINT_URL"]
+        for i in range(WORKERS):
+            holder = {}
+            proxy = bc.start_proxy(counter, tag=lambda h=holder, i=i: (name, i, h["fn"].invocations if "fn" in h else 0))
+            own = f"http://127.0.0.1:{proxy.server_address[1]}"
+            cfg = work / f"{name}-{i}.toml"
+            cfg.write_text(config.read_text().replace(f'endpoint_url = "{shared}"', f'endpoint_url = "{own}"'))
+            holder["fn"] = Function(name, cfg, {**env, "AWS_ENDPOINT_URL": own}, work / f"{name}-{i}.log")
+            self.fns.append(holder["fn"])
+            self.proxies.append(proxy)
         self.q = queue.Queue()
         self.calls = []  # (t_done, wall s, status)
         self.lock = threading.Lock()
@@ -290,6 +309,8 @@ class Pool:
     def stop(self):
         for f in self.fns:
             f.stop()
+        for p in self.proxies:
+            p.shutdown()
 
 
 # ---------------------------------------------------------------- one run
@@ -323,8 +344,8 @@ def run(n, sizes):
         'columns = { "*" = ["id int64", "rev int64", "name string", "amount int64"] }\n'
         f'freshness = "{FRESHNESS}"\n')
     env = {"AWS_ENDPOINT_URL": endpoint, "LAKESTREAM_REFINE_QUEUE_URL": url}
-    ingest = Pool("msk-ingest", config, env, work)
-    refine = Pool("refine", config, env, work)
+    ingest = Pool("msk-ingest", config, env, work, counter)
+    refine = Pool("refine", config, env, work, counter)
 
     # Memberships first (every owner, an hour before the run), so every order joins.
     t0 = time.time()
@@ -495,6 +516,8 @@ def run(n, sizes):
     result["naive"] = naive(config, env, work, n, counter, bucket, sizes)
     result["cost"] = cost(result, window)
     result["cost"]["warm_total"] = warm_total(result, window)
+    result["first_meetings"] = first_meetings(counter.items, counter.tags, snap["req"], snap["req_end"], bucket)
+    result["cost"]["steady_total"] = steady_total(result, window)
     busy_tables = max(1, round(BUSY * n)) + 1  # busy CDC tables + orders
     windows = window / WINDOW
     result["per_table_window"] = {k: v / (busy_tables * windows) for k, v in result["s3_by_kind"].items()}
@@ -645,6 +668,57 @@ def glue_all_in(busy_tables):
     return GLUE_MONTH + batches * (GLUE_TIER1 * S3_TIER1 + GLUE_TIER2 * S3_TIER2)
 
 
+def log_table(method, path):
+    """The table whose log a request reads (a GET or HEAD under `_delta_log/`, a LIST of it)."""
+    p, _, q = path.partition("?")
+    if method in ("GET", "HEAD") and "/_delta_log/" in p and "/lake/" in p:
+        return p.split("/lake/", 1)[1].split("/_delta_log/", 1)[0]
+    if method == "GET" and "list-type=2" in q:
+        from urllib.parse import parse_qs
+        prefix = parse_qs(q).get("prefix", [""])[0]
+        if "/_delta_log" in prefix and "lake/" in prefix:
+            return prefix.split("lake/", 1)[1].split("/_delta_log", 1)[0]
+    return None
+
+
+def first_meetings(items, tags, start, end, bucket):
+    """The log reads each function instance made of a table in the first of its invocations that
+    read that table's log (its cold load, and what else that invocation read of the log), counted
+    over the whole run (`run`: warm-up included, table creation's absent-table LISTs too) and in
+    the measured window (`window`, items start..end). A month of warm instances pays the run's
+    once per instance start, the window's not every ten minutes."""
+    first = {}
+    out = {"run": {"tier1": 0, "tier2": 0, "by_kind": {}}, "window": {"tier1": 0, "tier2": 0, "by_kind": {}}}
+    for k in range(end):
+        tag = tags[k]
+        if tag is None:
+            continue
+        m, p, _ = items[k]
+        t = log_table(m, p)
+        if t is None:
+            continue
+        if first.setdefault((tag[0], tag[1], t), tag[2]) != tag[2]:
+            continue
+        c = s3_class(m, p, bucket)
+        for part in ("run", "window") if k >= start else ("run",):
+            out[part][c] = out[part].get(c, 0) + 1
+            kind = bc.kind(m, p)
+            out[part]["by_kind"][kind] = out[part]["by_kind"].get(kind, 0) + 1
+    out["instance_tables"] = len(first)
+    return out
+
+
+def steady_total(r, window):
+    """The month with first meetings at their own rate: the window's total without its first
+    meetings (first_meetings), plus the whole run's first meetings once per INSTANCE_HOURS for
+    every instance (each instance replaced that often, meeting every table it met again)."""
+    fm = r.get("first_meetings")
+    if not fm:
+        return None
+    price = lambda part: fm[part].get("tier1", 0) * S3_TIER1 + fm[part].get("tier2", 0) * S3_TIER2  # noqa: E731
+    return r["cost"]["total"] - price("window") * HOURS * 3600 / window + price("run") * HOURS / INSTANCE_HOURS
+
+
 def warm_total(r, window):
     """The total without the requests only cold loads make: every LIST (a warm path makes none:
     the request tests assert it; table creation and the 15-minute family listing are the rest)
@@ -692,7 +766,7 @@ def report(results):
         c = r["cost"]
         print("  S3 requests in the window by kind: " + ", ".join(f"{k} {v}" for k, v in r["s3_by_kind"].items()))
         print(f"  per hour: {c['per_hour']['s3_requests']:.0f} S3 requests, {c['per_hour']['gb_s']:.0f} GB-s")
-        print("  per month: " + ", ".join(f"{k} ${v:.2f}" for k, v in c.items() if k not in ("total", "per_hour", "warm_total")))
+        print("  per month: " + ", ".join(f"{k} ${v:.2f}" for k, v in c.items() if k not in ("total", "per_hour", "warm_total", "steady_total")))
         print("  per busy table-window: " + ", ".join(f"{k} {v:.2f}" for k, v in r["per_table_window"].items()))
         rest = r.get("per_rest_table_month")
         if rest:
@@ -700,6 +774,12 @@ def report(results):
                   f"{rest['tier2']} GET/HEAD in the window, ${rest['month']:.4f} a month each")
         if "warm_total" in c:
             print(f"  without cold loads (the window's LISTs and _last_checkpoint GETs): ${c['warm_total']:.2f}/month")
+        fm = r.get("first_meetings")
+        if fm and c.get("steady_total") is not None:
+            print(f"  first meetings (an instance's first log reads of a table, {fm['instance_tables']} instance-tables): "
+                  f"window {fm['window'].get('tier1', 0)} PUT/LIST-priced + {fm['window'].get('tier2', 0)} GET-priced, "
+                  f"whole run {fm['run'].get('tier1', 0)} + {fm['run'].get('tier2', 0)}; steady (those once per instance "
+                  f"and {INSTANCE_HOURS} h instead of every window): ${c['steady_total']:.2f}/month")
         print(f"  total ${c['total']:.2f}/month  |  Glue all-in ${r['glue_all_in']:.0f} (compute ${GLUE_MONTH:.0f})  |  naive "
               f"(one invocation per job per window, {r['naive']['jobs']} jobs, {r['naive']['invocation_ms']:.0f} ms and "
               f"{r['naive']['tier1'] + r['naive']['tier2']:.0f} S3 requests each) ${r['naive']['month']:.2f}")
@@ -735,7 +815,7 @@ def curve(rows):
     """Every row measured so far: target -> freshness and cost, beside Glue all-in and naive."""
     print("\ncost curve (target/results.json; each row its own run):")
     print(f"  {'target':<7} {'size':<5} {'N':>3} {'busy':>5} {'the rest':>12} {'p99 bronze':>10} {'p99 silver':>10} {'p99 proc.':>10} "
-          f"{'$/month':>9} {'warm $':>8} {'Glue all-in':>11} {'naive':>8}")
+          f"{'$/month':>9} {'warm $':>8} {'steady $':>8} {'Glue all-in':>11} {'naive':>8}")
     for key in sorted(rows, key=lambda k: (rows[k]["tables"], rows[k]["busy"], rows[k].get("window_s", 0))):
         r = rows[key]
         p99 = lambda layer: r["freshness"].get(layer, {}).get("p99", float("nan"))  # noqa: E731
@@ -743,6 +823,7 @@ def curve(rows):
         print(f"  {r.get('target', '?'):<7} {r.get('size', 'quick'):<5} {r['tables']:>3} {r['busy']:>5.0%} {rest:>12} {p99('bronze'):>10.1f} "
               f"{p99('silver'):>10.1f} {p99('processed'):>10.1f} {r['cost']['total']:>9.2f} "
               f"{r['cost'].get('warm_total', warm_total(r, r['measured_s'])):>8.2f} "
+              f"{r['cost'].get('steady_total') or float('nan'):>8.2f} "
               f"{r.get('glue_all_in', float('nan')):>11.0f} {r['naive']['month']:>8.0f}")
 
 

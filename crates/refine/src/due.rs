@@ -5,7 +5,9 @@
 //! version up to which the job had nothing left to do. The source versions are *observed
 //! before* the run (a notice's version, a probe's hit, or a load of a job seen for the first
 //! time) and recorded only after it succeeded, so a version landing during the run is never
-//! marked seen. The next invocation asks, per source:
+//! marked seen. A job that holds for its freshness target in a process new to it is recorded
+//! at what its output's `txn`s say it consumed (`lakestream_core::refine::consumed`, which
+//! makes a job with a re-created source due instead). The next invocation asks, per source:
 //! - a notice names a version: due when it is past the seen version (no request at all);
 //! - a schedule tick ([`Probe::Heads`]): two HEADs. The source's warm handle proves the table
 //!   is still the one it loaded (`revalidate`), and its table id must be the one the job saw
@@ -232,8 +234,9 @@ impl Progress {
     }
 
     /// `job` ran to the end: every source version it observed before the run (up to what the
-    /// run read of it), and every version its last run read up to, had nothing left for it. `first_seen` keeps the time
-    /// the entry was made (the TTL runs from the first load).
+    /// run read of it), and every version its last run read up to, had nothing left for it.
+    /// The entry keeps the time it was made (the TTL runs from the first load); an expired one
+    /// is replaced (the run that follows expiry loaded the tables again).
     pub fn ran_to_end(
         &self,
         job: &str,
@@ -245,11 +248,15 @@ impl Progress {
         let Ok(mut jobs) = self.jobs.lock() else {
             return;
         };
-        let entry = jobs.entry(job.to_string()).or_insert_with(|| Seen {
+        let fresh = Seen {
             since: now,
             versions: HashMap::new(),
             ids: HashMap::new(),
-        });
+        };
+        let entry = jobs.entry(job.to_string()).or_insert_with(|| fresh.clone());
+        if now - entry.since >= self.ttl {
+            *entry = fresh;
+        }
         entry.ids.extend(ids);
         // A version observed before the run came from a notice or a probe: it counts only up to
         // what the run read of that source. A forged notice naming version 10^9 of a table at
@@ -309,6 +316,7 @@ async fn probe_source(
 #[cfg(test)]
 mod tests {
     use super::{Known, NewVersions};
+    use std::collections::HashMap;
 
     #[test]
     fn the_oldest_read_is_after_what_each_source_had_consumed() {
@@ -335,6 +343,22 @@ mod tests {
         assert_eq!(new.oldest_read([("a", Some(u64::MAX), u64::MAX)]), None);
         assert_eq!(new.oldest_read([("c", None, 3)]), None);
         assert_eq!(new.oldest_read([("a", None, 7)]), Some(450));
+    }
+
+    /// What a job saw expires after the TTL; the run after that starts a new entry (its own
+    /// TTL), instead of leaving the job unknown to the process for good.
+    #[test]
+    fn a_run_after_the_ttl_is_trusted_again() {
+        let progress = super::Progress::default();
+        let t0 = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap_or_default();
+        let seen = |at| progress.knows("j", at);
+        let read = [("s".to_string(), 3)];
+        progress.ran_to_end("j", &HashMap::new(), &read, HashMap::new(), t0);
+        assert!(seen(t0 + super::SEEN_TTL - chrono::TimeDelta::seconds(1)));
+        let later = t0 + super::SEEN_TTL + chrono::TimeDelta::seconds(1);
+        assert!(!seen(later));
+        progress.ran_to_end("j", &HashMap::new(), &read, HashMap::new(), later);
+        assert!(seen(later + chrono::TimeDelta::seconds(1)));
     }
 
     /// A notice naming a version beyond what the table holds (forged) is not a change the run

@@ -311,10 +311,15 @@ async fn run_if_due(
     };
     let may_hold = how.can_hold && !refiner.config.hold_of(job).is_zero();
     let mut oldest_ms = new.oldest();
-    // Nothing observed: a process new to the job, or a source it no longer recognises. The
-    // versions a notice names may have been applied already (a redelivery), and a tick names
-    // none; the output's `txn`s say how old the oldest unapplied change is.
-    let consumed = if may_hold && observed.is_empty() {
+    let due_by_trigger =
+        may_hold && hold::holding_until(&refiner.config, job, oldest_ms, now).is_none();
+    // What the trigger and this process know may be stale: with nothing observed (a process new
+    // to the job, or a source it no longer recognises) a tick names no version and a notice
+    // may name one applied already (a redelivery); and what this process saw lags behind what
+    // another instance applied since, whose commit times are then old. Before holding on the
+    // trigger's times, or running because they look old, the output's `txn`s say how old the
+    // oldest unapplied change is (the loads are the run's own).
+    let consumed = if may_hold && (observed.is_empty() || due_by_trigger) {
         let sources = job.sources();
         match lakestream_core::refine::consumed(ctx, &job.job, &job.output, &sources).await {
             Ok(c) => {

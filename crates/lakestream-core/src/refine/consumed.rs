@@ -4,7 +4,7 @@
 //! name versions, but a notice delivered again after its change was applied names an old one;
 //! the output's `txn`s are what the run itself starts from.
 
-use super::RunContext;
+use super::{RunContext, source_id_property};
 use crate::error::Result;
 use chrono::{DateTime, Utc};
 
@@ -22,7 +22,8 @@ pub struct Consumed {
 
 /// Load `output` and `sources` through `ctx` (with warm handles: the kept handles, which the
 /// run reuses) and read what `job` consumed: one lookup of each source's `txn` in the output,
-/// then one HEAD of the first unconsumed commit file per source that has one.
+/// then one HEAD of the first unconsumed commit file per source that has one. A source whose
+/// table id is not the one the output recorded (re-created) makes the job due at once.
 pub async fn consumed(
     ctx: &RunContext<'_>,
     job: &str,
@@ -32,17 +33,31 @@ pub async fn consumed(
     let mut out = ctx.load(output).await?;
     let apps: Vec<String> = sources.iter().map(|s| ctx.app_id(job, s)).collect();
     let txns = out.committed(&apps).await?;
+    let mut recorded_ids = Vec::new();
+    for source in sources {
+        let id = match out.exists() {
+            true => out.property(&source_id_property(source))?,
+            false => None,
+        };
+        recorded_ids.push(id);
+    }
     ctx.keep(out);
     let mut found = Consumed::default();
-    for (source, app) in sources.iter().zip(&apps) {
-        let consumed = txns.get(app).and_then(|v| u64::try_from(*v).ok());
-        if let Some(v) = consumed {
-            found.versions.push((source.to_string(), v));
-        }
+    for ((source, app), recorded) in sources.iter().zip(&apps).zip(recorded_ids) {
         let src = ctx.load_source(source).await?;
         let Some(latest) = src.version().filter(|_| src.exists()) else {
             continue;
         };
+        // Re-created since the output recorded it: the `txn` counts the old table's versions.
+        // Due now (the run says what happened), and nothing of it counts as consumed.
+        if recorded.is_some_and(|id| src.table_id().ok().as_deref() != Some(id.as_str())) {
+            found.oldest_unconsumed = Some(DateTime::<Utc>::UNIX_EPOCH);
+            continue;
+        }
+        let consumed = txns.get(app).and_then(|v| u64::try_from(*v).ok());
+        if let Some(v) = consumed {
+            found.versions.push((source.to_string(), v));
+        }
         let Some(next) = consumed.map_or(Some(0), |c| c.checked_add(1)) else {
             continue;
         };

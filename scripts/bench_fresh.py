@@ -119,6 +119,11 @@ HOURS = 730
 # AWS does not say; instances serving a steady flow live for hours. One hour is the assumption
 # behind the "steady" month (steady_total), on the dear side.
 INSTANCE_HOURS = 1
+# S3's latency per request for the "Lambda at S3" line: AWS says small requests' median
+# latency is "often in the range of tens of milliseconds" (whitepaper "Best Practices Design
+# Patterns: Optimizing Amazon S3 Performance", "Timeouts and Retries for Latency-Sensitive
+# Applications"); 50 ms, every request on the critical path.
+S3_LATENCY_S = 0.050
 GLUE_MONTH = 161.0
 # Glue all-in: its compute plus the S3 requests a Spark Delta streaming pipeline makes per busy
 # table and 100 s micro-batch (Glue's default trigger), bronze (append) and silver (foreachBatch
@@ -250,13 +255,17 @@ class Function:
                                      stdout=open(log, "wb"), stderr=subprocess.STDOUT)
         self.lock = threading.Lock()
         self.invocations = 0  # started so far (tags the requests its proxy sees)
+        self.walls = []  # (invocation, started (wall clock), wall s)
 
     def invoke(self, body):
         with self.lock:
             self.invocations += 1
+            started = time.time()
             t0 = time.perf_counter()
             _, status, out = self.api.invoke(body, timeout=600)
-            return time.perf_counter() - t0, status, out
+            wall = time.perf_counter() - t0
+            self.walls.append((self.invocations, started, wall))
+            return wall, status, out
 
     def stop(self):
         self.proc.kill()
@@ -517,6 +526,8 @@ def run(n, sizes):
     result["cost"] = cost(result, window)
     result["cost"]["warm_total"] = warm_total(result, window)
     result["first_meetings"] = first_meetings(counter.items, counter.tags, snap["req"], snap["req_end"], bucket)
+    result["gb_s_at_s3"] = lambda_at_s3((ingest, refine), counter.items, counter.tags, snap["t"], snap["t_end"], sizes)
+    result["cost"]["lambda_gb_s_at_s3"] = sum(result["gb_s_at_s3"].values()) * LAMBDA_GB_S * HOURS * 3600 / window
     result["cost"]["steady_total"] = steady_total(result, window)
     busy_tables = max(1, round(BUSY * n)) + 1  # busy CDC tables + orders
     windows = window / WINDOW
@@ -669,7 +680,9 @@ def glue_all_in(busy_tables):
 
 
 def log_table(method, path):
-    """The table whose log a request reads (a GET or HEAD under `_delta_log/`, a LIST of it)."""
+    """The table whose log a request reads (a GET or HEAD under `_delta_log/`, a LIST of it),
+    or for another LIST its prefix (the family listing asking a folder whether it is a table:
+    a new instance asks every folder once, a warm one every folder once an hour)."""
     p, _, q = path.partition("?")
     if method in ("GET", "HEAD") and "/_delta_log/" in p and "/lake/" in p:
         return p.split("/lake/", 1)[1].split("/_delta_log/", 1)[0]
@@ -678,7 +691,39 @@ def log_table(method, path):
         prefix = parse_qs(q).get("prefix", [""])[0]
         if "/_delta_log" in prefix and "lake/" in prefix:
             return prefix.split("lake/", 1)[1].split("/_delta_log", 1)[0]
+        if "lake/" in prefix:
+            return "list:" + prefix.split("lake/", 1)[1]
     return None
+
+
+def lambda_at_s3(pools, items, tags, t_from, t_to, sizes):
+    """GB-s of the window's invocations with the emulator's time swapped for S3's: each
+    invocation's own time (its wall less the union of its requests' intervals at the emulator)
+    plus S3_LATENCY_S per request, as if none overlapped (so an upper bound). The emulator is one
+    Python process: under a burst its answers take seconds, and so would every invocation."""
+    spans = {}
+    for (m, p, secs), tag in zip(items, tags):
+        if tag is not None:
+            spans.setdefault(tag[:3], []).append((tag[3], tag[3] + secs))
+    out = {}
+    for pool in pools:
+        for i, fn in enumerate(pool.fns):
+            name = fn.log.name.rsplit("-", 1)[0]
+            for inv, started, wall in fn.walls:
+                if not t_from <= started <= t_to:
+                    continue
+                reqs = sorted(spans.get((name, i, inv), []))
+                io, end = 0.0, None
+                for a, b in reqs:
+                    if end is None or a > end:
+                        io += b - a
+                        end = b
+                    elif b > end:
+                        io += b - end
+                        end = b
+                own = max(0.0, wall - io)
+                out[name] = out.get(name, 0.0) + (own + len(reqs) * S3_LATENCY_S) * sizes[name] / 1024
+    return out
 
 
 def first_meetings(items, tags, start, end, bucket):
@@ -766,7 +811,7 @@ def report(results):
         c = r["cost"]
         print("  S3 requests in the window by kind: " + ", ".join(f"{k} {v}" for k, v in r["s3_by_kind"].items()))
         print(f"  per hour: {c['per_hour']['s3_requests']:.0f} S3 requests, {c['per_hour']['gb_s']:.0f} GB-s")
-        print("  per month: " + ", ".join(f"{k} ${v:.2f}" for k, v in c.items() if k not in ("total", "per_hour", "warm_total", "steady_total")))
+        print("  per month: " + ", ".join(f"{k} ${v:.2f}" for k, v in c.items() if k not in ("total", "per_hour", "warm_total", "steady_total", "lambda_gb_s_at_s3")))
         print("  per busy table-window: " + ", ".join(f"{k} {v:.2f}" for k, v in r["per_table_window"].items()))
         rest = r.get("per_rest_table_month")
         if rest:
@@ -774,6 +819,11 @@ def report(results):
                   f"{rest['tier2']} GET/HEAD in the window, ${rest['month']:.4f} a month each")
         if "warm_total" in c:
             print(f"  without cold loads (the window's LISTs and _last_checkpoint GETs): ${c['warm_total']:.2f}/month")
+        if c.get("lambda_gb_s_at_s3") is not None:
+            print(f"  Lambda GB-s at S3 (own time + {S3_LATENCY_S * 1000:.0f} ms per request instead of the emulator's): "
+                  f"${c['lambda_gb_s_at_s3']:.2f}/month against ${c['lambda_gb_s']:.2f} measured; the total with it "
+                  f"${c['total'] - c['lambda_gb_s'] + c['lambda_gb_s_at_s3']:.2f}, steady "
+                  f"${(c.get('steady_total') or c['total']) - c['lambda_gb_s'] + c['lambda_gb_s_at_s3']:.2f}")
         fm = r.get("first_meetings")
         if fm and c.get("steady_total") is not None:
             print(f"  first meetings (an instance's first log reads of a table, {fm['instance_tables']} instance-tables): "
@@ -811,11 +861,20 @@ def main():
     curve(rows)
 
 
+def at_s3(r):
+    """The steady month (the total when not measured) with Lambda at S3's latency (NaN when
+    the row predates that line)."""
+    c = r["cost"]
+    if c.get("lambda_gb_s_at_s3") is None:
+        return float("nan")
+    return (c.get("steady_total") or c["total"]) - c["lambda_gb_s"] + c["lambda_gb_s_at_s3"]
+
+
 def curve(rows):
     """Every row measured so far: target -> freshness and cost, beside Glue all-in and naive."""
     print("\ncost curve (target/results.json; each row its own run):")
     print(f"  {'target':<7} {'size':<5} {'N':>3} {'busy':>5} {'the rest':>12} {'p99 bronze':>10} {'p99 silver':>10} {'p99 proc.':>10} "
-          f"{'$/month':>9} {'warm $':>8} {'steady $':>8} {'Glue all-in':>11} {'naive':>8}")
+          f"{'$/month':>9} {'warm $':>8} {'steady $':>8} {'at S3 $':>8} {'Glue all-in':>11} {'naive':>8}")
     for key in sorted(rows, key=lambda k: (rows[k]["tables"], rows[k]["busy"], rows[k].get("window_s", 0))):
         r = rows[key]
         p99 = lambda layer: r["freshness"].get(layer, {}).get("p99", float("nan"))  # noqa: E731
@@ -824,6 +883,7 @@ def curve(rows):
               f"{p99('silver'):>10.1f} {p99('processed'):>10.1f} {r['cost']['total']:>9.2f} "
               f"{r['cost'].get('warm_total', warm_total(r, r['measured_s'])):>8.2f} "
               f"{r['cost'].get('steady_total') or float('nan'):>8.2f} "
+              f"{at_s3(r):>8.2f} "
               f"{r.get('glue_all_in', float('nan')):>11.0f} {r['naive']['month']:>8.0f}")
 
 

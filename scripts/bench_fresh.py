@@ -37,6 +37,14 @@ each). Beside it: the cheapest Glue streaming job ($161/month, 2 x G.025X, compu
 naive design - one scheduled invocation per job per window (a minute at least), each loading its tables (measured:
 a fresh refine process running one CDC job).
 
+Two more lines per row (since issue 39's steady accounting): every instance talks to the emulator
+through a proxy of its own, so each request is known by instance and invocation. "steady": the
+month without the window's first meetings (an instance's first log reads of a table, and the
+family listing's folder LISTs), plus the whole run's once per instance and INSTANCE_HOURS (an
+instance replaced hourly). "at S3": Lambda GB-s with each invocation's own time (wall less the
+union of its requests' intervals at the emulator) plus S3_LATENCY_S per request, instead of
+the emulator's answers, which take seconds under a burst.
+
 BENCH_FRESHNESS (60s | 5m | 15m, default 60s) is every topic's, family's and job's target: the
 MSK window follows from it (50 / 250 / 300 s, the template's mapping) and so do the jobs' holds;
 the measured time is 120 s or 1.5 times the target (quick), 600 s or four times it (full). Glue

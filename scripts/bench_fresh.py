@@ -535,6 +535,8 @@ def run(n, sizes):
     result["cost"]["warm_total"] = warm_total(result, window)
     result["first_meetings"] = first_meetings(counter.items, counter.tags, snap["req"], snap["req_end"], bucket)
     result["gb_s_at_s3"] = lambda_at_s3((ingest, refine), counter.items, counter.tags, snap["t"], snap["t_end"], sizes)
+    # Own time alone, so the line can be recomputed at another latency: own + (at_s3 - own) * L / S3_LATENCY_S.
+    result["gb_s_own"] = lambda_at_s3((ingest, refine), counter.items, counter.tags, snap["t"], snap["t_end"], sizes, 0.0)
     result["cost"]["lambda_gb_s_at_s3"] = sum(result["gb_s_at_s3"].values()) * LAMBDA_GB_S * HOURS * 3600 / window
     result["cost"]["steady_total"] = steady_total(result, window)
     busy_tables = max(1, round(BUSY * n)) + 1  # busy CDC tables + orders
@@ -704,11 +706,13 @@ def log_table(method, path):
     return None
 
 
-def lambda_at_s3(pools, items, tags, t_from, t_to, sizes):
+def lambda_at_s3(pools, items, tags, t_from, t_to, sizes, latency_s=None):
     """GB-s of the window's invocations with the emulator's time swapped for S3's: each
     invocation's own time (its wall less the union of its requests' intervals at the emulator)
-    plus S3_LATENCY_S per request, as if none overlapped (so an upper bound). The emulator is one
-    Python process: under a burst its answers take seconds, and so would every invocation."""
+    plus `latency_s` (S3_LATENCY_S) per request, as if none overlapped (so an upper bound). The
+    emulator is one Python process: under a burst its answers take seconds, and so would every
+    invocation. With `latency_s` 0: the own time alone; the per-request part is linear in it."""
+    latency_s = S3_LATENCY_S if latency_s is None else latency_s
     spans = {}
     for (m, p, secs), tag in zip(items, tags):
         if tag is not None:
@@ -730,7 +734,7 @@ def lambda_at_s3(pools, items, tags, t_from, t_to, sizes):
                         io += b - end
                         end = b
                 own = max(0.0, wall - io)
-                out[name] = out.get(name, 0.0) + (own + len(reqs) * S3_LATENCY_S) * sizes[name] / 1024
+                out[name] = out.get(name, 0.0) + (own + len(reqs) * latency_s) * sizes[name] / 1024
     return out
 
 
@@ -828,6 +832,12 @@ def report(results):
         if "warm_total" in c:
             print(f"  without cold loads (the window's LISTs and _last_checkpoint GETs): ${c['warm_total']:.2f}/month")
         if c.get("lambda_gb_s_at_s3") is not None:
+            own = r.get("gb_s_own")
+            if own:
+                per_month = LAMBDA_GB_S * HOURS * 3600 / r["measured_s"]
+                print(f"  Lambda's own time (wall less its requests at the emulator): ${sum(own.values()) * per_month:.2f}/month; "
+                      f"each 10 ms of S3 latency per request adds "
+                      f"${(sum(r['gb_s_at_s3'].values()) - sum(own.values())) * per_month / (S3_LATENCY_S * 100):.2f}")
             print(f"  Lambda GB-s at S3 (own time + {S3_LATENCY_S * 1000:.0f} ms per request instead of the emulator's): "
                   f"${c['lambda_gb_s_at_s3']:.2f}/month against ${c['lambda_gb_s']:.2f} measured; the total with it "
                   f"${c['total'] - c['lambda_gb_s'] + c['lambda_gb_s_at_s3']:.2f}, steady "

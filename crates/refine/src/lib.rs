@@ -309,51 +309,25 @@ async fn run_if_due(
     let Due::Yes { mut observed, new } = due else {
         return JobState::NotDue;
     };
-    let may_hold = how.can_hold && !refiner.config.hold_of(job).is_zero();
-    let mut oldest_ms = new.oldest();
-    let due_by_trigger =
-        may_hold && hold::holding_until(&refiner.config, job, oldest_ms, now).is_none();
-    // What the trigger and this process know may be stale: with nothing observed (a process new
-    // to the job, or a source it no longer recognises) a tick names no version and a notice
-    // may name one applied already (a redelivery); and what this process saw lags behind what
-    // another instance applied since, whose commit times are then old. Before holding on the
-    // trigger's times, or running because they look old, the output's `txn`s say how old the
-    // oldest unapplied change is (the loads are the run's own).
-    let consumed = if may_hold && (observed.is_empty() || due_by_trigger) {
-        let sources = job.sources();
-        match lakestream_core::refine::consumed(ctx, &job.job, &job.output, &sources).await {
-            Ok(c) => {
-                if let Some(t) = c.oldest_unconsumed {
-                    oldest_ms = Some(t.timestamp_millis());
-                }
-                Some(c)
-            }
-            Err(e) => {
-                tracing::warn!(job = %job.job, error = %e.redacted(), "reading what the job consumed failed; holding on what the trigger says");
-                None
-            }
-        }
-    } else {
-        None
-    };
-    if let Some(due_at_ms) = may_hold
-        .then(|| hold::holding_until(&refiner.config, job, oldest_ms, now))
-        .flatten()
+    let oldest_ms = new.oldest();
+    let decided = hold::decide(
+        refiner,
+        ctx,
+        job,
+        how.can_hold,
+        observed.is_empty(),
+        oldest_ms,
+        now,
+    )
+    .await;
+    if let hold::Decision::Hold {
+        due_at_ms,
+        oldest_ms,
+    } = decided
     {
-        if let Some(c) = consumed {
-            // What the output consumed had nothing left for the job: the next trigger probes
-            // from there (one HEAD per source) instead of reading the output again.
-            refiner.progress.ran_to_end(
-                &job.job,
-                &HashMap::new(),
-                &c.versions,
-                source_ids(refiner, job),
-                now,
-            );
-        }
         return JobState::Holding {
             due_at_ms,
-            oldest_ms: oldest_ms.unwrap_or(due_at_ms),
+            oldest_ms,
         };
     }
     match run_observed(refiner, ctx, job, &mut observed, now, how).await {
@@ -453,7 +427,7 @@ fn record_progress(
 }
 
 /// The table id of each of `job`'s sources this process holds a handle on.
-fn source_ids(refiner: &Refiner, job: &RefineJob) -> HashMap<String, String> {
+pub(crate) fn source_ids(refiner: &Refiner, job: &RefineJob) -> HashMap<String, String> {
     job.sources()
         .iter()
         .filter_map(|s| Some((s.to_string(), refiner.warm.table_id(s)?)))

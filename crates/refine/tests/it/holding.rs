@@ -92,10 +92,7 @@ async fn a_notice_younger_than_the_hold_is_postponed_until_the_job_is_due() -> R
 /// does not know.
 #[tokio::test]
 async fn a_tick_in_a_process_new_to_the_job_holds_a_young_change() -> Result<()> {
-    let lake = fifteen_minutes(TestLake::new(Backend::Fs, "refine-holding-tick")?);
-    let mut notices = ingest(&lake, ORDERS).await?;
-    notices.extend(ingest(&lake, MEMBERS).await?);
-    let committed = notices.iter().map(|n| n.committed_ms).min().unwrap_or(0);
+    let (lake, _, committed) = seeded(Backend::Fs, "refine-holding-tick").await?;
     let at = |secs: i64| {
         chrono::DateTime::from_timestamp_millis(committed + secs * 1000).unwrap_or_default()
     };
@@ -127,10 +124,7 @@ async fn a_tick_in_a_process_new_to_the_job_holds_a_young_change() -> Result<()>
 /// output has not consumed (here committed 600 s after the first), not on the notice's.
 #[tokio::test]
 async fn an_old_notice_in_a_process_new_to_the_job_holds_on_the_unconsumed_change() -> Result<()> {
-    let lake = fifteen_minutes(TestLake::new(Backend::Fs, "refine-holding-old-notice")?);
-    let mut notices = ingest(&lake, ORDERS).await?;
-    notices.extend(ingest(&lake, MEMBERS).await?);
-    let committed = notices.iter().map(|n| n.committed_ms).min().unwrap_or(0);
+    let (lake, notices, committed) = seeded(Backend::Fs, "refine-holding-old-notice").await?;
     let at = |secs: i64| {
         chrono::DateTime::from_timestamp_millis(committed + secs * 1000).unwrap_or_default()
     };
@@ -199,10 +193,7 @@ async fn an_old_notice_in_a_process_new_to_the_job_holds_on_the_unconsumed_chang
 /// version of a source holds in both.
 #[tokio::test]
 async fn ticks_hold_a_young_version_after_another_instance_applied() -> Result<()> {
-    let lake = fifteen_minutes(TestLake::new(Backend::Fs, "refine-holding-ticks")?);
-    let mut notices = ingest(&lake, ORDERS).await?;
-    notices.extend(ingest(&lake, MEMBERS).await?);
-    let committed = notices.iter().map(|n| n.committed_ms).min().unwrap_or(0);
+    let (lake, notices, committed) = seeded(Backend::Fs, "refine-holding-ticks").await?;
     let at = |secs: i64| {
         chrono::DateTime::from_timestamp_millis(committed + secs * 1000).unwrap_or_default()
     };
@@ -261,10 +252,7 @@ async fn on_s3_a_tick_in_a_new_instance_holds_a_young_version() -> Result<()> {
     if lakestream_testkit::s3_endpoint().is_none() {
         return Ok(());
     }
-    let lake = fifteen_minutes(TestLake::new(Backend::S3, "refine-holding-s3-tick")?);
-    let mut notices = ingest(&lake, ORDERS).await?;
-    notices.extend(ingest(&lake, MEMBERS).await?);
-    let committed = notices.iter().map(|n| n.committed_ms).min().unwrap_or(0);
+    let (lake, notices, committed) = seeded(Backend::S3, "refine-holding-s3-tick").await?;
     let at = |ms: i64| chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default();
     // The second instance ticks before any output exists (it holds), then the first applies.
     let tick = refine::Request::from_event(&serde_json::json!({}))?;
@@ -303,10 +291,7 @@ async fn on_s3_a_tick_in_a_new_instance_holds_a_young_version() -> Result<()> {
 /// belong to the old table).
 #[tokio::test]
 async fn a_recreated_source_is_not_held_on() -> Result<()> {
-    let lake = fifteen_minutes(TestLake::new(Backend::Fs, "refine-holding-recreated")?);
-    let mut notices = ingest(&lake, ORDERS).await?;
-    notices.extend(ingest(&lake, MEMBERS).await?);
-    let committed = notices.iter().map(|n| n.committed_ms).min().unwrap_or(0);
+    let (lake, notices, committed) = seeded(Backend::Fs, "refine-holding-recreated").await?;
     let at = |ms: i64| chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default();
     let first = Refiner::new(
         lake.config.clone(),
@@ -338,6 +323,19 @@ async fn a_recreated_source_is_not_held_on() -> Result<()> {
         .unwrap_or_default();
     assert!(curated.contains("re-created"), "{curated}");
     Ok(())
+}
+
+/// A lake with every topic at a 15-minute target, the sample orders and members ingested: the
+/// notices their commits send, and the earliest commit time among them.
+async fn seeded(
+    backend: Backend,
+    name: &str,
+) -> Result<(TestLake, Vec<lakestream_lambda::notify::RefineNotice>, i64)> {
+    let lake = fifteen_minutes(TestLake::new(backend, name)?);
+    let mut notices = ingest(&lake, ORDERS).await?;
+    notices.extend(ingest(&lake, MEMBERS).await?);
+    let committed = notices.iter().map(|n| n.committed_ms).min().unwrap_or(0);
+    Ok((lake, notices, committed))
 }
 
 /// `lake` with every topic at a 15-minute target.

@@ -50,6 +50,9 @@ pub struct RefineSettings {
     pub listing_ttl: chrono::TimeDelta,
     /// Which per-job values are CloudWatch metrics ([`report::JobMetrics`]).
     pub job_metrics: report::JobMetrics,
+    /// Whether a due job holds its changes while its freshness target leaves room (the
+    /// function: `true`; `lakestream refine`, a one-off run to the end: `false`).
+    pub holds: bool,
 }
 
 impl Default for RefineSettings {
@@ -58,6 +61,7 @@ impl Default for RefineSettings {
             reserve: Duration::from_secs(20),
             listing_ttl: chrono::TimeDelta::minutes(15),
             job_metrics: report::JobMetrics::Behind,
+            holds: true,
         }
     }
 }
@@ -245,7 +249,7 @@ pub async fn run_trigger(
                 probe: plan.probe,
                 max_runs: plan.max_runs,
                 until,
-                can_hold: hold::can_hold(trigger, &job.job),
+                can_hold: refiner.settings.holds && hold::can_hold(trigger, &job.job),
             };
             let state = run_if_due(refiner, &ctx, job, &mut plan.hints, how).await;
             if matches!(state, JobState::Failed { .. }) {

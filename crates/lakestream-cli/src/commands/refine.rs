@@ -52,7 +52,9 @@ pub async fn run(
             "the config has no [[refine]] jobs and no [[cdc]] families (see README \"Refine jobs\")"
         );
     }
-    let refiner = Refiner::with_lake(config, lake, Arc::new(SystemClock));
+    let mut refiner = Refiner::with_lake(config, lake, Arc::new(SystemClock));
+    // A one-off run goes to the end: nothing would bring a held job back.
+    refiner.settings.holds = false;
     let request = Request {
         jobs: jobs.to_vec(),
         max_runs,

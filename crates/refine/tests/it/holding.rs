@@ -346,6 +346,21 @@ fn fifteen_minutes(mut lake: TestLake) -> TestLake {
     lake
 }
 
+/// A one-off run to the end (`lakestream refine`: `settings.holds` off) does not hold: nothing
+/// would bring a held job back.
+#[tokio::test]
+async fn a_one_off_run_does_not_hold() -> Result<()> {
+    let (lake, _, committed) = seeded(Backend::Fs, "refine-holding-one-off").await?;
+    let at = chrono::DateTime::from_timestamp_millis(committed + 10_000).unwrap_or_default();
+    let mut refiner = Refiner::new(lake.config.clone(), Arc::new(FixedClock::new(at)))?;
+    refiner.settings.holds = false;
+    let tick = refine::Request::from_event(&serde_json::json!({}))?;
+    let s = states(&refine::run(&refiner, &tick).await?);
+    assert!(s.contains(&("curated".into(), "ran")), "{s:?}");
+    assert_eq!(lake.read("curated/order").await?.num_rows(), 6);
+    Ok(())
+}
+
 /// With the default target (60 s) nothing holds: the same notices run at once.
 #[tokio::test]
 async fn at_the_default_target_notices_run_at_once() -> Result<()> {

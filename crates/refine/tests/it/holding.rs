@@ -43,9 +43,7 @@ async fn a_notice_younger_than_the_hold_is_postponed_until_the_job_is_due() -> R
     let mut notices = ingest(&lake, ORDERS).await?;
     notices.extend(ingest(&lake, MEMBERS).await?);
     let committed = notices.iter().map(|n| n.committed_ms).min().unwrap_or(0);
-    let at = |secs: i64| {
-        chrono::DateTime::from_timestamp_millis(committed + secs * 1000).unwrap_or_default()
-    };
+    let at = |secs: i64| after(committed, secs);
     let clock = Arc::new(FixedClock::new(at(10)));
     let refiner = Refiner::new(lake.config.clone(), clock.clone())?;
     let event = sqs_event(&notices);
@@ -93,9 +91,7 @@ async fn a_notice_younger_than_the_hold_is_postponed_until_the_job_is_due() -> R
 #[tokio::test]
 async fn a_tick_in_a_process_new_to_the_job_holds_a_young_change() -> Result<()> {
     let (lake, _, committed) = seeded(Backend::Fs, "refine-holding-tick").await?;
-    let at = |secs: i64| {
-        chrono::DateTime::from_timestamp_millis(committed + secs * 1000).unwrap_or_default()
-    };
+    let at = |secs: i64| after(committed, secs);
     let clock = Arc::new(FixedClock::new(at(10)));
     let refiner = Refiner::new(lake.config.clone(), clock.clone())?;
     let tick = refine::Request::from_event(&serde_json::json!({}))?;
@@ -125,9 +121,7 @@ async fn a_tick_in_a_process_new_to_the_job_holds_a_young_change() -> Result<()>
 #[tokio::test]
 async fn an_old_notice_in_a_process_new_to_the_job_holds_on_the_unconsumed_change() -> Result<()> {
     let (lake, notices, committed) = seeded(Backend::Fs, "refine-holding-old-notice").await?;
-    let at = |secs: i64| {
-        chrono::DateTime::from_timestamp_millis(committed + secs * 1000).unwrap_or_default()
-    };
+    let at = |secs: i64| after(committed, secs);
     let event = sqs_event(&notices);
     let first = Refiner::new(lake.config.clone(), Arc::new(FixedClock::new(at(451))))?;
     let s = states(&refine::handle(&first, &event).await?.into_result()?);
@@ -142,15 +136,7 @@ async fn an_old_notice_in_a_process_new_to_the_job_holds_on_the_unconsumed_chang
             .any(|n| n.table == "raw/member" && n.version == 1),
         "{newer:?}"
     );
-    let commit = lake
-        .table_dir("raw/member")
-        .context("a filesystem lake")?
-        .join("_delta_log/00000000000000000001.json");
-    let later = std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(committed + 600_000)?);
-    std::fs::File::options()
-        .write(true)
-        .open(&commit)?
-        .set_modified(later)?;
+    commit_file_time(&lake, "raw/member", 1, committed + 600_000)?;
 
     // Another instance gets the first notices again at 700 s: curated is due at 1,050 s.
     let clock = Arc::new(FixedClock::new(at(700)));
@@ -194,9 +180,7 @@ async fn an_old_notice_in_a_process_new_to_the_job_holds_on_the_unconsumed_chang
 #[tokio::test]
 async fn ticks_hold_a_young_version_after_another_instance_applied() -> Result<()> {
     let (lake, notices, committed) = seeded(Backend::Fs, "refine-holding-ticks").await?;
-    let at = |secs: i64| {
-        chrono::DateTime::from_timestamp_millis(committed + secs * 1000).unwrap_or_default()
-    };
+    let at = |secs: i64| after(committed, secs);
     let tick = refine::Request::from_event(&serde_json::json!({}))?;
     // The second instance's first tick comes before any output exists: it holds.
     let clock = Arc::new(FixedClock::new(at(10)));
@@ -217,15 +201,7 @@ async fn ticks_hold_a_young_version_after_another_instance_applied() -> Result<(
     // tick's probe finds version 0 of both sources, committed long ago.
     // raw/member version 1, committed (its file's time says) 500 s after the first commits.
     ingest(&lake, NEW_FIELD).await?;
-    let commit = lake
-        .table_dir("raw/member")
-        .context("a filesystem lake")?
-        .join("_delta_log/00000000000000000001.json");
-    let later = std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(committed + 500_000)?);
-    std::fs::File::options()
-        .write(true)
-        .open(&commit)?
-        .set_modified(later)?;
+    commit_file_time(&lake, "raw/member", 1, committed + 500_000)?;
 
     clock.set(at(600));
     let s = states(&refine::run(&second, &tick).await?);
@@ -336,6 +312,26 @@ async fn seeded(
     notices.extend(ingest(&lake, MEMBERS).await?);
     let committed = notices.iter().map(|n| n.committed_ms).min().unwrap_or(0);
     Ok((lake, notices, committed))
+}
+
+/// `secs` seconds after `committed_ms`.
+fn after(committed_ms: i64, secs: i64) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp_millis(committed_ms + secs * 1000).unwrap_or_default()
+}
+
+/// Back-date (or forward-date) `table`'s commit file of `version` on a filesystem lake to
+/// `at_ms`: the commit time a HEAD then reads.
+fn commit_file_time(lake: &TestLake, table: &str, version: u64, at_ms: i64) -> Result<()> {
+    let commit = lake
+        .table_dir(table)
+        .context("a filesystem lake")?
+        .join(format!("_delta_log/{version:020}.json"));
+    let at = std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(at_ms)?);
+    std::fs::File::options()
+        .write(true)
+        .open(&commit)?
+        .set_modified(at)?;
+    Ok(())
 }
 
 /// `lake` with every topic at a 15-minute target.

@@ -156,6 +156,10 @@ bench-hostile: venv ## Peak memory of the CLI under issue 38's hostile CDC input
 	cargo build -q -p lakestream-cli $(FEATURES)
 	$(VENV)/bin/python scripts/bench_hostile.py
 
+bench-memory: venv ## Peak RSS of the largest refine runs (CDC apply of 1.5 M rows per max_mib_per_run chunk) and of a 6 MB MSK batch, to size RefineMemory / MskIngestMemory (release CLI; not in CI)
+	cargo build -q --release --bin lakestream
+	$(VENV)/bin/python scripts/bench_memory.py
+
 bench-refine: ## Curated interval join on one day of generated data: once, and after every batch (one core)
 	cargo bench -p lakestream-core --bench refine_join --no-run
 	taskset -c 0 cargo bench -p lakestream-core --bench refine_join -- 5000 240 once

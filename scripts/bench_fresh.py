@@ -43,7 +43,8 @@ month without the window's first meetings (an instance's first log reads of a ta
 family listing's folder LISTs), plus the whole run's once per instance and INSTANCE_HOURS (an
 instance replaced hourly). "at S3": Lambda GB-s with each invocation's own time (wall less the
 union of its requests' intervals at the emulator) plus S3_LATENCY_S per request, instead of
-the emulator's answers, which take seconds under a burst.
+the emulator's answers, which take seconds under a burst; the own time is CPU on a whole core,
+so below 1,769 MB (one vCPU) it is charged as at 1,769 MB (a smaller function takes longer).
 
 BENCH_FRESHNESS (60s | 5m | 15m, default 60s) is every topic's, family's and job's target: the
 MSK window follows from it (50 / 250 / 300 s, the template's mapping) and so do the jobs' holds;
@@ -146,6 +147,8 @@ GLUE_BATCH_S = 100
 GLUE_TIER1 = 2 * (4 + 2 + 0.2) + 1 + 2
 GLUE_TIER2 = 2 * (4 + 2) + 3
 PLATFORM_LOG_BYTES = 400
+# Lambda: "at 1,769 MB, a function has the equivalent of one vCPU"; CPU scales with memory below.
+FULL_CORE_MB = 1769
 
 
 def memory_sizes():
@@ -710,6 +713,8 @@ def lambda_at_s3(pools, items, tags, t_from, t_to, sizes, latency_s=None):
     """GB-s of the window's invocations with the emulator's time swapped for S3's: each
     invocation's own time (its wall less the union of its requests' intervals at the emulator)
     plus `latency_s` (S3_LATENCY_S) per request, as if none overlapped (so an upper bound). The
+    own time is CPU measured on a whole core; below FULL_CORE_MB Lambda has a share of a core,
+    so the own time costs its GB-s at FULL_CORE_MB whatever the memory (the waits scale). The
     emulator is one Python process: under a burst its answers take seconds, and so would every
     invocation. With `latency_s` 0: the own time alone; the per-request part is linear in it."""
     latency_s = S3_LATENCY_S if latency_s is None else latency_s
@@ -734,7 +739,10 @@ def lambda_at_s3(pools, items, tags, t_from, t_to, sizes, latency_s=None):
                         io += b - end
                         end = b
                 own = max(0.0, wall - io)
-                out[name] = out.get(name, 0.0) + (own + len(reqs) * latency_s) * sizes[name] / 1024
+                # The own time is CPU, measured on a whole core: below FULL_CORE_MB Lambda gives
+                # a share of one, so it takes longer and costs the same GB-s as at FULL_CORE_MB.
+                cpu_mb = max(sizes[name], FULL_CORE_MB)
+                out[name] = out.get(name, 0.0) + (own * cpu_mb + len(reqs) * latency_s * sizes[name]) / 1024
     return out
 
 

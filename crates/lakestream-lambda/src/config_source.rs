@@ -79,6 +79,9 @@ pub struct FunctionEnv {
     /// the tables registered in; overrides `[catalog].database` (the template sets it, so the
     /// IAM policy and the function name one database). Empty turns the sync off.
     pub catalog_database: Option<String>,
+    /// `AWS_LAMBDA_FUNCTION_MEMORY_SIZE` (set by Lambda): the function's memory in MB; refine
+    /// caps each job's chunk to what it holds.
+    pub memory_mb: Option<u64>,
     /// S3 access for an `s3://` config (`AWS_ENDPOINT_URL_S3`/`AWS_ENDPOINT_URL`, `AWS_REGION`,
     /// `AWS_ALLOW_HTTP`).
     pub s3: S3Access,
@@ -104,6 +107,15 @@ impl FunctionEnv {
             refine_queue_url: get("LAKESTREAM_REFINE_QUEUE_URL"),
             job_metrics: get("LAKESTREAM_JOB_METRICS"),
             catalog_database: get("LAKESTREAM_CATALOG_DATABASE"),
+            memory_mb: match get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE") {
+                None => None,
+                Some(v) => Some(v.trim().parse().map_err(|_| {
+                    Error::Config(format!(
+                        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE = `{v}` is not a whole number of MB \
+                         (Lambda sets it; unset it when running the function elsewhere)"
+                    ))
+                })?),
+            },
             s3: S3Access {
                 endpoint_url: get("AWS_ENDPOINT_URL_S3").or_else(|| get("AWS_ENDPOINT_URL")),
                 region: get("AWS_REGION"),

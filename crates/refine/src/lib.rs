@@ -19,6 +19,7 @@
 pub mod due;
 mod hold;
 pub mod listing;
+pub mod memory;
 pub mod report;
 pub mod request;
 mod response;

@@ -14,7 +14,19 @@ use std::sync::Arc;
 async fn main() -> Result<(), lambda_runtime::Error> {
     let env = FunctionEnv::from_lookup(|k| std::env::var(k).ok())?;
     init_tracing(&env.log_filter, true);
-    let mut refiner = Refiner::new(env.load_config().await?, Arc::new(SystemClock))?;
+    let mut config = env.load_config().await?;
+    if let Some(mb) = env.memory_mb {
+        for c in refine::memory::fit_chunks(&mut config, mb) {
+            tracing::warn!(
+                "{}: max_mib_per_run {} is more than {mb} MB of memory holds; its runs read at \
+                 most {} MiB (raise RefineMemory to read more per run)",
+                c.what,
+                c.configured,
+                c.cap
+            );
+        }
+    }
+    let mut refiner = Refiner::new(config, Arc::new(SystemClock))?;
     if let Some(v) = &env.job_metrics {
         refiner.settings.job_metrics = refine::report::JobMetrics::parse(v).ok_or_else(|| {
             lakestream_core::Error::Config(format!(

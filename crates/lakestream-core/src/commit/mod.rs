@@ -321,6 +321,7 @@ pub(crate) fn batch_writer_at(
         Some(partition_columns),
         Some(lake.storage_options().clone()),
     )
+    .map(|w| w.with_writer_properties(crate::table::parquet_write::writer_properties()))
     .map_err(|e| Error::storage(name, e))
 }
 
@@ -346,12 +347,13 @@ async fn write_files(
             .snapshot_schema()
             .is_some_and(|s| s.fields() == plan.schema.fields());
     let mut writer = if same_schema {
-        RecordBatchWriter::for_table(table).map_err(|e| Error::storage(name, e))?
+        RecordBatchWriter::for_table(table)
+            .map(|w| w.with_writer_properties(crate::table::parquet_write::writer_properties()))
+            .map_err(|e| Error::storage(name, e))?
     } else {
         batch_writer(lake, name, plan.schema.clone(), partition_columns)?
     };
-    writer
-        .write(plan.batch.clone())
+    crate::table::parquet_write::write_sliced(&mut writer, &plan.batch)
         .await
         .map_err(|e| match e {
             DeltaTableError::ObjectStore { .. } | DeltaTableError::Io { .. } => {

@@ -31,6 +31,7 @@ impl TableHandle {
     /// stages files without committing them: the caller commits the `add`s it returns.
     pub fn file_writer(&self) -> Result<deltalake::writer::RecordBatchWriter> {
         deltalake::writer::RecordBatchWriter::for_table(&self.table)
+            .map(|w| w.with_writer_properties(super::parquet_write::writer_properties()))
             .map_err(|e| Error::storage(&self.name, e))
     }
 

@@ -9,6 +9,7 @@
 //! - [`log_listing`]: what the log holds (one LIST) and the commit times derived from it;
 //! - [`files`]: the live files of a snapshot and the deletion-vector refusal;
 //! - [`parquet_read`]: the one Parquet reader of data files (whole, projected, scanned);
+//! - `parquet_write`: how data files are written (row groups bounded by bytes);
 //! - [`snapshots`]: a version by number or time, and the handle loaded at it (time travel);
 //! - [`log_ops`]: the table's own log operations (checkpoints, log cleanup, tombstones).
 //!
@@ -27,6 +28,7 @@ pub mod log_listing;
 pub mod log_ops;
 pub mod log_reads;
 pub mod parquet_read;
+pub(crate) mod parquet_write;
 pub mod snapshots;
 pub mod txns;
 mod whole_file;

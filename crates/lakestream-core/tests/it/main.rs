@@ -25,6 +25,7 @@ mod dead_letter_growth;
 mod deletion_vectors;
 mod event_time;
 mod faults;
+mod file_layout;
 mod ingest;
 mod insert_only_feed;
 mod inspect;

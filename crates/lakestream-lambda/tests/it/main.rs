@@ -77,3 +77,22 @@ async fn log_buckets_come_from_the_environment() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// `AWS_LAMBDA_FUNCTION_MEMORY_SIZE` (Lambda sets it) is read once, as MB; a value that is not a
+/// number fails at start naming the variable.
+#[test]
+fn the_function_memory_comes_from_the_environment() -> anyhow::Result<()> {
+    use lakestream_lambda::config_source::FunctionEnv;
+    let env = |mb: Option<&str>| {
+        FunctionEnv::from_lookup(|k| match k {
+            "LAKESTREAM_CONFIG" => Some(EXAMPLE.to_string()),
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE" => mb.map(String::from),
+            _ => None,
+        })
+    };
+    assert_eq!(env(Some("1024"))?.memory_mb, Some(1024));
+    assert_eq!(env(None)?.memory_mb, None);
+    let bad = env(Some("1GB"));
+    assert!(bad.is_err_and(|e| e.to_string().contains("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")));
+    Ok(())
+}

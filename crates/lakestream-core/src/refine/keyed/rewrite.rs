@@ -321,11 +321,22 @@ pub(crate) async fn write_new_rows(
     {
         rows = null_placeholders(&rows, toast, keys)?;
     }
-    writer
-        .write(rows.clone())
-        .await
-        .map_err(|e| Error::storage(table, e))?;
-    let adds = writer.flush().await.map_err(|e| Error::storage(table, e))?;
+    // In slices, each file ending past REWRITE_FLUSH_BYTES: a run of a million new rows
+    // writes files of ~32 MiB in row groups of ROW_GROUP_BYTES, not one file of one group.
+    let mut adds = Vec::new();
+    let mut at = 0;
+    while at < rows.num_rows() {
+        let n = crate::table::parquet_write::WRITE_SLICE_ROWS.min(rows.num_rows() - at);
+        writer
+            .write(rows.slice(at, n))
+            .await
+            .map_err(|e| Error::storage(table, e))?;
+        at += n;
+        if writer.buffer_len() >= super::REWRITE_FLUSH_BYTES {
+            adds.extend(writer.flush().await.map_err(|e| Error::storage(table, e))?);
+        }
+    }
+    adds.extend(writer.flush().await.map_err(|e| Error::storage(table, e))?);
     Ok((adds, Some(rows)))
 }
 

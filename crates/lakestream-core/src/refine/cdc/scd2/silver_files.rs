@@ -118,8 +118,7 @@ pub(super) async fn write_changed(
     let out = concat_batches(schema, &out)?;
     let mut adds: Vec<Add> = Vec::new();
     if out.num_rows() > 0 {
-        writer
-            .write(out)
+        crate::table::parquet_write::write_sliced(&mut writer, &out)
             .await
             .map_err(|e| Error::storage(table, e))?;
         adds = writer.flush().await.map_err(|e| Error::storage(table, e))?;

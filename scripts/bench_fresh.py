@@ -255,7 +255,7 @@ class Function:
     def __init__(self, name, config, env_extra, log):
         self.api = bc.RuntimeApi()
         env = {**os.environ, "AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{self.api.port}",
-               "AWS_LAMBDA_FUNCTION_NAME": name, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1024",
+               "AWS_LAMBDA_FUNCTION_NAME": name, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_sizes().get(name, 1024)),
                "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST", "AWS_LAMBDA_LOG_STREAM_NAME": "bench",
                "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{name}", "LAKESTREAM_CONFIG": str(config),
                "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",

@@ -130,8 +130,7 @@ pub async fn write_change_data(
     let root = lake.table_url(table)?;
     let dir = format!("{}/{CHANGE_DATA_DIR}", root.as_str().trim_end_matches('/'));
     let mut writer = batch_writer_at(lake, table, &dir, schema, partition_columns.to_vec())?;
-    writer
-        .write(rows)
+    crate::table::parquet_write::write_sliced(&mut writer, &rows)
         .await
         .map_err(|e| Error::data_put(table, e))?;
     let adds = writer

@@ -1,7 +1,8 @@
 //! How Lakestream writes data files: delta-rs's writer with row groups bounded by bytes
 //! ([`ROW_GROUP_BYTES`]) and large batches written in slices so that bound applies
-//! ([`write_sliced`]). Used by every writer of data files (ingest commits, refine runs, the
-//! table layer's file writer).
+//! ([`write_sliced`]). Used by every writer of data files: ingest commits, refine runs (the
+//! upsert and CDC apply, SCD2, aggregates), change data files, compaction and the table
+//! layer's file writer.
 
 use deltalake::DeltaTableError;
 use deltalake::arrow::record_batch::RecordBatch;

@@ -2,18 +2,21 @@
 //! one write holds, and a refine run's files end near 32 MiB: a rewrite decodes one row group
 //! at a time, so what it holds follows the row group, not the file. Before, Parquet's default
 //! (a million rows) was the only bound: a CDC apply of 1.5 M rows wrote one 158 MB file of one
-//! row group, and an ingest of one 250 k-row object one row group (`make bench-memory`).
+//! row group, and an ingest of one 250 k-row object one row group (`make bench-memory`);
+//! compaction merged such files into row groups of up to a million rows.
 
 use anyhow::{Context, Result};
 use deltalake::parquet::file::reader::FileReader;
 use deltalake::parquet::file::serialized_reader::SerializedFileReader;
 use lakestream_core::commit::CommitSettings;
+use lakestream_core::maintenance::{CompactOptions, compact};
 use lakestream_core::refine::{RunContext, run_job};
+use lakestream_core::table::TableHandle;
 use lakestream_core::{KafkaIngestor, Lake, read};
 use lakestream_formats::record::SourceRecord;
-use lakestream_testkit::{Backend, CDC_OP, CDC_ROW, TestLake, cdc_topic, cdc_upsert};
-use std::path::Path;
-use std::sync::Arc;
+use lakestream_testkit::{
+    Backend, CDC_OP, CDC_ROW, TestLake, cdc_topic, cdc_upsert, fixed_clock, ingest_time,
+};
 
 const ROWS: usize = 40_000;
 /// Characters of `v` per row: ~640 B of text that does not compress, ~25 MB in all.
@@ -33,26 +36,55 @@ fn text(seed: u64) -> String {
     out
 }
 
-/// (rows, compressed bytes) of each row group of each data file under `dir` (partition
-/// folders included; the log and the change data are not data files).
-fn row_groups(dir: &Path) -> Result<Vec<Vec<(i64, i64)>>> {
+fn mib(bytes: i64) -> f64 {
+    bytes as f64 / f64::from(1 << 20)
+}
+
+/// Every row group of `name` (a filesystem lake's table) holds at most ~20 MiB; the groups
+/// hold `rows` rows in all. Returns each file's groups.
+async fn bounded_groups(
+    lake: &TestLake,
+    l: &Lake,
+    name: &str,
+    rows: usize,
+) -> Result<Vec<Vec<(i64, i64)>>> {
+    let files = row_groups(lake, l, name).await?;
+    let groups: Vec<(i64, i64)> = files.iter().flatten().copied().collect();
+    assert_eq!(
+        groups.iter().map(|g| g.0).sum::<i64>(),
+        rows as i64,
+        "{name}"
+    );
+    assert!(
+        groups.len() >= 2,
+        "{name}: {rows} rows of ~640 B in {} row group(s) {groups:?}",
+        groups.len()
+    );
+    for (n, bytes) in &groups {
+        assert!(
+            mib(*bytes) <= 20.0,
+            "{name}: a row group of {n} rows, {:.1} MiB",
+            mib(*bytes)
+        );
+    }
+    Ok(files)
+}
+
+/// (rows, compressed bytes) of each row group of each live data file of `name`.
+async fn row_groups(lake: &TestLake, l: &Lake, name: &str) -> Result<Vec<Vec<(i64, i64)>>> {
+    let dir = lake.table_dir(name).context("a filesystem lake")?;
+    let handle = TableHandle::open_existing(l, name).await?;
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        let name = path.file_name().map(|n| n.to_string_lossy().to_string());
-        if path.is_dir() && !name.as_deref().is_some_and(|n| n.starts_with('_')) {
-            out.extend(row_groups(&path)?);
-        } else if path.extension().is_some_and(|e| e == "parquet") {
-            let reader = SerializedFileReader::new(std::fs::File::open(&path)?)?;
-            out.push(
-                reader
-                    .metadata()
-                    .row_groups()
-                    .iter()
-                    .map(|g| (g.num_rows(), g.compressed_size()))
-                    .collect(),
-            );
-        }
+    for f in handle.live_files()? {
+        let reader = SerializedFileReader::new(std::fs::File::open(dir.join(f.path()))?)?;
+        out.push(
+            reader
+                .metadata()
+                .row_groups()
+                .iter()
+                .map(|g| (g.num_rows(), g.compressed_size()))
+                .collect(),
+        );
     }
     Ok(out)
 }
@@ -64,17 +96,19 @@ async fn a_large_write_keeps_row_groups_and_files_bounded() -> Result<()> {
         &(cdc_topic(&format!("{CDC_ROW}{CDC_OP}"), "")
             + &cdc_upsert("sensors", "silver/cdc", true)),
     )?;
-    let records: Vec<SourceRecord> = (0..ROWS)
-        .map(|i| {
-            let json = format!(
-                r#"{{"id":{i},"v":"{}","ts":"2026-01-01T10:00:00Z","op":"I"}}"#,
-                text(i as u64)
-            );
-            SourceRecord::new("cdc", 0, i as i64, 0, json.as_bytes())
-        })
-        .collect();
-    let ing = KafkaIngestor::new(cfg.clone(), Arc::new(lakestream_core::SystemClock))?;
-    ing.ingest(&records).await?;
+    let records = |from: usize| -> Vec<SourceRecord> {
+        (from..from + ROWS)
+            .map(|i| {
+                let json = format!(
+                    r#"{{"id":{i},"v":"{}","ts":"2026-01-01T10:00:00Z","op":"I"}}"#,
+                    text(i as u64)
+                );
+                SourceRecord::new("cdc", 0, i as i64, 0, json.as_bytes())
+            })
+            .collect()
+    };
+    let ing = KafkaIngestor::new(cfg.clone(), fixed_clock(ingest_time()))?;
+    ing.ingest(&records(0)).await?;
     let l = Lake::new(&cfg.lake)?;
     let s: CommitSettings = (&cfg.commit).into();
     let job = cfg.refine_job("sensors").context("job")?;
@@ -86,31 +120,27 @@ async fn a_large_write_keeps_row_groups_and_files_bounded() -> Result<()> {
         "every row once"
     );
 
-    let mib = |b: i64| b as f64 / f64::from(1 << 20);
-    for (table, name) in [("bronze", "raw/cdc"), ("silver", "silver/cdc")] {
-        let files = row_groups(&lake.table_dir(name).context("a filesystem lake")?)?;
-        let groups: Vec<(i64, i64)> = files.iter().flatten().copied().collect();
-        assert_eq!(
-            groups.iter().map(|g| g.0).sum::<i64>(),
-            ROWS as i64,
-            "{table}"
-        );
-        assert!(
-            groups.len() >= 2,
-            "{table}: ~25 MB of rows in {} row group(s) {groups:?}",
-            groups.len()
-        );
-        for (rows, bytes) in &groups {
-            assert!(
-                mib(*bytes) <= 20.0,
-                "{table}: a row group of {rows} rows, {:.1} MiB",
-                mib(*bytes)
-            );
-        }
-        for f in &files {
-            let size: i64 = f.iter().map(|g| g.1).sum();
-            assert!(mib(size) <= 40.0, "{table}: a file of {:.1} MiB", mib(size));
-        }
+    bronze_and_silver_are_bounded(&lake, &l).await?;
+
+    // Compaction merges bronze's two ~25 MB files into one, in row groups of ~16 MiB still.
+    ing.ingest(&records(ROWS)).await?;
+    let opts = CompactOptions {
+        min_small_files: 2,
+        ..CompactOptions::default()
+    };
+    let r = compact(&l, "raw/cdc", &opts, ingest_time(), &|_, _| {}).await?;
+    assert_eq!((r.files_removed, r.files_added), (2, 1), "{r:?}");
+    bounded_groups(&lake, &l, "raw/cdc", 2 * ROWS).await?;
+    Ok(())
+}
+
+/// Bronze (one ingest) and silver (one upsert run) of ROWS rows: bounded row groups, and
+/// silver's files end near 32 MiB.
+async fn bronze_and_silver_are_bounded(lake: &TestLake, l: &Lake) -> Result<()> {
+    bounded_groups(lake, l, "raw/cdc", ROWS).await?;
+    for f in bounded_groups(lake, l, "silver/cdc", ROWS).await? {
+        let size: i64 = f.iter().map(|g| g.1).sum();
+        assert!(mib(size) <= 40.0, "silver: a file of {:.1} MiB", mib(size));
     }
     Ok(())
 }

@@ -351,9 +351,9 @@ async fn rewrite_bin(
         Some(lake.storage_options().clone()),
     )
     .map_err(|e| Error::storage(table, e))?
+    .with_writer_properties(crate::table::parquet_write::writer_properties())
     .with_target_file_size(opts.target_size);
-    writer
-        .write(batch)
+    crate::table::parquet_write::write_sliced(&mut writer, &batch)
         .await
         .map_err(|e| Error::storage(table, e))?;
     let mut adds = writer.flush().await.map_err(|e| Error::storage(table, e))?;

@@ -188,8 +188,7 @@ pub(super) async fn write_groups(
             continue;
         }
         let b = with_partitions(out_schema, b, &Default::default())?;
-        writer
-            .write(b)
+        crate::table::parquet_write::write_sliced(&mut writer, &b)
             .await
             .map_err(|e| Error::storage(&cfg.output, e))?;
     }

@@ -6,9 +6,12 @@
 //! `max_mib_per_run` at its memory / [`MB_PER_CHUNK_MIB`] (2,048 MB: 64 MiB, the default;
 //! 1,024 MB: 32 MiB), read once in `main` from `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`.
 //!
-//! Not covered: a CDC apply's first run and `--rebuild` read bronze's whole snapshot in one
-//! run (ARCHITECTURE.md "Memory").
+//! A CDC apply's first run and `--rebuild` read bronze's whole snapshot in one run (~10x its
+//! bytes): each job's `snapshot_max_mib` is set to memory /
+//! [`SNAPSHOT_MEMORY_FACTOR`](lakestream_core::refine::source::SNAPSHOT_MEMORY_FACTOR), and a
+//! larger snapshot fails before it is read, saying how to proceed (ARCHITECTURE.md "Memory").
 
+use lakestream_core::refine::source::SNAPSHOT_MEMORY_FACTOR;
 use lakestream_formats::config::PipelineConfig;
 
 /// Function memory (MB) per MiB of a run's chunk.
@@ -31,9 +34,17 @@ pub fn chunk_cap_mib(memory_mb: u64) -> u64 {
 }
 
 /// Lower every refine job's and CDC family's `max_mib_per_run` above what `memory_mb` holds to
-/// [`chunk_cap_mib`]; returns what it lowered (for a warning at start).
+/// [`chunk_cap_mib`], and set their `snapshot_max_mib`; returns the chunks it lowered (for a
+/// warning at start).
 pub fn fit_chunks(config: &mut PipelineConfig, memory_mb: u64) -> Vec<Capped> {
     let cap = chunk_cap_mib(memory_mb);
+    let snapshot = Some((memory_mb / SNAPSHOT_MEMORY_FACTOR).max(1));
+    for j in &mut config.refine {
+        j.snapshot_max_mib = snapshot;
+    }
+    for f in &mut config.cdc {
+        f.snapshot_max_mib = snapshot;
+    }
     let jobs = config
         .refine
         .iter_mut()
@@ -84,6 +95,11 @@ max_mib_per_run = 200
         let capped = fit_chunks(&mut cfg, 1024);
         assert!(cfg.refine.iter().all(|j| j.max_mib_per_run == 32));
         assert_eq!(cfg.cdc[0].max_mib_per_run, 32);
+        assert_eq!(
+            cfg.cdc[0].snapshot_max_mib,
+            Some(1024 / SNAPSHOT_MEMORY_FACTOR)
+        );
+        assert!(cfg.refine.iter().all(|j| j.snapshot_max_mib == Some(85)));
         assert_eq!(capped.len(), cfg.refine.len() + 1);
         assert!(capped.contains(&Capped {
             what: "cdc family crm".into(),

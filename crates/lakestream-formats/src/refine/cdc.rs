@@ -115,6 +115,7 @@ impl CdcFamily {
             partition_by: vec![],
             max_files_per_run: self.max_files_per_run,
             max_mib_per_run: self.max_mib_per_run,
+            snapshot_max_mib: self.snapshot_max_mib,
             ignore_changes: false,
             freshness: Some(self.freshness_of(t)),
             kind: super::JobKind::Cdc(CdcApply {

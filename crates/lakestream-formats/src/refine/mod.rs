@@ -38,6 +38,10 @@ pub struct RefineJob {
     pub max_files_per_run: usize,
     /// A run reads at most this many MiB of new data files per source (whole versions).
     pub max_mib_per_run: u64,
+    /// The most MiB of Parquet a run that reads a source's whole snapshot (a CDC apply's first
+    /// run, `--rebuild`) may read, else it fails saying how to proceed: set by the refine
+    /// function from its memory (`refine::memory`); `None` (the config, the CLI): no limit.
+    pub snapshot_max_mib: Option<u64>,
     /// Read only new files of commits that also remove data (`dataChange=true` removes:
     /// deletes, updates, overwrites) instead of failing. Removed rows stay in the output.
     pub ignore_changes: bool,
@@ -114,6 +118,7 @@ impl TryFrom<RawRefineJob> for RefineJob {
             partition_by: raw.partition_by,
             max_files_per_run: raw.max_files_per_run,
             max_mib_per_run: raw.max_mib_per_run,
+            snapshot_max_mib: None,
             ignore_changes: raw.ignore_changes,
             freshness: raw.freshness,
             kind,

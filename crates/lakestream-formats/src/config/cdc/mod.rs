@@ -58,6 +58,10 @@ pub struct CdcFamily {
     pub max_files_per_run: usize,
     /// An apply run reads at most this many MiB of new bronze data files (whole versions).
     pub max_mib_per_run: u64,
+    /// The most MiB of Parquet a run that reads bronze's whole snapshot (a CDC apply's first
+    /// run, `--rebuild`) may read, else it fails saying how to proceed: set by the refine
+    /// function from its memory (`refine::memory`); `None` (the config, the CLI): no limit.
+    pub snapshot_max_mib: Option<u64>,
     /// Freshness target per table (`"<schema>.<table>"`, `"*"`: every table without its own
     /// entry; written `freshness = "15m"` for the whole family). Default `60s`.
     pub freshness: BTreeMap<String, Freshness>,

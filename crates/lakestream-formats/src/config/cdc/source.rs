@@ -318,6 +318,7 @@ impl TryFrom<RawFamily> for CdcFamily {
             tombstone_retention: raw.tombstone_retention,
             max_files_per_run: raw.max_files_per_run,
             max_mib_per_run: raw.max_mib_per_run,
+            snapshot_max_mib: None,
         })
     }
 }

@@ -1,11 +1,20 @@
+//! What bounds a run's memory.
+//!
 //! Data files keep row groups of about `ROW_GROUP_BYTES` (16 MiB, estimated encoded) whatever
 //! one write holds, and a refine run's files end near 32 MiB: a rewrite decodes one row group
 //! at a time, so what it holds follows the row group, not the file. Before, Parquet's default
 //! (a million rows) was the only bound: a CDC apply of 1.5 M rows wrote one 158 MB file of one
 //! row group, and an ingest of one 250 k-row object one row group (`make bench-memory`);
 //! compaction merged such files into row groups of up to a million rows.
+//!
+//! A run that reads a whole bronze snapshot at once (a CDC apply's first run, a rebuild) larger
+//! than the function's memory holds (`snapshot_max_mib`, which the refine function sets from
+//! its memory) fails before it reads anything, saying what to do, instead of being killed by
+//! Lambda at every retry; the run goes through once the limit allows it, and later runs read in
+//! chunks whatever the limit.
 
 use anyhow::{Context, Result};
+use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use deltalake::parquet::file::reader::FileReader;
 use deltalake::parquet::file::serialized_reader::SerializedFileReader;
 use lakestream_core::commit::CommitSettings;
@@ -13,10 +22,13 @@ use lakestream_core::maintenance::{CompactOptions, compact};
 use lakestream_core::refine::{RunContext, run_job};
 use lakestream_core::table::TableHandle;
 use lakestream_core::{KafkaIngestor, Lake, read};
+use lakestream_formats::config::PipelineConfig;
 use lakestream_formats::record::SourceRecord;
+use lakestream_testkit::cdc::{BronzeChange, append_bronze};
 use lakestream_testkit::{
-    Backend, CDC_OP, CDC_ROW, TestLake, cdc_topic, cdc_upsert, fixed_clock, ingest_time,
+    Backend, CDC_OP, CDC_ROW, TestLake, backends, cdc_topic, cdc_upsert, fixed_clock, ingest_time,
 };
+use std::sync::Arc;
 
 const ROWS: usize = 40_000;
 /// Characters of `v` per row: ~640 B of text that does not compress, ~25 MB in all.
@@ -141,6 +153,83 @@ async fn bronze_and_silver_are_bounded(lake: &TestLake, l: &Lake) -> Result<()> 
     for f in bounded_groups(lake, l, "silver/cdc", ROWS).await? {
         let size: i64 = f.iter().map(|g| g.1).sum();
         assert!(mib(size) <= 40.0, "silver: a file of {:.1} MiB", mib(size));
+    }
+    Ok(())
+}
+
+const BRONZE: &str = "bronze/crm/public/orders";
+const SILVER: &str = "silver/crm/public/orders";
+
+/// `n` bronze inserts from id `from` (~650 B each), appended as one bronze commit.
+async fn append(l: &Lake, from: usize, n: usize) -> Result<()> {
+    let rows: Vec<(String, String)> = (from..from + n)
+        .map(|i| {
+            let row = format!(r#"{{"id":{i},"v":"{}"}}"#, text(i as u64));
+            (format!("s{i:08}"), row)
+        })
+        .collect();
+    let changes: Vec<BronzeChange<'_>> = rows
+        .iter()
+        .map(|(seq, row)| ("c", seq.as_str(), row.as_str()))
+        .collect();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("v", DataType::Utf8, true),
+    ]));
+    append_bronze(l, BRONZE, Some("id"), &changes, &schema).await?;
+    Ok(())
+}
+
+/// The config with the apply job `orders`, its snapshot limit `snapshot_max_mib`.
+fn apply_config(lake: &TestLake, snapshot_max_mib: Option<u64>) -> Result<PipelineConfig> {
+    let mut cfg = lake.config_with(&format!(
+        "\n[[refine]]\njob = \"orders\"\noutput = \"{SILVER}\"\n[refine.cdc]\nsource = \"{BRONZE}\"\n"
+    ))?;
+    for j in &mut cfg.refine {
+        j.snapshot_max_mib = snapshot_max_mib;
+    }
+    Ok(cfg)
+}
+
+async fn apply(cfg: &PipelineConfig, l: &Lake) -> Result<()> {
+    let s: CommitSettings = (&cfg.commit).into();
+    let job = cfg.refine_job("orders").context("job")?;
+    run_job(&RunContext::new(cfg, l, &s, chrono::Utc::now()), job, 100).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_run_larger_than_the_memory_holds_fails_before_reading() -> Result<()> {
+    for backend in backends() {
+        let lake = TestLake::new(backend, "snapshot-limit")?;
+        let l = Lake::new(&lake.config.lake)?;
+        append(&l, 0, 6_000).await?; // ~3.7 MiB of Parquet
+        let err = apply(&apply_config(&lake, Some(2))?, &l)
+            .await
+            .err()
+            .context("a 3 MiB snapshot over a 2 MiB limit must fail")?;
+        let text = format!("{err:#}");
+        for says in [
+            "3 MiB",
+            "about 2 MiB",
+            "RefineMemory to at least 36 MB",
+            "lakestream refine orders",
+        ] {
+            assert!(text.contains(says), "{backend:?}: `{says}` in {text}");
+        }
+        assert!(
+            TableHandle::open_existing(&l, SILVER).await.is_err(),
+            "{backend:?}: nothing written"
+        );
+        apply(&apply_config(&lake, Some(4))?, &l).await?;
+        // Later runs read in chunks: the limit no longer applies.
+        append(&l, 6_000, 6_000).await?;
+        apply(&apply_config(&lake, Some(1))?, &l).await?;
+        assert_eq!(
+            read::read_table(&l, SILVER, None).await?.num_rows(),
+            12_000,
+            "{backend:?}"
+        );
     }
     Ok(())
 }

@@ -8,10 +8,10 @@
 //!
 //! A CDC apply's first run and `--rebuild` read bronze's whole snapshot in one run (~10x its
 //! bytes): each job's `snapshot_max_mib` is set to memory /
-//! [`SNAPSHOT_MEMORY_FACTOR`](lakestream_core::refine::source::SNAPSHOT_MEMORY_FACTOR), and a
+//! [`SNAPSHOT_MEMORY_FACTOR`](lakestream_core::refine::snapshot_limit::SNAPSHOT_MEMORY_FACTOR), and a
 //! larger snapshot fails before it is read, saying how to proceed (ARCHITECTURE.md "Memory").
 
-use lakestream_core::refine::source::SNAPSHOT_MEMORY_FACTOR;
+use lakestream_core::refine::snapshot_limit::SNAPSHOT_MEMORY_FACTOR;
 use lakestream_formats::config::PipelineConfig;
 
 /// Function memory (MB) per MiB of a run's chunk.

@@ -34,6 +34,7 @@ pub mod keyed;
 pub mod rebuild;
 pub mod report;
 pub mod skip;
+pub mod snapshot_limit;
 pub mod source;
 pub mod upsert;
 

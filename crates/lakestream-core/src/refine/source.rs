@@ -291,17 +291,8 @@ pub async fn read_snapshot(
     handle.refuse_deletion_vectors()?;
     let schema = handle.arrow_schema()?;
     let latest = handle.version().unwrap_or(0);
-    let mut files: Vec<NewFile> = handle
-        .live_files()?
-        .into_iter()
-        .map(|f| NewFile {
-            path: f.path(),
-            size: f.size(),
-            partition_values: f.partition_values(),
-        })
-        .collect();
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    refuse_oversized_snapshot(job, table, &files)?;
+    let files = super::snapshot_limit::snapshot_files(&handle)?;
+    super::snapshot_limit::refuse_oversized_snapshot(job, table, &files)?;
     let chunk = Chunk {
         after: None,
         end: Some(latest),
@@ -314,37 +305,6 @@ pub async fn read_snapshot(
     read_chunk_rows(&job.job, handle, schema, chunk)
         .await
         .map(Some)
-}
-
-/// Memory (MB) a run that reads a whole snapshot in one go needs per MiB of its Parquet
-/// (`make bench-memory`: 164 MiB of bronze peaked at 1.6 GB; 27 MiB at 296 MB).
-pub const SNAPSHOT_MEMORY_FACTOR: u64 = 12;
-
-/// `Err` when `files` (a snapshot read in one run) hold more than the job's
-/// `snapshot_max_mib`: the run would need ~10x that in memory, and a function killed for it
-/// would be killed again at every retry. Checked before anything is read.
-fn refuse_oversized_snapshot(job: &RefineJob, table: &str, files: &[NewFile]) -> Result<()> {
-    let Some(max) = job.snapshot_max_mib else {
-        return Ok(());
-    };
-    let mib = files.iter().map(|f| f.size).sum::<u64>() >> 20;
-    if mib <= max {
-        return Ok(());
-    }
-    Err(Error::Source {
-        job: job.job.clone(),
-        table: table.to_string(),
-        reason: format!(
-            "this run reads the table's whole snapshot at once (a CDC apply's first run, or a \
-             rebuild): {mib} MiB of Parquet, and this function's memory holds about {max} MiB \
-             of it (~10x in memory at the peak; ARCHITECTURE.md \"Memory\"). Raise \
-             RefineMemory to at least {} MB (Lambda allows 10,240), or run this job once \
-             where memory allows: `lakestream refine {}` with the pipeline's config; later \
-             runs read in chunks",
-            mib.saturating_mul(SNAPSHOT_MEMORY_FACTOR),
-            job.job
-        ),
-    })
 }
 
 /// Read the rows of every version of `chunk`.

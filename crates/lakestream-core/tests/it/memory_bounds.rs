@@ -19,7 +19,7 @@ use deltalake::parquet::file::reader::FileReader;
 use deltalake::parquet::file::serialized_reader::SerializedFileReader;
 use lakestream_core::commit::CommitSettings;
 use lakestream_core::maintenance::{CompactOptions, compact};
-use lakestream_core::refine::{RunContext, run_job};
+use lakestream_core::refine::{RunContext, rebuild, run_job};
 use lakestream_core::table::TableHandle;
 use lakestream_core::{KafkaIngestor, Lake, read};
 use lakestream_formats::config::PipelineConfig;
@@ -229,6 +229,22 @@ async fn a_first_run_larger_than_the_memory_holds_fails_before_reading() -> Resu
             read::read_table(&l, SILVER, None).await?.num_rows(),
             12_000,
             "{backend:?}"
+        );
+        // A rebuild (an operator's, or the function's own after a GDPR erasure in bronze)
+        // whose next run would be refused is refused before it empties silver.
+        let cfg = apply_config(&lake, Some(2))?;
+        let s: CommitSettings = (&cfg.commit).into();
+        let job = cfg.refine_job("orders").context("job")?;
+        let ctx = RunContext::new(&cfg, &l, &s, chrono::Utc::now());
+        let err = rebuild::rebuild(&ctx, job).await.err().context("refused")?;
+        assert!(
+            format!("{err:#}").contains("Nothing was read or changed"),
+            "{err:#}"
+        );
+        assert_eq!(
+            read::read_table(&l, SILVER, None).await?.num_rows(),
+            12_000,
+            "{backend:?}: silver kept"
         );
     }
     Ok(())

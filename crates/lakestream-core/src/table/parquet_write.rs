@@ -6,6 +6,7 @@
 
 use deltalake::DeltaTableError;
 use deltalake::arrow::record_batch::RecordBatch;
+use deltalake::kernel::Add;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 
 /// Row groups of new data files end at this estimated encoded size (Parquet's default is a
@@ -15,7 +16,7 @@ pub(crate) const ROW_GROUP_BYTES: usize = 16 << 20;
 
 /// Rows per write into a writer: Parquet's row group limit by bytes splits a batch only once
 /// rows are buffered, so a large batch is written in slices (zero-copy).
-pub(crate) const WRITE_SLICE_ROWS: usize = 8192;
+const WRITE_SLICE_ROWS: usize = 8192;
 
 /// The writer properties of every data file Lakestream writes: delta-rs's (Snappy) with row
 /// groups bounded by [`ROW_GROUP_BYTES`].
@@ -31,11 +32,27 @@ pub(crate) async fn write_sliced(
     writer: &mut RecordBatchWriter,
     batch: &RecordBatch,
 ) -> std::result::Result<(), DeltaTableError> {
+    write_sliced_flushing(writer, batch, usize::MAX)
+        .await
+        .map(|_| ())
+}
+
+/// [`write_sliced`], flushing the writer's files each time its buffer reaches `flush_bytes`
+/// (a refine run's files end near it); returns the files flushed, the caller flushes the rest.
+pub(crate) async fn write_sliced_flushing(
+    writer: &mut RecordBatchWriter,
+    batch: &RecordBatch,
+    flush_bytes: usize,
+) -> std::result::Result<Vec<Add>, DeltaTableError> {
+    let mut adds = Vec::new();
     let mut at = 0;
     while at < batch.num_rows() {
         let n = WRITE_SLICE_ROWS.min(batch.num_rows() - at);
         writer.write(batch.slice(at, n)).await?;
         at += n;
+        if writer.buffer_len() >= flush_bytes {
+            adds.extend(writer.flush().await?);
+        }
     }
-    Ok(())
+    Ok(adds)
 }

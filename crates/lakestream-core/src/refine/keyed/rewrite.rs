@@ -323,19 +323,13 @@ pub(crate) async fn write_new_rows(
     }
     // In slices, each file ending past REWRITE_FLUSH_BYTES: a run of a million new rows
     // writes files of ~32 MiB in row groups of ROW_GROUP_BYTES, not one file of one group.
-    let mut adds = Vec::new();
-    let mut at = 0;
-    while at < rows.num_rows() {
-        let n = crate::table::parquet_write::WRITE_SLICE_ROWS.min(rows.num_rows() - at);
-        writer
-            .write(rows.slice(at, n))
-            .await
-            .map_err(|e| Error::storage(table, e))?;
-        at += n;
-        if writer.buffer_len() >= super::REWRITE_FLUSH_BYTES {
-            adds.extend(writer.flush().await.map_err(|e| Error::storage(table, e))?);
-        }
-    }
+    let mut adds = crate::table::parquet_write::write_sliced_flushing(
+        writer,
+        &rows,
+        super::REWRITE_FLUSH_BYTES,
+    )
+    .await
+    .map_err(|e| Error::storage(table, e))?;
     adds.extend(writer.flush().await.map_err(|e| Error::storage(table, e))?);
     Ok((adds, Some(rows)))
 }

@@ -1,6 +1,6 @@
 //! A refine run's memory follows the chunk it reads. `make bench-memory` measured a CDC apply
 //! (SCD1 with the change data feed, every key updated, the worst kind per byte) at ~20-26 times
-//! its chunk's bronze bytes at the peak (53 MiB of bronze: 1.0-1.6 GB; the join and the
+//! its chunk's bronze bytes at the peak (64 MiB chunks: 1.45 GB; 32 MiB: 1.0 GB; the join and the
 //! aggregate take less per byte). A chunk larger than the function's memory holds would be
 //! killed by Lambda at the same chunk on every retry, so the function caps each job's
 //! `max_mib_per_run` at its memory / [`MB_PER_CHUNK_MIB`] (2,048 MB: 64 MiB, the default;

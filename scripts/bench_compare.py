@@ -174,16 +174,19 @@ class Counter:
         self.lock = threading.Lock()
         self.items = []
         self.tags = []  # beside each item: who made it (the proxy's `tag()`), or None
+        self.statuses = []  # beside each item: the emulator's HTTP status
 
-    def add(self, method, path, secs, tag=None):
+    def add(self, method, path, secs, tag=None, status=None):
         with self.lock:
             self.items.append((method, path, secs))
             self.tags.append(tag)
+            self.statuses.append(status)
 
     def take(self):
         with self.lock:
             items, self.items = self.items, []
             self.tags = []
+            self.statuses = []
         return items
 
 
@@ -228,7 +231,7 @@ def start_proxy(counter, tag=None):
             data = r.read()
             # The tag, then when the request started (wall clock): bench-fresh's I/O time per invocation.
             counter.add(self.command, self.path, time.perf_counter() - t0,
-                        tag() + (started,) if tag else None)
+                        tag() + (started,) if tag else None, r.status)
             self.send_response(r.status)
             for k, v in r.getheaders():
                 if k.lower() not in ("transfer-encoding", "connection", "content-length"):

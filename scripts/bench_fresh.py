@@ -531,7 +531,9 @@ def run(n, sizes):
             key=lambda kv: -kv[1])),
     }
     rest = f"-rest-{IDLE_EVERY}" if BUSY < 1 else ""
-    (OUT / f"requests-{FRESHNESS}-{n}-{BUSY:g}{rest}{'' if QUICK else '-full'}.json").write_text(json.dumps([(m, p) for m, p, _ in items]))
+    (OUT / f"requests-{FRESHNESS}-{n}-{BUSY:g}{rest}{'' if QUICK else '-full'}.json").write_text(json.dumps(
+        [(m, p, st, list(tg[:3]) if tg else None) for (m, p, _), st, tg in
+         zip(items, counter.statuses[snap["req"]:snap["req_end"]], counter.tags[snap["req"]:snap["req_end"]])]))
     result["freshness"] = freshness(s3, bucket, n, gen, deleted)
     result["naive"] = naive(config, env, work, n, counter, bucket, sizes)
     result["cost"] = cost(result, window)

@@ -8,7 +8,9 @@ twice, each under /usr/bin/time:
   insert  - every row new (silver is empty);
   update  - every row again with new values: every silver file is rewritten and every old
             image is kept for the change data feed (the worst case of a CDC apply).
-Each run reads at most `max_mib_per_run` (BENCH_MEMORY_CHUNK_MIB, default 32: what the function
+BENCH_MEMORY_TEXT picks the text: `random` (hex, compresses ~1.4x) or `words` (a 2,000-word
+vocabulary, ~2x; a chunk of the same Parquet bytes holds more rows decoded). Each run reads at
+most `max_mib_per_run` (BENCH_MEMORY_CHUNK_MIB, default 32: what the function
 reads at the template's RefineMemory of 1,024 MB) of bronze per chunk, so the peak
 is one chunk's, whatever ROWS is, once ROWS holds more than a chunk - except the first run
 (and `--rebuild`), which reads bronze's whole snapshot at once. Prints bronze's size, the runs
@@ -21,6 +23,7 @@ records of ~1 KB, one table) through `lakestream invoke msk`.
 import json
 import os
 import pathlib
+import random
 import subprocess
 import sys
 import tempfile
@@ -38,6 +41,11 @@ ROWS = int(os.environ.get("BENCH_MEMORY_ROWS", "1500000"))
 # The chunk: what the refine function reads per run at RefineMemory / 32 (2,048 MB: 64).
 CHUNK_MIB = int(os.environ.get("BENCH_MEMORY_CHUNK_MIB", "32"))
 PER_OBJECT = 125_000
+# "random": incompressible hex (a chunk's bytes are its decoded bytes); "words": text from a
+# vocabulary of 2,000 words, which Parquet compresses as real text does (a chunk of the same
+# Parquet bytes decodes to several times more).
+TEXT = os.environ.get("BENCH_MEMORY_TEXT", "random")
+VOCAB = [os.urandom(4).hex()[: 4 + i % 7] for i in range(2000)]
 FAMILY = f"""
 [[cdc]]
 family = "shop"
@@ -51,12 +59,22 @@ max_mib_per_run = {CHUNK_MIB}
 def landing(first, n, rev):
     """A Parquet landing object of rows first..first+n: random text does not compress."""
     ids = list(range(first, first + n))
-    text = [os.urandom(n * k).hex() for k in (10, 15, 20)]
+    if TEXT == "words":
+        rng = random.Random(first * 7 + rev)
+        w = lambda k: " ".join(rng.choice(VOCAB) for _ in range(k))  # noqa: E731
+        name = [w(3)[:20] for _ in range(n)]
+        email = [w(4).replace(" ", ".")[:24] + "@mail.example" for _ in range(n)]
+        note = [w(7)[:40] for _ in range(n)]
+    else:
+        text = [os.urandom(n * k).hex() for k in (10, 15, 20)]
+        name = [text[0][20 * i:20 * i + 20] for i in range(n)]
+        email = [text[1][30 * i:30 * i + 30] for i in range(n)]
+        note = [text[2][40 * i:40 * i + 40] for i in range(n)]
     return pa.table({
         "id": pa.array(ids, pa.int64()),
-        "name": [text[0][20 * i:20 * i + 20] for i in range(n)],
-        "email": [text[1][30 * i:30 * i + 30] for i in range(n)],
-        "note": [text[2][40 * i:40 * i + 40] for i in range(n)],
+        "name": name,
+        "email": email,
+        "note": note,
         "city": [f"city-{i % 100}" for i in ids],
         "amount": pa.array([float(i % 997) + rev for i in ids], pa.float64()),
         "rev": pa.array([rev] * n, pa.int64()),
@@ -95,7 +113,7 @@ def size_mib(path):
 def main():
     binary = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "target" / "release" / "lakestream")
     example = (ROOT / "lakestream.toml").read_text()
-    print(f"{ROWS:,} rows (~100 bytes of random text each), key id, SCD1 + change data feed, "
+    print(f"{ROWS:,} rows (~100 bytes of {TEXT} text each), key id, SCD1 + change data feed, "
           f"max_mib_per_run {CHUNK_MIB}; binary {binary}")
     print(f"{'step':10} {'bronze MiB':>10} {'runs':>5} {'peak RSS':>9} {'wall s':>7}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,12 +1,14 @@
 //! A refine run's memory follows the chunk it reads. `make bench-memory` measured a CDC apply
-//! (SCD1 with the change data feed, every key updated, the worst kind per byte) at ~20-26 times
-//! its chunk's bronze bytes at the peak (64 MiB chunks: 1.45 GB; 32 MiB: 1.0 GB; the join and the
-//! aggregate take less per byte). A chunk larger than the function's memory holds would be
-//! killed by Lambda at the same chunk on every retry, so the function caps each job's
-//! `max_mib_per_run` at its memory / [`MB_PER_CHUNK_MIB`] (2,048 MB: 64 MiB, the default;
-//! 1,024 MB: 32 MiB), read once in `main` from `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`.
+//! (SCD1 with the change data feed, every key updated, the worst kind per byte) of 32 MiB
+//! chunks at 0.58-0.72 GB at the peak, for text that compresses ~1.4x and ~2x alike: a chunk
+//! also ends where its rows take 1.5x its limit decoded (`ChunkLimits::max_decoded_bytes`;
+//! before that cut, 1.0-1.08 GB; the join and the aggregate take less per byte). A chunk larger
+//! than the function's memory holds would be killed by Lambda at the same chunk on every retry,
+//! so the function caps each job's `max_mib_per_run` at its memory / [`MB_PER_CHUNK_MIB`]
+//! (1,024 MB, the template's default: 32 MiB; 2,048 MB: 64 MiB, the config's default), read
+//! once in `main` from `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`.
 //!
-//! A CDC apply's first run and `--rebuild` read bronze's whole snapshot in one run (~10x its
+//! A CDC apply's first run and `--rebuild` read bronze's whole snapshot in one run (10-16x its
 //! bytes): each job's `snapshot_max_mib` is set to memory /
 //! [`SNAPSHOT_MEMORY_FACTOR`](lakestream_core::refine::snapshot_limit::SNAPSHOT_MEMORY_FACTOR), and a
 //! larger snapshot fails before it is read, saying how to proceed (ARCHITECTURE.md "Memory").
@@ -99,7 +101,7 @@ max_mib_per_run = 200
             cfg.cdc[0].snapshot_max_mib,
             Some(1024 / SNAPSHOT_MEMORY_FACTOR)
         );
-        assert!(cfg.refine.iter().all(|j| j.snapshot_max_mib == Some(85)));
+        assert!(cfg.refine.iter().all(|j| j.snapshot_max_mib == Some(64)));
         assert_eq!(capped.len(), cfg.refine.len() + 1);
         assert!(capped.contains(&Capped {
             what: "cdc family crm".into(),

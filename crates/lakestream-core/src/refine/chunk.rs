@@ -25,6 +25,11 @@ pub struct ChunkLimits {
     pub max_bytes: u64,
 }
 
+/// A chunk's rows in memory (Arrow) may take this many times [`ChunkLimits::max_bytes`]
+/// (numerator / denominator): text compresses ~1.4x (random) to 2x or more (real words, enums,
+/// dictionary-encoded columns), and a run's memory follows the decoded rows, not the Parquet.
+const DECODED_PER_CHUNK_BYTE: (u64, u64) = (3, 2);
+
 impl ChunkLimits {
     /// The limits `job` configures (`max_files_per_run`, `max_mib_per_run`).
     pub fn of(job: &RefineJob) -> Self {
@@ -32,6 +37,16 @@ impl ChunkLimits {
             max_files: job.max_files_per_run,
             max_bytes: job.max_mib_per_run << 20,
         }
+    }
+
+    /// The most bytes a chunk's rows may take once read (Arrow), 1.5 times
+    /// [`max_bytes`](Self::max_bytes): the version whose rows reach it ends the chunk (at
+    /// least one version), so data that compresses well is cut by what it takes in memory,
+    /// which sizes the function (crates/refine `memory.rs`, measured on text that compresses
+    /// ~1.4x).
+    pub fn max_decoded_bytes(&self) -> u64 {
+        let (num, den) = DECODED_PER_CHUNK_BYTE;
+        self.max_bytes.saturating_mul(num) / den
     }
 }
 

@@ -268,8 +268,9 @@ pub async fn read_next(
         ignore_changes: job.ignore_changes,
         rebuilds: matches!(job.kind, JobKind::Cdc(_)),
     };
-    let chunk = cut(&mut appends, &handle, after, ChunkLimits::of(job)).await?;
-    read_chunk_rows(&job.job, handle, schema, chunk)
+    let limits = ChunkLimits::of(job);
+    let chunk = cut(&mut appends, &handle, after, limits).await?;
+    read_chunk_rows(&job.job, handle, schema, chunk, limits.max_decoded_bytes())
         .await
         .map(Some)
 }
@@ -302,23 +303,38 @@ pub async fn read_snapshot(
             files,
         }],
     };
-    read_chunk_rows(&job.job, handle, schema, chunk)
+    // The whole snapshot is one run: bounded before reading, by `snapshot_max_mib`.
+    read_chunk_rows(&job.job, handle, schema, chunk, u64::MAX)
         .await
         .map(Some)
 }
 
-/// Read the rows of every version of `chunk`.
+/// Read the rows of `chunk`'s versions in order, ending the chunk after the first version
+/// whose rows take the chunk's rows to `max_decoded` bytes in memory (at least one version;
+/// the rest is the next run's).
 async fn read_chunk_rows(
     job: &str,
     handle: TableHandle,
     schema: SchemaRef,
-    chunk: Chunk,
+    mut chunk: Chunk,
+    max_decoded: u64,
 ) -> Result<SourceRead> {
     let mut batches = Vec::new();
     let mut version_rows = Vec::new();
-    for v in &chunk.versions {
+    let mut decoded = 0u64;
+    for i in 0..chunk.versions.len() {
+        if i > 0 && decoded >= max_decoded {
+            chunk.end = Some(chunk.versions[i - 1].version);
+            chunk.versions.truncate(i);
+            break;
+        }
+        let v = &chunk.versions[i];
         let read = read_version(job, &handle, &chunk, v, &schema).await?;
         version_rows.push((v.version, read.iter().map(RecordBatch::num_rows).sum()));
+        decoded += read
+            .iter()
+            .map(|b| b.get_array_memory_size() as u64)
+            .sum::<u64>();
         batches.extend(read);
     }
     Ok(SourceRead {

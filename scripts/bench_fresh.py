@@ -45,6 +45,11 @@ instance replaced hourly). "at S3": Lambda GB-s with each invocation's own time 
 union of its requests' intervals at the emulator) plus S3_LATENCY_S per request, instead of
 the emulator's answers, which take seconds under a burst; the own time is CPU on a whole core,
 so below 1,769 MB (one vCPU) it is charged as at 1,769 MB (a smaller function takes longer).
+"at S3" counts every request as waited for alone (an upper bound); "S3 ovl" waits once per
+request of each invocation's longest chain of requests made one after another (requests that
+overlapped at the emulator were in flight together). The window's requests are written to
+target/bench-fresh/requests-*.json: method, path, status, (function, instance, invocation),
+start, seconds at the emulator.
 
 BENCH_FRESHNESS (60s | 5m | 15m, default 60s) is every topic's, family's and job's target: the
 MSK window follows from it (50 / 250 / 300 s, the template's mapping) and so do the jobs' holds;
@@ -532,7 +537,7 @@ def run(n, sizes):
     }
     rest = f"-rest-{IDLE_EVERY}" if BUSY < 1 else ""
     (OUT / f"requests-{FRESHNESS}-{n}-{BUSY:g}{rest}{'' if QUICK else '-full'}.json").write_text(json.dumps(
-        [(m, p, st, list(tg[:3]) if tg else None) for (m, p, _), st, tg in
+        [(m, p, st, list(tg[:3]) if tg else None, tg[3] if tg else None, round(secs, 4)) for (m, p, secs), st, tg in
          zip(items, counter.statuses[snap["req"]:snap["req_end"]], counter.tags[snap["req"]:snap["req_end"]])]))
     result["freshness"] = freshness(s3, bucket, n, gen, deleted)
     result["naive"] = naive(config, env, work, n, counter, bucket, sizes)
@@ -543,6 +548,11 @@ def run(n, sizes):
     # Own time alone, so the line can be recomputed at another latency: own + (at_s3 - own) * L / S3_LATENCY_S.
     result["gb_s_own"] = lambda_at_s3((ingest, refine), counter.items, counter.tags, snap["t"], snap["t_end"], sizes, 0.0)
     result["cost"]["lambda_gb_s_at_s3"] = sum(result["gb_s_at_s3"].values()) * LAMBDA_GB_S * HOURS * 3600 / window
+    # Requests in flight together wait once (the chain the invocation made one after another).
+    result["gb_s_at_s3_overlap"] = lambda_at_s3((ingest, refine), counter.items, counter.tags, snap["t"], snap["t_end"],
+                                                sizes, overlap=True)
+    result["cost"]["lambda_gb_s_at_s3_overlap"] = (sum(result["gb_s_at_s3_overlap"].values()) * LAMBDA_GB_S * HOURS
+                                                   * 3600 / window)
     result["cost"]["steady_total"] = steady_total(result, window)
     busy_tables = max(1, round(BUSY * n)) + 1  # busy CDC tables + orders
     windows = window / WINDOW
@@ -711,10 +721,27 @@ def log_table(method, path):
     return None
 
 
-def lambda_at_s3(pools, items, tags, t_from, t_to, sizes, latency_s=None):
+def request_chain(reqs):
+    """The longest chain of `reqs` ((start, end) at the emulator, sorted by start) in which each
+    request started after the one before it ended: the requests the invocation made one after
+    another. At S3's latency the invocation waits about this many latencies (those that
+    overlapped at the emulator were in flight together, as they would be at S3)."""
+    by_end = sorted(range(len(reqs)), key=lambda k: reqs[k][1])
+    chain, done_max, j = [0] * len(reqs), 0, 0
+    for k, (a, _) in enumerate(reqs):
+        while j < len(by_end) and reqs[by_end[j]][1] <= a:
+            done_max = max(done_max, chain[by_end[j]])
+            j += 1
+        chain[k] = done_max + 1
+    return max(chain, default=0)
+
+
+def lambda_at_s3(pools, items, tags, t_from, t_to, sizes, latency_s=None, overlap=False):
     """GB-s of the window's invocations with the emulator's time swapped for S3's: each
     invocation's own time (its wall less the union of its requests' intervals at the emulator)
-    plus `latency_s` (S3_LATENCY_S) per request, as if none overlapped (so an upper bound). The
+    plus `latency_s` (S3_LATENCY_S) per request, as if none overlapped (so an upper bound);
+    with `overlap`, per request of the longest chain made one after another instead
+    ([`request_chain`]: requests in flight together wait once). The
     own time is CPU measured on a whole core; below FULL_CORE_MB Lambda has a share of a core,
     so the own time costs its GB-s at FULL_CORE_MB whatever the memory (the waits scale). The
     emulator is one Python process: under a burst its answers take seconds, and so would every
@@ -741,10 +768,11 @@ def lambda_at_s3(pools, items, tags, t_from, t_to, sizes, latency_s=None):
                         io += b - end
                         end = b
                 own = max(0.0, wall - io)
+                waits = request_chain(reqs) if overlap else len(reqs)
                 # The own time is CPU, measured on a whole core: below FULL_CORE_MB Lambda gives
                 # a share of one, so it takes longer and costs the same GB-s as at FULL_CORE_MB.
                 cpu_mb = max(sizes[name], FULL_CORE_MB)
-                out[name] = out.get(name, 0.0) + (own * cpu_mb + len(reqs) * latency_s * sizes[name]) / 1024
+                out[name] = out.get(name, 0.0) + (own * cpu_mb + waits * latency_s * sizes[name]) / 1024
     return out
 
 
@@ -833,7 +861,8 @@ def report(results):
         c = r["cost"]
         print("  S3 requests in the window by kind: " + ", ".join(f"{k} {v}" for k, v in r["s3_by_kind"].items()))
         print(f"  per hour: {c['per_hour']['s3_requests']:.0f} S3 requests, {c['per_hour']['gb_s']:.0f} GB-s")
-        print("  per month: " + ", ".join(f"{k} ${v:.2f}" for k, v in c.items() if k not in ("total", "per_hour", "warm_total", "steady_total", "lambda_gb_s_at_s3")))
+        print("  per month: " + ", ".join(f"{k} ${v:.2f}" for k, v in c.items() if k not in ("total", "per_hour", "warm_total", "steady_total", "lambda_gb_s_at_s3",
+                                                                                  "lambda_gb_s_at_s3_overlap")))
         print("  per busy table-window: " + ", ".join(f"{k} {v:.2f}" for k, v in r["per_table_window"].items()))
         rest = r.get("per_rest_table_month")
         if rest:
@@ -852,6 +881,10 @@ def report(results):
                   f"${c['lambda_gb_s_at_s3']:.2f}/month against ${c['lambda_gb_s']:.2f} measured; the total with it "
                   f"${c['total'] - c['lambda_gb_s'] + c['lambda_gb_s_at_s3']:.2f}, steady "
                   f"${(c.get('steady_total') or c['total']) - c['lambda_gb_s'] + c['lambda_gb_s_at_s3']:.2f}")
+        if c.get("lambda_gb_s_at_s3_overlap") is not None:
+            print(f"  the same with requests in flight together waiting once (each invocation's longest chain of requests "
+                  f"made one after another): Lambda ${c['lambda_gb_s_at_s3_overlap']:.2f}/month, steady "
+                  f"${at_s3(r, overlap=True):.2f}")
         fm = r.get("first_meetings")
         if fm and c.get("steady_total") is not None:
             print(f"  first meetings (an instance's first log reads of a table, {fm['instance_tables']} instance-tables): "
@@ -889,20 +922,22 @@ def main():
     curve(rows)
 
 
-def at_s3(r):
-    """The steady month (the total when not measured) with Lambda at S3's latency (NaN when
-    the row predates that line)."""
+def at_s3(r, overlap=False):
+    """The steady month (the total when not measured) with Lambda at S3's latency, every request
+    waited for (`overlap`: requests in flight together waiting once); NaN when the row predates
+    that line."""
     c = r["cost"]
-    if c.get("lambda_gb_s_at_s3") is None:
+    lam = c.get("lambda_gb_s_at_s3_overlap" if overlap else "lambda_gb_s_at_s3")
+    if lam is None:
         return float("nan")
-    return (c.get("steady_total") or c["total"]) - c["lambda_gb_s"] + c["lambda_gb_s_at_s3"]
+    return (c.get("steady_total") or c["total"]) - c["lambda_gb_s"] + lam
 
 
 def curve(rows):
     """Every row measured so far: target -> freshness and cost, beside Glue all-in and naive."""
     print("\ncost curve (target/results.json; each row its own run):")
     print(f"  {'target':<7} {'size':<5} {'N':>3} {'busy':>5} {'the rest':>12} {'p99 bronze':>10} {'p99 silver':>10} {'p99 proc.':>10} "
-          f"{'$/month':>9} {'warm $':>8} {'steady $':>8} {'at S3 $':>8} {'Glue all-in':>11} {'naive':>8}")
+          f"{'$/month':>9} {'warm $':>8} {'steady $':>8} {'at S3 $':>8} {'S3 ovl $':>8} {'Glue all-in':>11} {'naive':>8}")
     for key in sorted(rows, key=lambda k: (rows[k]["tables"], rows[k]["busy"], rows[k].get("window_s", 0))):
         r = rows[key]
         p99 = lambda layer: r["freshness"].get(layer, {}).get("p99", float("nan"))  # noqa: E731
@@ -911,7 +946,7 @@ def curve(rows):
               f"{p99('silver'):>10.1f} {p99('processed'):>10.1f} {r['cost']['total']:>9.2f} "
               f"{r['cost'].get('warm_total', warm_total(r, r['measured_s'])):>8.2f} "
               f"{r['cost'].get('steady_total') or float('nan'):>8.2f} "
-              f"{at_s3(r):>8.2f} "
+              f"{at_s3(r):>8.2f} {at_s3(r, overlap=True):>8.2f} "
               f"{r.get('glue_all_in', float('nan')):>11.0f} {r['naive']['month']:>8.0f}")
 
 

@@ -103,7 +103,9 @@ pub(crate) async fn read_chunk<K: Interpret>(
     let first = after.map_or(0, |a| a + 1);
     let (mut files, mut bytes) = (0usize, 0u64);
     // One commit at a time: the stream fetches a commit only when asked for it, so a chunk
-    // cut at its limits reads no commit past its end.
+    // cut at its limits reads no commit past its end. (A chunk that `read_chunk_rows` ends
+    // earlier, by its decoded size, was cut here first: its later commits were read, and an
+    // error in one of them fails the run as it did before that cut.)
     let mut commits = handle.commits(first..=latest).stream();
     loop {
         if cut.end != after && (files >= limits.max_files || bytes >= limits.max_bytes) {

@@ -136,9 +136,21 @@ async fn reset(ctx: &RunContext<'_>, cfg: &RefineJob, void: Option<&str>) -> Res
     if !output.exists() {
         return Ok(None);
     }
+    // At least what the output consumed: a snapshot this invocation loaded before another
+    // instance's apply is older, and the runs after the reset would rebuild silver from it
+    // (silver going back, the versions between found already read).
+    let app_ids: Vec<String> = cfg
+        .sources()
+        .iter()
+        .map(|t| ctx.app_id(&cfg.job, t))
+        .collect();
+    let consumed = output.committed(&app_ids).await?;
     let mut sources = Vec::new();
     for table in cfg.sources() {
-        let h = ctx.load_source(table).await?;
+        let at_least = consumed
+            .get(&ctx.app_id(&cfg.job, table))
+            .and_then(|v| u64::try_from(*v).ok());
+        let h = ctx.load_source_at_least(table, at_least).await?;
         let id = if h.exists() {
             Some(h.table_id()?)
         } else {
@@ -147,11 +159,7 @@ async fn reset(ctx: &RunContext<'_>, cfg: &RefineJob, void: Option<&str>) -> Res
         sources.push((table.to_string(), id));
     }
     let mut planner = ResetPlanner {
-        app_ids: cfg
-            .sources()
-            .iter()
-            .map(|t| ctx.app_id(&cfg.job, t))
-            .collect(),
+        app_ids,
         sources,
         // A CDC job's silver is rebuilt under its current `position_resets`: recorded in the
         // reset commit, so a run that fails after it does not rebuild again and again.

@@ -12,7 +12,7 @@ use deltalake::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef}
 use deltalake::logstore::object_store::{ObjectStoreExt, path::Path};
 use lakestream_core::commit::CommitSettings;
 use lakestream_core::refine::{RunContext, rebuild, run_job, void_truncate};
-use lakestream_core::table::TableHandle;
+use lakestream_core::table::{TableHandle, WarmHandles};
 use lakestream_core::{Lake, read};
 use lakestream_formats::config::PipelineConfig;
 use lakestream_testkit::cdc::{BronzeChange, append_bronze};
@@ -292,6 +292,35 @@ async fn an_operator_voids_a_forged_truncate_and_silver_comes_back() -> Result<(
             let after = TableHandle::open_existing(&l, SILVER).await?.version();
             assert_eq!(version, after, "{backend:?}: a refused void changed silver");
         }
+    }
+    Ok(())
+}
+
+/// The refine function loads a job's sources once per invocation, before its runs. A rebuild
+/// in that invocation (after a `position_resets` change) after another instance applied newer
+/// bronze versions reads bronze at least where silver was: the rebuilt silver never goes back
+/// (it did: rebuilt from the older snapshot, the run after it found nothing new).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuild_reads_bronze_at_least_where_silver_was() -> Result<()> {
+    for backend in backends() {
+        let lake = TestLake::new(backend, "rebuild-at-least")?;
+        let l = Lake::new(&lake.config.lake)?;
+        let cfg = config(&lake, 1)?;
+        let s: CommitSettings = (&cfg.commit).into();
+        append(&l, &[("c", "s01", r#"{"id":1,"v":"a"}"#)]).await?;
+        apply(&cfg, &l, &s).await?;
+        let warm = WarmHandles::new();
+        let job = cfg.refine_job("people").context("job")?;
+        let ctx = RunContext::new(&cfg, &l, &s, chrono::Utc::now()).with_warm(&warm);
+        ctx.load_source(BRONZE).await?;
+        // Meanwhile another instance applies a newer bronze version.
+        append(&l, &[("c", "s02", r#"{"id":2,"v":"b"}"#)]).await?;
+        apply(&cfg, &l, &s).await?;
+        let both = ["1 a s01", "2 b s02"];
+        assert_eq!(silver(&l, 1).await?, both, "{backend:?}");
+        rebuild(&ctx, job).await?;
+        run_job(&ctx, job, 10).await?;
+        assert_eq!(silver(&l, 1).await?, both, "{backend:?}: silver went back");
     }
     Ok(())
 }

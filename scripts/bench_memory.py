@@ -18,6 +18,7 @@ each apply took and peak RSS. Then one MSK batch at Lambda's 6 MB payload limit 
 records of ~1 KB, one table) through `lakestream invoke msk`.
 
     make bench-memory                        # release CLI
+    MALLOC_ARENA_MAX=2 BENCH_MEMORY_TEXT=words make bench-memory   # as the template runs refine
     BENCH_MEMORY_ROWS=200000 .venv/bin/python scripts/bench_memory.py [path/to/lakestream]
 """
 import json
@@ -38,7 +39,8 @@ from secnames import sqs_event  # noqa: E402
 from test_sec_cdc_width import FAMILY as DEBEZIUM, record  # noqa: E402
 
 ROWS = int(os.environ.get("BENCH_MEMORY_ROWS", "1500000"))
-# The chunk: what the refine function reads per run at RefineMemory / 32 (2,048 MB: 64).
+# The chunk: what the refine function reads per run at RefineMemory / 32 (the template's
+# 1,024 MB: 32; 2,048 MB: 64).
 CHUNK_MIB = int(os.environ.get("BENCH_MEMORY_CHUNK_MIB", "32"))
 PER_OBJECT = 125_000
 # "random": incompressible hex (a chunk's bytes are its decoded bytes); "words": text from a
@@ -57,7 +59,8 @@ max_mib_per_run = {CHUNK_MIB}
 
 
 def landing(first, n, rev):
-    """A Parquet landing object of rows first..first+n: random text does not compress."""
+    """A Parquet landing object of rows first..first+n, its text per TEXT (random text
+    barely compresses, words ~2x)."""
     ids = list(range(first, first + n))
     if TEXT == "words":
         rng = random.Random(first * 7 + rev)

@@ -127,10 +127,6 @@ async fn reset(ctx: &RunContext<'_>, cfg: &RefineJob, void: Option<&str>) -> Res
             cfg.job, cfg.job
         )));
     }
-    if let JobKind::Cdc(apply) = &cfg.kind {
-        // The run after the reset reads bronze's snapshot: refused now, not after emptying.
-        crate::refine::snapshot_limit::check_snapshot_fits(ctx, cfg, &apply.source).await?;
-    }
     let mut output = TableHandle::open(ctx.lake, &cfg.output)?;
     output.refresh().await?;
     if !output.exists() {
@@ -157,6 +153,11 @@ async fn reset(ctx: &RunContext<'_>, cfg: &RefineJob, void: Option<&str>) -> Res
             None
         };
         sources.push((table.to_string(), id));
+    }
+    if let JobKind::Cdc(apply) = &cfg.kind {
+        // The run after the reset reads bronze's snapshot (the one just loaded): refused now,
+        // not after emptying.
+        crate::refine::snapshot_limit::check_snapshot_fits(ctx, cfg, &apply.source).await?;
     }
     let mut planner = ResetPlanner {
         app_ids,

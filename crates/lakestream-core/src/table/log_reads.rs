@@ -227,9 +227,9 @@ impl LogReads {
             let hint = dir.clone().join("_last_checkpoint");
             // Both at once: against S3 one wait instead of two (the HEAD of `_last_checkpoint`
             // is spent for nothing only on the run that finds the table created).
-            let (no_first, no_hint) =
-                futures::try_join!(self.missing(&first), self.missing(&hint))?;
-            if no_first && no_hint {
+            let (no_first, no_hint) = futures::join!(self.missing(&first), self.missing(&hint));
+            // `<0>.json` found: the listing below decides, whatever the other HEAD met.
+            if no_first? && no_hint? {
                 return Ok(false);
             }
         }

@@ -43,7 +43,7 @@ ROWS = int(os.environ.get("BENCH_MEMORY_ROWS", "1500000"))
 # 1,024 MB: 32; 2,048 MB: 64).
 CHUNK_MIB = int(os.environ.get("BENCH_MEMORY_CHUNK_MIB", "32"))
 PER_OBJECT = 125_000
-# "random": incompressible hex (a chunk's bytes are its decoded bytes); "words": text from a
+# "random": hex that barely compresses (~1.4x decoded per Parquet byte); "words": text from a
 # vocabulary of 2,000 words, which Parquet compresses as real text does (a chunk of the same
 # Parquet bytes decodes to several times more).
 TEXT = os.environ.get("BENCH_MEMORY_TEXT", "random")

@@ -1,8 +1,9 @@
 //! Hooks around a table store: a [`StoreWrapper`] that forwards every call to the real store
 //! and runs [`LogPutHooks`] before and after each `_delta_log/<version>.json` PUT, or tells a
-//! [`CallObserver`] of every call. Tests inject faults and crash points with it
-//! (`tests/it/faults.rs`, the CLI's test-only `--crash-at`) and count requests
-//! (`tests/it/requests.rs`); production never installs one.
+//! [`CallObserver`] of every call, or gives every GET, HEAD and PUT a [`Latency`]. Tests inject
+//! faults and crash points with it (`tests/it/faults.rs`, the CLI's test-only `--crash-at`),
+//! count requests (`tests/it/requests.rs`) and see which ones are in flight together; production
+//! never installs one.
 
 use crate::storage::StoreWrapper;
 use async_trait::async_trait;
@@ -13,6 +14,8 @@ use deltalake::logstore::object_store::{
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 /// What happens around a commit's log-entry PUT (every other call is forwarded untouched).
 pub trait LogPutHooks: Send + Sync + 'static {
@@ -37,22 +40,78 @@ fn is_log_entry(location: &Path, opts: &PutOptions) -> bool {
 /// `delete`, `list`, `list_from`, `list_dir`, `copy`) and its path or prefix.
 pub type CallObserver = Arc<dyn Fn(&str, Option<&Path>) + Send + Sync>;
 
+/// A latency given to every GET, HEAD and PUT (each waits `delay` before it is forwarded),
+/// and the most of them seen in flight at once: how many requests an operation overlaps.
+#[derive(Debug, Default)]
+pub struct Latency {
+    delay: Duration,
+    in_flight: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl Latency {
+    /// Every request waits `delay`.
+    pub fn new(delay: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            delay,
+            ..Default::default()
+        })
+    }
+
+    /// The most requests in flight at once since the last [`reset`](Self::reset).
+    pub fn peak(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
+    }
+
+    /// Forget the peak.
+    pub fn reset(&self) {
+        self.peak.store(0, Ordering::SeqCst);
+    }
+
+    async fn wait(&self) -> InFlight<'_> {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(self.delay).await;
+        InFlight(self)
+    }
+}
+
+/// One request in flight (counted down when dropped).
+struct InFlight<'a>(&'a Latency);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// A store wrapper running `hooks` around every table store's log-entry PUTs.
 pub fn hook_log_puts(hooks: Arc<dyn LogPutHooks>) -> StoreWrapper {
-    wrapper(Some(hooks), None)
+    wrapper(Some(hooks), None, None)
 }
 
 /// A store wrapper telling `observer` of every call to every table store.
 pub fn observe_calls(observer: CallObserver) -> StoreWrapper {
-    wrapper(None, Some(observer))
+    wrapper(None, Some(observer), None)
 }
 
-fn wrapper(hooks: Option<Arc<dyn LogPutHooks>>, observer: Option<CallObserver>) -> StoreWrapper {
+/// A store wrapper giving every table store's GETs, HEADs and PUTs `latency`, and telling
+/// `observer` of every call.
+pub fn with_latency(latency: Arc<Latency>, observer: CallObserver) -> StoreWrapper {
+    wrapper(None, Some(observer), Some(latency))
+}
+
+fn wrapper(
+    hooks: Option<Arc<dyn LogPutHooks>>,
+    observer: Option<CallObserver>,
+    latency: Option<Arc<Latency>>,
+) -> StoreWrapper {
     Arc::new(move |inner| {
         Arc::new(Intercepted {
             inner,
             hooks: hooks.clone(),
             observer: observer.clone(),
+            latency: latency.clone(),
         }) as Arc<dyn ObjectStore>
     })
 }
@@ -61,12 +120,20 @@ struct Intercepted {
     inner: Arc<dyn ObjectStore>,
     hooks: Option<Arc<dyn LogPutHooks>>,
     observer: Option<CallObserver>,
+    latency: Option<Arc<Latency>>,
 }
 
 impl Intercepted {
     fn saw(&self, op: &str, path: Option<&Path>) {
         if let Some(observe) = &self.observer {
             observe(op, path);
+        }
+    }
+
+    async fn wait(&self) -> Option<InFlight<'_>> {
+        match &self.latency {
+            Some(l) => Some(l.wait().await),
+            None => None,
         }
     }
 }
@@ -92,6 +159,7 @@ impl ObjectStore for Intercepted {
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
         self.saw("put", Some(location));
+        let _in_flight = self.wait().await;
         let Some(hooks) = self
             .hooks
             .as_ref()
@@ -117,6 +185,7 @@ impl ObjectStore for Intercepted {
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
         self.saw(if options.head { "head" } else { "get" }, Some(location));
+        let _in_flight = self.wait().await;
         self.inner.get_opts(location, options).await
     }
     fn delete_stream(

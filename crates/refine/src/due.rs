@@ -20,8 +20,8 @@
 //! tables again.
 
 use chrono::{DateTime, Utc};
+use lakestream_core::Result;
 use lakestream_core::table::WarmHandles;
-use lakestream_core::{Lake, Result};
 use lakestream_formats::refine::RefineJob;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -174,7 +174,6 @@ impl Progress {
     /// caller observes its sources' latest versions by loading them before the run.
     pub async fn due(
         &self,
-        lake: &Lake,
         warm: &WarmHandles,
         job: &RefineJob,
         hints: &Hints,
@@ -211,7 +210,7 @@ impl Progress {
             }
             let next = after.map_or(0, |a| a + 1);
             let id = seen.ids.get(source).map(String::as_str);
-            match probe_source(lake, warm, source, id, next).await? {
+            match probe_source(warm, source, id, next).await? {
                 Probed::Nothing => {}
                 Probed::Committed(ms) => {
                     observed.insert(source.to_string(), next);
@@ -291,25 +290,27 @@ enum Probed {
 }
 
 /// Revalidate `table`'s warm handle (one HEAD of its head's commit file) and compare its table
-/// id with the one the job saw (`id`), then HEAD the commit file of `version`: its time (epoch
-/// ms) when it exists.
+/// id with the one the job saw (`id`), and HEAD the commit file of `version` at the same time:
+/// its time (epoch ms) when it exists and the table is the one the job saw.
 async fn probe_source(
-    lake: &Lake,
     warm: &WarmHandles,
     table: &str,
     id: Option<&str>,
     version: u64,
 ) -> Result<Probed> {
-    let handle = warm.take(lake, table).await?;
+    let Some(mut handle) = warm.take_as_is(table) else {
+        return Ok(Probed::Unknown);
+    };
     if !handle.exists() || id.is_none() || handle.table_id().ok().as_deref() != id {
         warm.put(handle);
         return Ok(Probed::Unknown);
     }
-    let found = handle.commit_time(version).await;
+    let probed = handle.revalidate_and_commit_time(version).await;
     warm.put(handle);
-    Ok(match found? {
-        Some(t) => Probed::Committed(t.timestamp_millis()),
-        None => Probed::Nothing,
+    Ok(match probed? {
+        (false, _) => Probed::Unknown,
+        (true, Some(t)) => Probed::Committed(t.timestamp_millis()),
+        (true, None) => Probed::Nothing,
     })
 }
 

@@ -16,6 +16,7 @@
 //! refine` and `lakestream refine` call it too); `main` only builds a [`Refiner`] once and
 //! serves.
 
+mod assess;
 pub mod due;
 mod hold;
 pub mod listing;
@@ -28,7 +29,7 @@ pub use request::{Notices, Request, Trigger};
 pub use response::{JobResult, JobState, RefineResponse};
 
 use chrono::{DateTime, Utc};
-use due::{Due, Hints, Known, NewVersions, Probe, Progress};
+use due::{Hints, Known, Probe, Progress};
 use lakestream_core::refine::{JobReport, RunContext, in_dependency_order, run_job_until};
 use lakestream_core::table::WarmHandles;
 use lakestream_core::{Clock, Lake};
@@ -236,6 +237,13 @@ pub async fn run_trigger(
         in_dependency_order(&plan.jobs, &plan.named)
             .map_err(|e| FunctionError::BadInput(e.redacted()))?
     };
+    let how = |job: &RefineJob| HowToRun {
+        probe: plan.probe,
+        max_runs: plan.max_runs,
+        until,
+        can_hold: refiner.settings.holds && hold::can_hold(trigger, &job.job),
+    };
+    let mut assessed = assess::assess_independent(refiner, &ctx, &order, &plan.hints, how).await;
     let mut failed_outputs: Vec<&str> = Vec::new();
     let mut out = Vec::new();
     for job in order {
@@ -246,13 +254,8 @@ pub async fn run_trigger(
             failed_outputs.push(&job.output);
             JobState::UpstreamFailed
         } else {
-            let how = HowToRun {
-                probe: plan.probe,
-                max_runs: plan.max_runs,
-                until,
-                can_hold: refiner.settings.holds && hold::can_hold(trigger, &job.job),
-            };
-            let state = run_if_due(refiner, &ctx, job, &mut plan.hints, how).await;
+            let ahead = assessed.remove(&job.job);
+            let state = run_if_due(refiner, &ctx, job, &mut plan.hints, how(job), ahead).await;
             if matches!(state, JobState::Failed { .. }) {
                 failed_outputs.push(&job.output);
             }
@@ -277,64 +280,33 @@ pub async fn run_trigger(
 /// How a trigger runs its jobs: how to probe whether one is due, at most how many runs each,
 /// no run started after `until`, and whether the job may hold for its freshness target.
 #[derive(Clone, Copy)]
-struct HowToRun {
+pub(crate) struct HowToRun {
     probe: Probe,
     max_runs: usize,
     until: Option<Instant>,
     can_hold: bool,
 }
 
-/// Run `job` when it has something new (judged from `hints` and the process's progress; a
-/// failed probe runs it), then record what it read and, in `hints`, the output version it
-/// committed (for the jobs reading it).
+/// Run `job` when it has something new ([`assess::assess`], or as `assessed` ahead), then
+/// record what it read and, in `hints`, the output version it committed (for the jobs reading
+/// it).
 async fn run_if_due(
     refiner: &Refiner,
     ctx: &RunContext<'_>,
     job: &RefineJob,
     hints: &mut Hints,
     how: HowToRun,
+    assessed: Option<assess::Assessed>,
 ) -> JobState {
+    let assessed = match assessed {
+        Some(a) => a,
+        None => assess::assess(refiner, ctx, job, hints, how).await,
+    };
+    let (mut observed, new, now) = match assessed {
+        assess::Assessed::Settled(state) => return state,
+        assess::Assessed::Run { observed, new, now } => (observed, new, now),
+    };
     let clock = &refiner.clock;
-    let now = clock.now();
-    let due = match refiner
-        .progress
-        .due(&refiner.lake, &refiner.warm, job, hints, how.probe, now)
-        .await
-    {
-        Ok(d) => d,
-        Err(e) => Due::Yes {
-            // The probe failed: run the job, which reads what it needs itself.
-            observed: HashMap::new(),
-            new: {
-                tracing::warn!(job = %job.job, error = %e.redacted(), "due check failed; running the job");
-                NewVersions::default()
-            },
-        },
-    };
-    let Due::Yes { mut observed, new } = due else {
-        return JobState::NotDue;
-    };
-    let oldest_ms = new.oldest();
-    let decided = hold::decide(
-        refiner,
-        ctx,
-        job,
-        how.can_hold,
-        observed.is_empty(),
-        oldest_ms,
-        now,
-    )
-    .await;
-    if let hold::Decision::Hold {
-        due_at_ms,
-        oldest_ms,
-    } = decided
-    {
-        return JobState::Holding {
-            due_at_ms,
-            oldest_ms,
-        };
-    }
     match run_observed(refiner, ctx, job, &mut observed, now, how).await {
         Ok(report) => {
             tracing::info!(job = %job.job, runs = report.runs.len(), joined = report.joined(), more = report.more, "refine job done");
@@ -358,7 +330,7 @@ async fn run_if_due(
             JobState::Failed {
                 error: e.redacted(),
                 retryable: e.is_retryable(),
-                oldest_ms,
+                oldest_ms: new.oldest(),
             }
         }
     }

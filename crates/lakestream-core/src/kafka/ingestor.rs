@@ -259,7 +259,10 @@ impl KafkaIngestor {
                 now,
                 limits,
             );
-            let mut handle = self.handles.take(&self.lake, &table).await?;
+            // The identity HEAD and a GET of the next commit at once: with two or more
+            // instances a topic's batches land on either, so a kept head is often one commit
+            // behind, and a plan on it would cost a failed log PUT.
+            let mut handle = self.handles.take_fresh(&self.lake, &table).await?;
             let planned = async {
                 handle.sync().await?;
                 let state =

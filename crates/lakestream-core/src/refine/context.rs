@@ -62,8 +62,8 @@ impl<'a> RunContext<'a> {
 
     /// A handle on `table` loaded at its latest version (`exists()` false when there is no
     /// table yet). With [`warm`](Self::warm) handles it is the kept handle, revalidated (one
-    /// HEAD, once per context) and brought up to date incrementally (a GET of the next commit:
-    /// no LIST), and a copy stays kept for the next run.
+    /// HEAD, once per context) and brought up to date incrementally (a GET of the next commit,
+    /// in flight with that HEAD: no LIST), and a copy stays kept for the next run.
     pub async fn load(&self, table: &str) -> Result<TableHandle> {
         let Some(warm) = self.warm else {
             let mut h = TableHandle::open(self.lake, table)?;
@@ -71,12 +71,15 @@ impl<'a> RunContext<'a> {
             return Ok(h);
         };
         let proven = self.proven.lock().is_ok_and(|p| p.contains(table));
-        let mut h = match proven.then(|| warm.take_as_is(table)).flatten() {
-            Some(h) => h,
-            None => warm.take(self.lake, table).await?,
-        };
         // A refresh that failed part-way is not kept: the next load starts from storage.
-        h.refresh().await?;
+        let h = match proven.then(|| warm.take_as_is(table)).flatten() {
+            Some(mut h) => {
+                h.refresh().await?;
+                h
+            }
+            // The identity HEAD and the GET of the next commit at once.
+            None => warm.take_fresh(self.lake, table).await?,
+        };
         if let Ok(mut p) = self.proven.lock() {
             p.insert(table.to_string());
         }

@@ -42,6 +42,21 @@ impl WarmHandles {
         }
     }
 
+    /// [`take`](Self::take) and a [`refresh`](TableHandle::refresh) at once: the identity HEAD
+    /// and the GET of the next commit in flight together
+    /// ([`TableHandle::revalidate_and_refresh`]), a handle not kept loaded from storage. The
+    /// handle is at the latest version (or does not exist). A failure drops the kept handle:
+    /// the next take loads the table again.
+    pub async fn take_fresh(&self, lake: &Lake, table: &str) -> Result<TableHandle> {
+        let cached = self.handles.lock().ok().and_then(|mut m| m.remove(table));
+        let mut h = match cached {
+            Some(h) => h,
+            None => TableHandle::open(lake, table)?,
+        };
+        h.revalidate_and_refresh().await?;
+        Ok(h)
+    }
+
     /// The kept handle of `table` as it is, without revalidating it (a caller that proved it
     /// moments ago, in the same invocation). `None` when none is kept.
     pub fn take_as_is(&self, table: &str) -> Option<TableHandle> {

@@ -267,9 +267,20 @@ impl TableHandle {
     /// that one GET. A cold load finds the log from `_last_checkpoint` with a HEAD and GETs, or
     /// lists it once ([`LogReads::discover`]).
     pub async fn refresh(&mut self) -> Result<bool> {
+        let advanced = match self.table.version() {
+            Some(_) => Some(self.advance().await?),
+            None => None,
+        };
+        self.refresh_after(advanced).await
+    }
+
+    /// The rest of [`refresh`](Self::refresh) once the next commit was looked for: `advanced`
+    /// is what [`advance`](Self::advance) found (`None`: it was not asked; a loaded table then
+    /// updates through delta-rs).
+    pub(super) async fn refresh_after(&mut self, advanced: Option<Option<u64>>) -> Result<bool> {
         let known = self.version();
         let res = if let Some(loaded) = self.table.version() {
-            match self.advance().await? {
+            match advanced.flatten() {
                 Some(newest) if newest <= loaded => Ok(()),
                 _ => self.table.update_state().await,
             }
@@ -303,7 +314,7 @@ impl TableHandle {
 
     /// The newest version the log-read cache finds ([`LogReads::advance`]); `None` without one
     /// or when it never listed the log.
-    async fn advance(&mut self) -> Result<Option<u64>> {
+    pub(super) async fn advance(&self) -> Result<Option<u64>> {
         let Some(l) = &self.log_reads else {
             return Ok(None);
         };

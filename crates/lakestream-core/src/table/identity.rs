@@ -69,7 +69,66 @@ impl TableHandle {
             Err(object_store::Error::NotFound { .. }) => None,
             Err(e) => return Err(Error::storage(&self.name, e)),
         };
-        let same = match (&found, &self.head_tag) {
+        Ok(self.proves(head, found.as_ref()))
+    }
+
+    /// [`revalidate`](Self::revalidate) and [`refresh`](Self::refresh) at once: the HEAD of the
+    /// head's commit file and the GET of the next commit are in flight together (one wait at S3
+    /// instead of two). The GET is spent for nothing when the table is another one; then the
+    /// handle forgets what it knew and loads the table again, as `revalidate` makes the next
+    /// refresh do. A handle that has loaded nothing just refreshes. On an error the caller drops
+    /// the handle (the next load starts from storage): the GET may have moved the log-read
+    /// cache past a head the HEAD did not prove.
+    pub async fn revalidate_and_refresh(&mut self) -> Result<bool> {
+        self.looked = false;
+        let Some(head) = self.version().filter(|_| self.exists) else {
+            return self.refresh().await;
+        };
+        let store = self.table.log_store().object_store(None);
+        let location = commit_file(head);
+        let (found, advanced) = futures::join!(store.head(&location), self.advance());
+        let found = match found {
+            Ok(meta) => Some(meta),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(Error::storage(&self.name, e)),
+        };
+        if !self.proves(head, found.as_ref()) {
+            return self.refresh().await;
+        }
+        self.refresh_after(Some(advanced?)).await
+    }
+
+    /// [`revalidate`](Self::revalidate) and [`commit_time`](Self::commit_time) of `version` at
+    /// once (two HEADs in flight together): whether the table is still the one loaded, and
+    /// when it is, `version`'s commit time. Errors are storage errors (retryable); the handle
+    /// is then as it was.
+    pub async fn revalidate_and_commit_time(
+        &mut self,
+        version: u64,
+    ) -> Result<(bool, Option<chrono::DateTime<chrono::Utc>>)> {
+        self.looked = false;
+        let Some(head) = self.version().filter(|_| self.exists) else {
+            return Ok((true, self.commit_time(version).await?));
+        };
+        let store = self.table.log_store().object_store(None);
+        let location = commit_file(head);
+        let (found, time) = futures::join!(store.head(&location), self.commit_time(version));
+        let found = match found {
+            Ok(meta) => Some(meta),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(Error::storage(&self.name, e)),
+        };
+        let time = time?;
+        if !self.proves(head, found.as_ref()) {
+            return Ok((false, None));
+        }
+        Ok((true, time))
+    }
+
+    /// Whether `found` (a HEAD of the head's commit file, `None`: gone) is the file the handle
+    /// noted; when not, the warm state is dropped (with a warning).
+    fn proves(&mut self, head: u64, found: Option<&ObjectMeta>) -> bool {
+        let same = match (found, &self.head_tag) {
             (Some(meta), Some(tag)) => tag.version == head && tag.matches(meta),
             _ => false,
         };
@@ -82,7 +141,7 @@ impl TableHandle {
             );
             self.forget();
         }
-        Ok(same)
+        same
     }
 
     /// Whether version `version` is committed, with one HEAD of its commit file (nothing is

@@ -4,7 +4,7 @@
 //! delta-rs's expired-log cleanup nor a refresh: the next commit is found by a GET); a
 //! checkpoint commit re-reads no commit file the process holds, and a cold start reads the
 //! checkpoint with one GET and does not list the log (GETs from `_last_checkpoint`); two instances taking turns on one table fail
-//! one conditional PUT, then look for each other's commit first (one GET).
+//! no conditional PUT: each commit looks for the other's first (one GET, with the identity HEAD).
 
 use anyhow::Result;
 use deltalake::Path;
@@ -240,12 +240,13 @@ fn log_puts(made: &[String]) -> usize {
 }
 
 /// Two warm instances taking turns on one table (two Lambda containers on one topic, one
-/// partition each): the first commit that meets the other's fails its conditional PUT; from
-/// then on the table is contended and each commit first looks for the other's (one GET), so no
-/// PUT fails. One instance alone again stops looking after `CONTENDED_FOR` commits.
+/// partition each): each commit looks for a newer commit (one GET, in flight with the kept
+/// handle's identity HEAD) before planning, so no conditional PUT fails, not even the first
+/// commit that meets the other's (issue 39: 90 of 299 bronze log PUTs failed in a 15-minute
+/// bench window before). One instance alone looks all the same: a GET costs 1/12.5 of the failed
+/// PUT it saves, and no wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn instances_taking_turns_fail_one_put_then_look_first() -> Result<()> {
-    use lakestream_core::table::CONTENDED_FOR;
+async fn instances_taking_turns_fail_no_put() -> Result<()> {
     for b in backends() {
         let lake = TestLake::new(b, "turns")?;
         let calls = Arc::new(Calls::default());
@@ -254,46 +255,43 @@ async fn instances_taking_turns_fail_one_put_then_look_first() -> Result<()> {
         a.ingest(&[rec(0, 0)]).await?;
         other.ingest(&[rec(1, 0)]).await?; // both warm; `a`'s head is one behind
         calls.take();
-        // Each instance's first commit after the other's fails its PUT once (it learns).
-        for (ing, partition, what) in [(&a, 0, "a"), (&other, 1, "other")] {
-            assert_eq!(ing.ingest(&[rec(partition, 1)]).await?.written, 1, "{b:?}");
-            let made = calls.take();
-            assert_eq!(log_puts(&made), 2, "{b:?} {what} meets the other: {made:?}");
-        }
-        for off in 2..7 {
+        for off in 1..7 {
             for (ing, partition) in [(&a, 0), (&other, 1)] {
                 assert_eq!(ing.ingest(&[rec(partition, off)]).await?.written, 1);
                 let made = calls.take();
                 assert_eq!(
                     log_puts(&made),
                     1,
-                    "{b:?} partition {partition} offset {off}: a contended commit's PUT failed: {made:?}"
+                    "{b:?} partition {partition} offset {off}: a commit's PUT failed: {made:?}"
                 );
+                // The identity HEAD, the other's commit, the GET that finds no newer one, and
+                // the PUT (a checkpoint commit reads and writes more).
+                if !made.iter().any(|c| c.contains("checkpoint")) {
+                    assert!(
+                        made.len() <= 4,
+                        "{b:?} partition {partition} offset {off}: {made:?}"
+                    );
+                }
             }
         }
-        // `a` alone: it keeps looking for CONTENDED_FOR commits, then plans from its head.
-        let next_get = |made: &[String]| {
-            made.iter()
-                .filter(|c| c.starts_with("get ") && c.ends_with(".json"))
-                .count()
-        };
-        for i in 0..CONTENDED_FOR as i64 + 2 {
-            let off = 7 + i;
+        // `a` alone: one GET of the next commit per commit (a missing one), and no PUT fails.
+        for off in 7..12 {
             a.ingest(&[rec(0, off)]).await?;
             let made = calls.take();
-            assert_eq!(log_puts(&made), 1, "{b:?} alone {i}: {made:?}");
-            let looked = next_get(&made) > 0;
-            assert_eq!(
-                looked,
-                i < CONTENDED_FOR as i64,
-                "{b:?} alone, commit {i}: looked for a newer commit: {looked}: {made:?}"
-            );
+            assert_eq!(log_puts(&made), 1, "{b:?} alone {off}: {made:?}");
+            let next_gets = made
+                .iter()
+                .filter(|c| c.starts_with("get ") && c.ends_with(".json"))
+                .count();
+            // The first also finds the other's last commit.
+            let want = if off == 7 { 2 } else { 1 };
+            assert_eq!(next_gets, want, "{b:?} alone {off}: {made:?}");
         }
         let rows =
             lakestream_core::read::read_table(&Lake::new(&lake.config.lake)?, "raw/order", None)
                 .await?;
-        // Offsets 0..7 of partition 1, 0..7 + CONTENDED_FOR + 2 of partition 0.
-        assert_eq!(rows.num_rows(), 7 + 7 + CONTENDED_FOR as usize + 2, "{b:?}");
+        // Offsets 0..7 of partition 1, 0..12 of partition 0.
+        assert_eq!(rows.num_rows(), 7 + 12, "{b:?}");
     }
     Ok(())
 }

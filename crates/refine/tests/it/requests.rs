@@ -5,7 +5,7 @@
 use crate::notices::{ingest, sqs_event as event};
 use anyhow::Result;
 use deltalake::Path;
-use lakestream_core::intercept::observe_calls;
+use lakestream_core::intercept::{Latency, observe_calls, with_latency};
 use lakestream_core::{KafkaIngestor, Lake, SystemClock};
 use lakestream_formats::record::SourceRecord;
 use lakestream_lambda::notify::RefineNotice;
@@ -333,6 +333,61 @@ const WARM_CDC_REQUESTS: usize = 10;
 /// (bronze, silver, tombstones — once per plan: the write and the expiry use that load), and
 /// the new bronze commit.
 const WARM_CDC_LOG_READS: usize = 7;
+
+/// A schedule tick assesses a family's tables together (issue 39: the safety net's tick over
+/// 70 tables waited for its ~140 HEADs one after another, a third of the refine function's
+/// waits in a 15-minute bench window). With every request given a latency, a warm tick with
+/// nothing new asks its two HEADs per table, and those of several tables are in flight at once
+/// (one table's two alone would be 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_assesses_a_family_s_tables_together() -> Result<()> {
+    let lake = TestLake::with_config(Backend::Fs, "cdc-assess", example_config_with(FAMILY)?)?;
+    let latency = Latency::new(std::time::Duration::from_millis(20));
+    let calls = Arc::new(Calls::default());
+    let c = calls.clone();
+    let l = Lake::new(&lake.config.lake)?.with_store_wrapper(with_latency(
+        latency.clone(),
+        Arc::new(move |op, path| c.push(op, path)),
+    ));
+    let refiner = Refiner::with_lake(lake.config.clone(), l, Arc::new(SystemClock));
+    let ingestor = KafkaIngestor::new(lake.config.clone(), Arc::new(SystemClock))?;
+    let tables: i64 = 6;
+    let changes: Vec<SourceRecord> = (0..tables)
+        .map(|t| change_in(&format!("t{t:02}"), t + 1, "c", 1, 1, 110 + t))
+        .collect();
+    ingestor.ingest(&changes).await?;
+    let tick = serde_json::json!({});
+    let first = refine::handle(&refiner, &tick).await?.into_result()?;
+    let applied = first
+        .jobs
+        .iter()
+        .filter(|j| j.job.contains("public.t") && j.outcome().is_ok_and(|r| !r.runs.is_empty()))
+        .count();
+    assert_eq!(applied as i64, tables, "{:?}", first.jobs);
+    calls.take();
+    latency.reset();
+    let warm = refine::handle(&refiner, &tick).await?.into_result()?;
+    let made = calls.take();
+    assert!(
+        warm.jobs
+            .iter()
+            .filter(|j| j.job.contains("public.t"))
+            .all(|j| !j.due()),
+        "nothing new, no table's job due: {:?}",
+        warm.jobs
+    );
+    let family_heads = made
+        .iter()
+        .filter(|c| c.starts_with("head ") && c.contains("bronze/crm/public/t"))
+        .count();
+    assert_eq!(family_heads as i64, 2 * tables, "{made:?}");
+    assert!(
+        latency.peak() >= 4,
+        "the tick's HEADs were asked {} at a time at most: {made:?}",
+        latency.peak()
+    );
+    Ok(())
+}
 
 /// The family listing of a warm process (a schedule tick after the listing expired) lists the
 /// family's directories, not each table it already knows (issue 39: a LIST per table per

@@ -346,19 +346,28 @@ async fn run_observed(
     now: DateTime<Utc>,
     how: HowToRun,
 ) -> lakestream_core::Result<JobReport> {
-    if !refiner.progress.knows(&job.job, now) {
-        // First sight: what the sources hold now is what this run is sure to cover.
-        for s in job.sources() {
-            if let Some(v) = ctx.load_source(s).await?.version() {
-                observed.insert(s.to_string(), v);
-            }
+    // First sight: what the sources hold now is what this run is sure to cover. Else what was
+    // observed is what the run must see: a snapshot another job loaded earlier in this
+    // invocation may be older than a version the probe found. The output and the sources are
+    // loaded together (one wait at S3); the run takes the output's load as it is
+    // (`RunContext::load_output`), as it does the hold decision's.
+    let first_sight = !refiner.progress.knows(&job.job, now);
+    let sources = job.sources();
+    let (output, loaded) = futures::join!(
+        ctx.load_output(&job.output),
+        futures::future::join_all(
+            sources
+                .iter()
+                .map(|s| ctx.load_source_at_least(s, observed.get(*s).copied()))
+        )
+    );
+    for (s, h) in sources.iter().zip(loaded) {
+        let h = h?;
+        if first_sight && let Some(v) = h.version() {
+            observed.insert(s.to_string(), v);
         }
     }
-    // What was observed is what the run must see: a snapshot another job loaded earlier
-    // in this invocation may be older than a version the probe found.
-    for (s, v) in observed.iter() {
-        ctx.load_source_at_least(s, Some(*v)).await?;
-    }
+    output?;
     run_job_until(ctx, job, how.max_runs, how.until).await
 }
 

@@ -20,8 +20,8 @@ pub struct Consumed {
     pub oldest_unconsumed: Option<DateTime<Utc>>,
 }
 
-/// Load `output` and `sources` through `ctx` (with warm handles: the kept handles, which the
-/// run reuses) and read what `job` consumed: one lookup of each source's `txn` in the output,
+/// Load `output` and `sources` through `ctx`, all at once (with warm handles: the kept handles,
+/// which the run reuses) and read what `job` consumed: one lookup of each source's `txn` in the output,
 /// then one HEAD of the first unconsumed commit file per source that has one. A source whose
 /// table id is not the one the output recorded (re-created) makes the job due at once.
 pub async fn consumed(
@@ -30,7 +30,14 @@ pub async fn consumed(
     output: &str,
     sources: &[&str],
 ) -> Result<Consumed> {
-    let mut out = ctx.load(output).await?;
+    // The output and the sources at once (one wait at S3 for their identity HEADs and next
+    // commits, not one per table).
+    let (out, loaded) = futures::join!(
+        ctx.load(output),
+        futures::future::join_all(sources.iter().map(|s| ctx.load_source(s)))
+    );
+    let mut out = out?;
+    let mut loaded = loaded.into_iter();
     let apps: Vec<String> = sources.iter().map(|s| ctx.app_id(job, s)).collect();
     let txns = out.committed(&apps).await?;
     let mut recorded_ids = Vec::new();
@@ -44,7 +51,10 @@ pub async fn consumed(
     ctx.keep(out);
     let mut found = Consumed::default();
     for ((source, app), recorded) in sources.iter().zip(&apps).zip(recorded_ids) {
-        let src = ctx.load_source(source).await?;
+        let src = match loaded.next() {
+            Some(src) => src?,
+            None => ctx.load_source(source).await?,
+        };
         let Some(latest) = src.version().filter(|_| src.exists()) else {
             continue;
         };

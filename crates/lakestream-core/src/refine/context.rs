@@ -32,7 +32,13 @@ pub struct RunContext<'a> {
     /// Tables whose kept handle this context proved to be the table it loaded (one HEAD per
     /// table and invocation; later loads only look for new commits).
     proven: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// When this context last loaded each table (brought it to the latest version).
+    loaded_at: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
 }
+
+/// How long a load stands for the latest version for a run's first load of its output
+/// ([`RunContext::load_output`]).
+const JUST_LOADED: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl<'a> RunContext<'a> {
     /// The context of `config`'s pipeline (its name and dead-letter table).
@@ -51,6 +57,7 @@ impl<'a> RunContext<'a> {
             warm: None,
             sources_loaded: Default::default(),
             proven: Default::default(),
+            loaded_at: Default::default(),
         }
     }
 
@@ -83,8 +90,36 @@ impl<'a> RunContext<'a> {
         if let Ok(mut p) = self.proven.lock() {
             p.insert(table.to_string());
         }
+        if let Ok(mut l) = self.loaded_at.lock() {
+            l.insert(table.to_string(), std::time::Instant::now());
+        }
         warm.put(h.warm_copy());
         Ok(h)
+    }
+
+    /// [`load`](Self::load) for a run's output: the kept handle as it is when this context
+    /// loaded the table less than [`JUST_LOADED`] ago (the hold decision's or the function's
+    /// load, made together with the sources' loads), else a load. Only for the plan's first
+    /// look at its output: a commit another writer made since is caught by the conditional
+    /// PUT, and the re-plan refreshes the handle (the commit loop), not through this.
+    pub async fn load_output(&self, table: &str) -> Result<TableHandle> {
+        let just = self
+            .loaded_at
+            .lock()
+            .ok()
+            .and_then(|l| l.get(table).copied())
+            .is_some_and(|at| at.elapsed() < JUST_LOADED);
+        if let Some(warm) = self.warm
+            && just
+            && let Some(h) = warm.take_as_is(table)
+        {
+            if h.exists() {
+                warm.put(h.warm_copy());
+                return Ok(h);
+            }
+            warm.put(h);
+        }
+        self.load(table).await
     }
 
     /// A job's side table (tombstones, SCD2's stored deletes) at its latest version: with

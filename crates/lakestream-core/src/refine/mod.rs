@@ -86,7 +86,7 @@ async fn check_source_ids(
 /// One run: read the next chunk of each source and commit what the job's kind makes of it,
 /// with one `txn` per source, in one commit.
 pub async fn run_once(ctx: &RunContext<'_>, cfg: &RefineJob) -> Result<RunReport> {
-    let output = ctx.load(&cfg.output).await?;
+    let output = ctx.load_output(&cfg.output).await?;
     if output.exists() {
         check_source_ids(ctx, cfg, &output).await?;
     }

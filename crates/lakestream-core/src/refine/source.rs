@@ -25,6 +25,7 @@ use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::compute::concat_batches;
 use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::kernel::Action;
+use futures::{StreamExt, TryStreamExt};
 use lakestream_formats::refine::{JobKind, RefineJob};
 use std::collections::HashMap;
 
@@ -309,9 +310,15 @@ pub async fn read_snapshot(
         .map(Some)
 }
 
-/// Read the rows of `chunk`'s versions in order, ending the chunk after the first version
-/// whose rows take the chunk's rows to `max_decoded` bytes in memory (at least one version;
-/// the rest is the next run's).
+/// Versions of a chunk read ahead at once, and files of one version read at once: the GETs
+/// of a chunk wait together at S3 instead of one after another. A version read ahead past
+/// where the decoded size ends the chunk is dropped (at most `READ_AHEAD - 1` versions more in
+/// memory for a moment).
+const READ_AHEAD: usize = 4;
+
+/// Read the rows of `chunk`'s versions in order ([`READ_AHEAD`] at a time), ending the chunk
+/// after the first version whose rows take the chunk's rows to `max_decoded` bytes in memory
+/// (at least one version; the rest is the next run's).
 async fn read_chunk_rows(
     job: &str,
     handle: TableHandle,
@@ -322,20 +329,33 @@ async fn read_chunk_rows(
     let mut batches = Vec::new();
     let mut version_rows = Vec::new();
     let mut decoded = 0u64;
-    for i in 0..chunk.versions.len() {
-        if i > 0 && decoded >= max_decoded {
-            chunk.end = Some(chunk.versions[i - 1].version);
-            chunk.versions.truncate(i);
-            break;
+    let mut cut_at = None;
+    {
+        let mut reads = futures::stream::iter(chunk.versions.iter())
+            .map(|v| read_version(job, &handle, &chunk, v, &schema))
+            .buffered(READ_AHEAD);
+        let mut i = 0;
+        while let Some(read) = reads.next().await {
+            if i > 0 && decoded >= max_decoded {
+                cut_at = Some(i);
+                break;
+            }
+            let read = read?;
+            version_rows.push((
+                chunk.versions[i].version,
+                read.iter().map(RecordBatch::num_rows).sum(),
+            ));
+            decoded += read
+                .iter()
+                .map(|b| b.get_array_memory_size() as u64)
+                .sum::<u64>();
+            batches.extend(read);
+            i += 1;
         }
-        let v = &chunk.versions[i];
-        let read = read_version(job, &handle, &chunk, v, &schema).await?;
-        version_rows.push((v.version, read.iter().map(RecordBatch::num_rows).sum()));
-        decoded += read
-            .iter()
-            .map(|b| b.get_array_memory_size() as u64)
-            .sum::<u64>();
-        batches.extend(read);
+    }
+    if let Some(i) = cut_at {
+        chunk.end = Some(chunk.versions[i - 1].version);
+        chunk.versions.truncate(i);
     }
     Ok(SourceRead {
         handle,
@@ -346,8 +366,8 @@ async fn read_chunk_rows(
     })
 }
 
-/// The rows version `v` of `chunk` added, in `schema` (the table's latest), with a vacuumed file
-/// reported as a gone version.
+/// The rows version `v` of `chunk` added, in `schema` (the table's latest), its files read
+/// [`READ_AHEAD`] at a time, with a vacuumed file reported as a gone version.
 pub async fn read_version(
     job: &str,
     handle: &TableHandle,
@@ -356,14 +376,15 @@ pub async fn read_version(
     schema: &SchemaRef,
 ) -> Result<Vec<RecordBatch>> {
     let table = handle.name();
-    let mut out = Vec::new();
-    for f in &v.files {
-        let read = handle.read_file(&f.data_file(), schema).await;
-        out.extend(
-            read.map_err(|e| file_error(job, table, v.version, chunk.after, chunk.latest, e))?,
-        );
-    }
-    Ok(out)
+    let reads: Vec<Vec<RecordBatch>> = futures::stream::iter(&v.files)
+        .map(|f| async move {
+            let read = handle.read_file(&f.data_file(), schema).await;
+            read.map_err(|e| file_error(job, table, v.version, chunk.after, chunk.latest, e))
+        })
+        .buffered(READ_AHEAD)
+        .try_collect()
+        .await?;
+    Ok(reads.into_iter().flatten().collect())
 }
 
 /// The message for a version whose log entry or data files are gone.

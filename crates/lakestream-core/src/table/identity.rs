@@ -147,7 +147,13 @@ impl TableHandle {
     /// Whether version `version` is committed, with one HEAD of its commit file (nothing is
     /// loaded): its commit time (the file's last-modified) when it is. A refine function asks
     /// this of a source instead of loading it when it only needs to know that it advanced.
+    /// A commit file the handle's log-read cache holds (read or written by this process) is
+    /// answered from it, without a request.
     pub async fn commit_time(&self, version: u64) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
+        let name = format!("{version:020}.json");
+        if let Some(meta) = self.log_reads.as_ref().and_then(|l| l.commit_meta(&name)) {
+            return Ok(Some(meta.last_modified));
+        }
         match self
             .table
             .log_store()

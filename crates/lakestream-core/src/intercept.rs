@@ -45,15 +45,19 @@ pub type CallObserver = Arc<dyn Fn(&str, Option<&Path>) + Send + Sync>;
 #[derive(Debug, Default)]
 pub struct Latency {
     delay: Duration,
+    /// Only requests whose path contains this are counted in flight (all when empty).
+    counted: String,
     in_flight: AtomicUsize,
     peak: AtomicUsize,
 }
 
 impl Latency {
-    /// Every request waits `delay`.
-    pub fn new(delay: Duration) -> Arc<Self> {
+    /// Every request waits `delay`; those whose path contains `counted` (every one when
+    /// empty) are counted in flight.
+    pub fn new(delay: Duration, counted: &str) -> Arc<Self> {
         Arc::new(Self {
             delay,
+            counted: counted.to_string(),
             ..Default::default()
         })
     }
@@ -68,15 +72,19 @@ impl Latency {
         self.peak.store(0, Ordering::SeqCst);
     }
 
-    async fn wait(&self) -> InFlight<'_> {
-        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        self.peak.fetch_max(now, Ordering::SeqCst);
+    async fn wait(&self, location: &Path) -> Option<InFlight<'_>> {
+        // Counted down when dropped, even when the request is dropped during its delay.
+        let guard = location.as_ref().contains(self.counted.as_str()).then(|| {
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.peak.fetch_max(now, Ordering::SeqCst);
+            InFlight(self)
+        });
         tokio::time::sleep(self.delay).await;
-        InFlight(self)
+        guard
     }
 }
 
-/// One request in flight (counted down when dropped).
+/// One counted request in flight (counted down when dropped).
 struct InFlight<'a>(&'a Latency);
 
 impl Drop for InFlight<'_> {
@@ -130,9 +138,9 @@ impl Intercepted {
         }
     }
 
-    async fn wait(&self) -> Option<InFlight<'_>> {
+    async fn wait(&self, location: &Path) -> Option<InFlight<'_>> {
         match &self.latency {
-            Some(l) => Some(l.wait().await),
+            Some(l) => l.wait(location).await,
             None => None,
         }
     }
@@ -159,7 +167,7 @@ impl ObjectStore for Intercepted {
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
         self.saw("put", Some(location));
-        let _in_flight = self.wait().await;
+        let _in_flight = self.wait(location).await;
         let Some(hooks) = self
             .hooks
             .as_ref()
@@ -185,7 +193,7 @@ impl ObjectStore for Intercepted {
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
         self.saw(if options.head { "head" } else { "get" }, Some(location));
-        let _in_flight = self.wait().await;
+        let _in_flight = self.wait(location).await;
         self.inner.get_opts(location, options).await
     }
     fn delete_stream(

@@ -6,7 +6,9 @@
 //! are no job's output (no run of this trigger moves them) and no other job's source (each
 //! table's kept handle is used by one assessment at a time). A schedule tick over a family of
 //! 70 tables then waits for its HEADs and first-sight loads about 16 at a time instead of one
-//! after another; the runs stay one after another, in dependency order.
+//! after another; the runs stay one after another, in dependency order. Each is assessed as of
+//! the moment the trigger's assessment ran (a version landing while earlier jobs run is found by
+//! its notice or the next tick), and none once the invocation's time budget is spent.
 
 use crate::due::{Due, Hints, NewVersions};
 use crate::response::JobState;
@@ -103,9 +105,16 @@ pub(crate) async fn assess_independent(
     futures::stream::iter(independent)
         .map(|job| {
             let how = how(job);
-            async move { (job.job.clone(), assess(refiner, ctx, job, hints, how).await) }
+            async move {
+                // Out of time: not assessed (the run loop defers it).
+                if how.until.is_some_and(|u| std::time::Instant::now() >= u) {
+                    return None;
+                }
+                Some((job.job.clone(), assess(refiner, ctx, job, hints, how).await))
+            }
         })
         .buffer_unordered(ASSESS_AT_ONCE)
+        .filter_map(futures::future::ready)
         .collect()
         .await
 }

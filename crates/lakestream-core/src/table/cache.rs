@@ -45,15 +45,26 @@ impl WarmHandles {
     /// [`take`](Self::take) and a [`refresh`](TableHandle::refresh) at once: the identity HEAD
     /// and the GET of the next commit in flight together
     /// ([`TableHandle::revalidate_and_refresh`]), a handle not kept loaded from storage. The
-    /// handle is at the latest version (or does not exist). A failure drops the kept handle:
-    /// the next take loads the table again.
+    /// handle is at the latest version (or does not exist). A failed HEAD or GET puts the kept
+    /// handle back as it was (as `take` does); a load that failed part-way drops it, so the
+    /// next take loads the table again.
     pub async fn take_fresh(&self, lake: &Lake, table: &str) -> Result<TableHandle> {
         let cached = self.handles.lock().ok().and_then(|mut m| m.remove(table));
         let mut h = match cached {
             Some(h) => h,
             None => TableHandle::open(lake, table)?,
         };
-        h.revalidate_and_refresh().await?;
+        let looked = match h.prove_and_look().await {
+            Ok(looked) => looked,
+            Err(e) => {
+                self.put(h);
+                return Err(e);
+            }
+        };
+        match looked {
+            Some(advanced) => h.refresh_after(Some(advanced)).await?,
+            None => h.refresh().await?,
+        };
         Ok(h)
     }
 

@@ -61,8 +61,9 @@ pub struct TableHandle {
 /// *contended*: [`TableHandle::sync`] looks for a newer commit (one GET) before planning
 /// instead of planning from the head. The GET costs 1/12.5 of the conditional PUT it saves
 /// when it finds one (a failed PUT then reads the same commit anyway), so it pays when more
-/// than ~8 % of commits would fail; two ingest instances on one topic measured 15-35 %
-/// (`make bench-fresh`). A table with one writer never pays it.
+/// than ~8 % of commits would fail. The Kafka ingest path always looks, with the identity HEAD
+/// ([`WarmHandles::take_fresh`](super::WarmHandles::take_fresh)): two ingest instances on one
+/// topic measured 15-35 % (`make bench-fresh`); this rule is the other writers'.
 pub const CONTENDED_FOR: u32 = 8;
 
 impl std::fmt::Debug for TableHandle {

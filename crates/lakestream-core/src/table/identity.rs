@@ -76,13 +76,23 @@ impl TableHandle {
     /// head's commit file and the GET of the next commit are in flight together (one wait at S3
     /// instead of two). The GET is spent for nothing when the table is another one; then the
     /// handle forgets what it knew and loads the table again, as `revalidate` makes the next
-    /// refresh do. A handle that has loaded nothing just refreshes. On an error the caller drops
-    /// the handle (the next load starts from storage): the GET may have moved the log-read
-    /// cache past a head the HEAD did not prove.
+    /// refresh do. A handle that has loaded nothing just refreshes.
     pub async fn revalidate_and_refresh(&mut self) -> Result<bool> {
+        match self.prove_and_look().await? {
+            Some(advanced) => self.refresh_after(Some(advanced)).await,
+            None => self.refresh().await,
+        }
+    }
+
+    /// The requests of [`revalidate_and_refresh`](Self::revalidate_and_refresh), without the
+    /// load: `Some` with what the GET found when the HEAD proved the head, `None` when there was
+    /// nothing to prove (nothing loaded) or the table is another one (then forgotten). On an
+    /// error nothing of the handle changed but its log-read cache, which may hold the next
+    /// commit (a real one of the same table, or forgotten when the next proof fails).
+    pub(super) async fn prove_and_look(&mut self) -> Result<Option<Option<u64>>> {
         self.looked = false;
         let Some(head) = self.version().filter(|_| self.exists) else {
-            return self.refresh().await;
+            return Ok(None);
         };
         let store = self.table.log_store().object_store(None);
         let location = commit_file(head);
@@ -93,15 +103,14 @@ impl TableHandle {
             Err(e) => return Err(Error::storage(&self.name, e)),
         };
         if !self.proves(head, found.as_ref()) {
-            return self.refresh().await;
+            return Ok(None);
         }
-        self.refresh_after(Some(advanced?)).await
+        Ok(Some(advanced?))
     }
 
     /// [`revalidate`](Self::revalidate) and [`commit_time`](Self::commit_time) of `version` at
     /// once (two HEADs in flight together): whether the table is still the one loaded, and
-    /// when it is, `version`'s commit time. Errors are storage errors (retryable); the handle
-    /// is then as it was.
+    /// when it is, `version`'s commit time. Errors are storage errors (retryable).
     pub async fn revalidate_and_commit_time(
         &mut self,
         version: u64,
@@ -118,11 +127,10 @@ impl TableHandle {
             Err(object_store::Error::NotFound { .. }) => None,
             Err(e) => return Err(Error::storage(&self.name, e)),
         };
-        let time = time?;
         if !self.proves(head, found.as_ref()) {
             return Ok((false, None));
         }
-        Ok((true, time))
+        Ok((true, time?))
     }
 
     /// Whether `found` (a HEAD of the head's commit file, `None`: gone) is the file the handle
@@ -147,8 +155,9 @@ impl TableHandle {
     /// Whether version `version` is committed, with one HEAD of its commit file (nothing is
     /// loaded): its commit time (the file's last-modified) when it is. A refine function asks
     /// this of a source instead of loading it when it only needs to know that it advanced.
-    /// A commit file the handle's log-read cache holds (read or written by this process) is
-    /// answered from it, without a request.
+    /// A commit file the handle's log-read cache holds is answered from it, without a request:
+    /// the last-modified its GET returned, or for a commit this process wrote, the time its
+    /// PUT returned (the process's clock).
     pub async fn commit_time(&self, version: u64) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
         let name = format!("{version:020}.json");
         if let Some(meta) = self.log_reads.as_ref().and_then(|l| l.commit_meta(&name)) {

@@ -137,8 +137,9 @@ async fn warm_appends_make_at_most_four_log_requests() -> Result<()> {
         other.refresh().await?;
         other.create_checkpoint().await?;
 
-        // The warm ingestor learns about them once (its PUT of the next version fails, it
-        // reads the log and rebases), then is warm again around version 505.
+        // The warm ingestor learns about them once (its look for the next version finds more
+        // commits than it reads one by one, so it lists the log once), then is warm again
+        // around version 505.
         ing.ingest(&[order(20)]).await?;
         eprintln!("{b:?} catch-up: {} requests", calls.take().len());
         warm_commits(&ing, &calls, 21..30, &format!("{b:?}")).await?;
@@ -199,7 +200,9 @@ async fn stale_warm_handles_never_write_an_offset_twice() -> Result<()> {
         a.ingest(&batch(0)).await?;
         other.ingest(&batch(0)).await?; // both handles are warm now
         a.ingest(&batch(10)).await?;
-        // `other` plans offsets 10..20 from a head that does not have them.
+        // `other` finds `a`'s commit before planning (the Kafka path looks first), and its
+        // `txn` says offsets 10..20 are in. A head gone stale between that look and the PUT is
+        // the `tokio::join!` below: two plans on one head, one PUT fails and re-plans.
         let redelivered = other.ingest(&batch(10)).await?;
         assert_eq!(
             (redelivered.written, redelivered.duplicates),

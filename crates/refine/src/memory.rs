@@ -5,7 +5,8 @@
 //! before that cut, 1.0-1.08 GB; the join and the aggregate take less per byte). A chunk larger
 //! than the function's memory holds would be killed by Lambda at the same chunk on every retry,
 //! so the function caps each job's `max_mib_per_run` at its memory / [`MB_PER_CHUNK_MIB`]
-//! (1,024 MB, the template's default: 32 MiB; 2,048 MB: 64 MiB, the config's default), read
+//! (768 MB, the template's default: 24 MiB, measured at 0.53 GB; 1,024 MB: 32 MiB; 2,048 MB:
+//! 64 MiB, the config's default), read
 //! once in `main` from `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`.
 //!
 //! A CDC apply's first run and `--rebuild` read bronze's whole snapshot in one run (10-16x its

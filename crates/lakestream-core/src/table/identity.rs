@@ -58,18 +58,18 @@ impl TableHandle {
         let Some(head) = self.version().filter(|_| self.exists) else {
             return Ok(true);
         };
-        let found = match self
-            .table
-            .log_store()
-            .object_store(None)
-            .head(&commit_file(head))
-            .await
-        {
-            Ok(meta) => Some(meta),
-            Err(object_store::Error::NotFound { .. }) => None,
-            Err(e) => return Err(Error::storage(&self.name, e)),
-        };
+        let found = self.commit_meta(head).await?;
         Ok(self.proves(head, found.as_ref()))
+    }
+
+    /// One HEAD of `version`'s commit file: its metadata, `None` when it is missing.
+    async fn commit_meta(&self, version: u64) -> Result<Option<ObjectMeta>> {
+        let store = self.table.log_store().object_store(None);
+        match store.head(&commit_file(version)).await {
+            Ok(meta) => Ok(Some(meta)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(Error::storage(&self.name, e)),
+        }
     }
 
     /// [`revalidate`](Self::revalidate) and [`refresh`](Self::refresh) at once: the HEAD of the
@@ -94,15 +94,8 @@ impl TableHandle {
         let Some(head) = self.version().filter(|_| self.exists) else {
             return Ok(None);
         };
-        let store = self.table.log_store().object_store(None);
-        let location = commit_file(head);
-        let (found, advanced) = futures::join!(store.head(&location), self.advance());
-        let found = match found {
-            Ok(meta) => Some(meta),
-            Err(object_store::Error::NotFound { .. }) => None,
-            Err(e) => return Err(Error::storage(&self.name, e)),
-        };
-        if !self.proves(head, found.as_ref()) {
+        let (found, advanced) = futures::join!(self.commit_meta(head), self.advance());
+        if !self.proves(head, found?.as_ref()) {
             return Ok(None);
         }
         Ok(Some(advanced?))
@@ -119,15 +112,8 @@ impl TableHandle {
         let Some(head) = self.version().filter(|_| self.exists) else {
             return Ok((true, self.commit_time(version).await?));
         };
-        let store = self.table.log_store().object_store(None);
-        let location = commit_file(head);
-        let (found, time) = futures::join!(store.head(&location), self.commit_time(version));
-        let found = match found {
-            Ok(meta) => Some(meta),
-            Err(object_store::Error::NotFound { .. }) => None,
-            Err(e) => return Err(Error::storage(&self.name, e)),
-        };
-        if !self.proves(head, found.as_ref()) {
+        let (found, time) = futures::join!(self.commit_meta(head), self.commit_time(version));
+        if !self.proves(head, found?.as_ref()) {
             return Ok((false, None));
         }
         Ok((true, time?))
@@ -163,17 +149,7 @@ impl TableHandle {
         if let Some(meta) = self.log_reads.as_ref().and_then(|l| l.commit_meta(&name)) {
             return Ok(Some(meta.last_modified));
         }
-        match self
-            .table
-            .log_store()
-            .object_store(None)
-            .head(&commit_file(version))
-            .await
-        {
-            Ok(meta) => Ok(Some(meta.last_modified)),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(Error::storage(&self.name, e)),
-        }
+        Ok(self.commit_meta(version).await?.map(|m| m.last_modified))
     }
 
     /// Drop everything the handle knows about the table: the next use loads it from storage.

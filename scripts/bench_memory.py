@@ -10,8 +10,8 @@ twice, each under /usr/bin/time:
             image is kept for the change data feed (the worst case of a CDC apply).
 BENCH_MEMORY_TEXT picks the text: `random` (hex, compresses ~1.4x) or `words` (a 2,000-word
 vocabulary, ~2x; a chunk of the same Parquet bytes holds more rows decoded). Each run reads at
-most `max_mib_per_run` (BENCH_MEMORY_CHUNK_MIB, default 32: what the function
-reads at the template's RefineMemory of 1,024 MB) of bronze per chunk, so the peak
+most `max_mib_per_run` (BENCH_MEMORY_CHUNK_MIB, default 24: what the function
+reads at the template's RefineMemory of 768 MB) of bronze per chunk, so the peak
 is one chunk's, whatever ROWS is, once ROWS holds more than a chunk - except the first run
 (and `--rebuild`), which reads bronze's whole snapshot at once. Prints bronze's size, the runs
 each apply took and peak RSS. Then one MSK batch at Lambda's 6 MB payload limit (Debezium
@@ -40,8 +40,8 @@ from test_sec_cdc_width import FAMILY as DEBEZIUM, record  # noqa: E402
 
 ROWS = int(os.environ.get("BENCH_MEMORY_ROWS", "1500000"))
 # The chunk: what the refine function reads per run at RefineMemory / 32 (the template's
-# 1,024 MB: 32; 2,048 MB: 64).
-CHUNK_MIB = int(os.environ.get("BENCH_MEMORY_CHUNK_MIB", "32"))
+# 768 MB: 24; 1,024 MB: 32; 2,048 MB: 64).
+CHUNK_MIB = int(os.environ.get("BENCH_MEMORY_CHUNK_MIB", "24"))
 PER_OBJECT = 125_000
 # "random": hex that barely compresses (~1.4x decoded per Parquet byte); "words": text from a
 # vocabulary of 2,000 words, which Parquet compresses as real text does (a chunk of the same

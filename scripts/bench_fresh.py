@@ -108,7 +108,8 @@ HOLD_S = max(0, TARGET_S - MARGIN_S - int(WINDOW))
 # hold): what a table does once in its life lands there when its first batch had no delete
 # (the tombstone table's creation, at 60 s) or with the first inline tombstones (the commit
 # anchoring silver in its tombstone table, at 15 minutes: 71 of the window's 1,026 PUTs and
-# LISTs before it was held in the warm-up).
+# LISTs before it was held in the warm-up). Both wait for a table's first deletes, so at 60 s
+# some still land in the window (on the dear side).
 APPLY_PERIOD = max(int(WINDOW), TARGET_S - MARGIN_S if HOLD_S else 0)
 WARMUP = int(WINDOW) + HOLD_S + APPLY_PERIOD + 30 + (90 if HOLD_S else 0)
 # After the last record: its batch, then the held applies (their notices come back when due).
@@ -551,7 +552,8 @@ def run(n, sizes):
     result["naive"] = naive(config, env, work, n, counter, bucket, sizes)
     result["cost"] = cost(result, window)
     result["cost"]["warm_total"] = warm_total(result, window)
-    result["first_meetings"] = first_meetings(counter.items, counter.tags, snap["req"], snap["req_end"], bucket)
+    result["first_meetings"] = first_meetings(counter.items, counter.tags, snap["req"], snap["req_end"], bucket,
+                                             counter.statuses)
     result["gb_s_at_s3"] = lambda_at_s3((ingest, refine), counter.items, counter.tags, snap["t"], snap["t_end"], sizes)
     # Own time alone, so the line can be recomputed at another latency: own + (at_s3 - own) * L / S3_LATENCY_S.
     result["gb_s_own"] = lambda_at_s3((ingest, refine), counter.items, counter.tags, snap["t"], snap["t_end"], sizes, 0.0)
@@ -784,23 +786,31 @@ def lambda_at_s3(pools, items, tags, t_from, t_to, sizes, latency_s=None, overla
     return out
 
 
-def first_meetings(items, tags, start, end, bucket):
+def first_meetings(items, tags, start, end, bucket, statuses):
     """The log reads each function instance made of a table in the first of its invocations that
     read that table's log (its cold load, and what else that invocation read of the log), counted
-    over the whole run (`run`: warm-up included; not the lookups of a table not created yet, nor
-    those of the invocation creating it: once in a table's life) and in the measured window
-    (`window`, items start..end, all of them). A month of warm instances pays the run's once per
+    in the measured window (`window`, items start..end) and over the whole run (`run`, warm-up
+    included). The run's leave out a table's creation: the invocations of an instance up to and
+    including the one that created the table (its first commit's PUT landed), whose lookups found
+    no table or made it (once in its life); that instance's first invocation after counts
+    instead (its warm reads: less than a new instance's cold load). A table never created (an idle table's
+    tombstone table) is met by every instance. A month of warm instances pays the run's once per
     instance start, the window's not every ten minutes."""
-    first = {}
     out = {"run": {"tier1": 0, "tier2": 0, "by_kind": {}}, "window": {"tier1": 0, "tier2": 0, "by_kind": {}}}
-    # When each table was created (its first commit's PUT): a meeting before it, or in the
-    # invocation that created it, is the table's creation (absent-table lookups, once in its
-    # life), not what a new instance pays to meet an existing table.
     created = {}
     for k in range(end):
         m, p, _ = items[k]
-        if m == "PUT" and p.endswith("/_delta_log/" + "0" * 20 + ".json") and "/lake/" in p and tags[k] is not None:
+        if (m == "PUT" and p.endswith("/_delta_log/" + "0" * 20 + ".json") and "/lake/" in p
+                and tags[k] is not None and 200 <= (statuses[k] or 0) < 300):
             created.setdefault(p.split("/lake/", 1)[1].split("/_delta_log/", 1)[0], (tags[k][3], tags[k][:3]))
+
+    def count(part, m, p):
+        c = s3_class(m, p, bucket)
+        out[part][c] = out[part].get(c, 0) + 1
+        kind = bc.kind(m, p)
+        out[part]["by_kind"][kind] = out[part]["by_kind"].get(kind, 0) + 1
+
+    first, first_existing = {}, {}
     for k in range(end):
         tag = tags[k]
         if tag is None:
@@ -809,16 +819,16 @@ def first_meetings(items, tags, start, end, bucket):
         t = log_table(m, p)
         if t is None:
             continue
-        if first.setdefault((tag[0], tag[1], t), tag[2]) != tag[2]:
-            continue
-        c = s3_class(m, p, bucket)
+        key = (tag[0], tag[1], t)
+        if k >= start and first.setdefault(key, tag[2]) == tag[2]:
+            count("window", m, p)
+        elif k < start:
+            first.setdefault(key, tag[2])
         made = created.get(t)
-        creation = not t.startswith("list:") and (made is None or tag[3] <= made[0] or tuple(tag[:3]) == made[1])
-        parts = ("run", "window") if k >= start else ("run",)
-        for part in parts if not creation else tuple(x for x in parts if x == "window"):
-            out[part][c] = out[part].get(c, 0) + 1
-            kind = bc.kind(m, p)
-            out[part]["by_kind"][kind] = out[part]["by_kind"].get(kind, 0) + 1
+        creation = (not t.startswith("list:") and made is not None
+                    and (tag[3] <= made[0] or tuple(tag[:3]) == made[1]))
+        if not creation and first_existing.setdefault(key, tag[2]) == tag[2]:
+            count("run", m, p)
     out["instance_tables"] = len(first)
     return out
 

@@ -108,7 +108,8 @@ pub async fn run(
             Some(c) => c,
             None => {
                 // First attempt: a warm handle plans from its head without asking storage (a
-                // newer commit makes the PUT fail and `land` read it). Re-plans refresh.
+                // newer commit makes the PUT fail and `land` read it; the Kafka path's handle
+                // looked just before, `WarmHandles::take_fresh`). Re-plans refresh.
                 if attempt == 1 {
                     handle.sync().await?;
                 } else {

@@ -316,9 +316,11 @@ const READ_AHEAD: usize = 4;
 
 /// A version is read ahead only while the rows read so far plus this many times the Parquet
 /// bytes in flight stay under the chunk's decoded limit: a small chunk (the warm path) reads
-/// its versions together, one near its limit one at a time, so what is read past the cut is
-/// at most one version, as before read-ahead. (Decoded rows measured 1.4-2x their Parquet bytes
-/// for text, `make bench-memory`; more for data that compresses better, which the cut bounds.)
+/// its versions together, one near its limit one at a time. While rows decode to at most this
+/// many times their Parquet bytes, nothing past the version that crosses the limit is read, as
+/// before read-ahead; data that compresses better may have up to `READ_AHEAD - 1` versions read
+/// and dropped at the cut (for a moment). Decoded rows measured 1.4-2x their Parquet bytes for
+/// text (`make bench-memory`).
 const AHEAD_DECODED_PER_BYTE: u64 = 4;
 
 /// Read the rows of `chunk`'s versions in order ([`READ_AHEAD`] at a time while far below the

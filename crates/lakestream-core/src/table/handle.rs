@@ -10,7 +10,9 @@
 //! The handle's *head* is the newest version it knows the content of. It runs ahead of the
 //! delta-rs snapshot after our own commits: what we committed (the `txn`s, a new schema) is
 //! applied to the handle from memory instead of being read back. A writer plans against the
-//! head without asking storage ([`TableHandle::sync`]); if another writer committed meanwhile,
+//! head without asking storage ([`TableHandle::sync`]; the Kafka path first looks for the next
+//! commit together with the identity HEAD, [`WarmHandles::take_fresh`](super::WarmHandles::take_fresh));
+//! if another writer committed meanwhile,
 //! the conditional PUT of head + 1 fails and the commit engine reads what landed
 //! ([`TableHandle::refresh`]) and checks it, so a stale head costs a retry, never a duplicate.
 //! That holds only while the table is the same table, which a warm handle proves once per

@@ -87,8 +87,9 @@ impl TableHandle {
     /// The requests of [`revalidate_and_refresh`](Self::revalidate_and_refresh), without the
     /// load: `Some` with what the GET found when the HEAD proved the head, `None` when there was
     /// nothing to prove (nothing loaded) or the table is another one (then forgotten). On an
-    /// error nothing of the handle changed but its log-read cache, which may hold the next
-    /// commit (a real one of the same table, or forgotten when the next proof fails).
+    /// error nothing of the handle changed but its `looked` flag (cleared: a new invocation)
+    /// and its log-read cache, which may hold the next commit (a real one of the same table, or
+    /// forgotten when the next proof fails).
     pub(super) async fn prove_and_look(&mut self) -> Result<Option<Option<u64>>> {
         self.looked = false;
         let Some(head) = self.version().filter(|_| self.exists) else {

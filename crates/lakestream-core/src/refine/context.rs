@@ -99,7 +99,8 @@ impl<'a> RunContext<'a> {
 
     /// [`load`](Self::load) for a run's output: the kept handle as it is when this context
     /// loaded the table less than [`JUST_LOADED`] ago (the hold decision's or the function's
-    /// load, made together with the sources' loads), else a load. Only for the plan's first
+    /// load, made together with the sources' loads) and committed nothing to it since (the
+    /// snapshot is the head), else a load. Only for the plan's first
     /// look at its output: a commit another writer made since is caught by the conditional
     /// PUT, and the re-plan refreshes the handle (the commit loop), not through this.
     pub async fn load_output(&self, table: &str) -> Result<TableHandle> {
@@ -113,7 +114,10 @@ impl<'a> RunContext<'a> {
             && just
             && let Some(h) = warm.take_as_is(table)
         {
-            if h.exists() {
+            // Not after our own commit: its head then runs ahead of the snapshot the run would
+            // read its files from (random-schedule suite: a gold run read its groups from the
+            // version before its last commit, planned on the one after, and counted twice).
+            if h.exists() && h.snapshot_is_head() {
                 warm.put(h.warm_copy());
                 return Ok(h);
             }

@@ -227,6 +227,12 @@ impl TableHandle {
         self.refresh().await
     }
 
+    /// Whether the loaded snapshot is the head: no commit of ours was applied from memory since
+    /// the last load (files read through the handle are then the head's).
+    pub fn snapshot_is_head(&self) -> bool {
+        self.exists && self.table.version().is_some() && self.table.version() == self.head
+    }
+
     /// Whether a refresh found another writer's commit within our last [`CONTENDED_FOR`]
     /// commits through this handle (two instances appending to one table).
     pub fn contended(&self) -> bool {

@@ -314,13 +314,11 @@ pub async fn read_snapshot(
 /// of a chunk wait together at S3 instead of one after another.
 const READ_AHEAD: usize = 4;
 
-/// A version is read ahead only while the rows read so far plus this many times the Parquet
-/// bytes in flight stay under the chunk's decoded limit: a small chunk (the warm path) reads
-/// its versions together, one near its limit one at a time. While rows decode to at most this
-/// many times their Parquet bytes, nothing past the version that crosses the limit is read, as
-/// before read-ahead; data that compresses better may have up to `READ_AHEAD - 1` versions read
-/// and dropped at the cut (for a moment). Decoded rows measured 1.4-2x their Parquet bytes for
-/// text (`make bench-memory`).
+/// A version is read ahead only while the rows read plus this many times the Parquet bytes in
+/// flight stay under the decoded limit: a small chunk reads its versions together, one near its
+/// limit one at a time. While rows decode to at most this many times their Parquet bytes (text:
+/// 1.4-2x, `make bench-memory`), nothing past the version crossing the limit is read; data that
+/// compresses better may read up to `READ_AHEAD - 1` versions more and drop them at the cut.
 const AHEAD_DECODED_PER_BYTE: u64 = 4;
 
 /// Read the rows of `chunk`'s versions in order ([`READ_AHEAD`] at a time while far below the

@@ -18,7 +18,8 @@ A busy table gets a record every 2-6 s (seed-like: "a record every few seconds p
 BENCH_BUSY is the busy share of the CDC tables, the rest get a change every BENCH_IDLE_EVERY
 (default 120-600 s: every few minutes; 0: one change, then idle). CDC changes are 60% inserts,
 35% updates, 5% deletes. After a warm-up the run is measured for BENCH_SECONDS, then the
-pipeline drains. The warm-up (the window + the hold + one apply period + 30 s, 90 s more with a
+batches still open close with their own windows and the pipeline drains (until the notices
+queue is empty). The warm-up (the window + the hold + one apply period + 30 s, 90 s more with a
 hold) holds every table's first batch and its first two applies, so what a table does once in
 its life (creating silver and its tombstone table, anchoring silver there) is not in the
 measured window. The S3 requests of one table of
@@ -333,9 +334,14 @@ class Pool:
                 print(f"  ! {fn.log.name}: {out[:300]!r}", file=sys.stderr)
             if done:
                 done(status, out)
+            self.q.task_done()
 
     def submit(self, body, done=None):
         self.q.put((body, done))
+
+    def idle(self):
+        """Nothing queued or running."""
+        return self.q.unfinished_tasks == 0
 
     def log_bytes(self):
         return sum(f.log.stat().st_size for f in self.fns)
@@ -461,6 +467,13 @@ def run(n, sizes):
     i = 0
     while i < len(events) or buffers:
         now = time.time()
+        if i >= len(events) and "t_end" not in snap:
+            # The last record is in: the measured window ends. The batches still open close
+            # with their own windows, as MSK's would (not all at once: 70 tables' last applies
+            # would then fall due together, and queue behind one another).
+            snap.update(t_end=now, req_end=len(counter.items), ing_end=len(ingest.calls),
+                        ref_end=len(refine.calls), ilog_end=ingest.log_bytes(),
+                        rlog_end=refine.log_bytes(), sqs_end=sqs_requests[0])
         if "t" not in snap and now >= measure_from:
             snap.update(t=now, req=len(counter.items), ing=len(ingest.calls), ref=len(refine.calls),
                         ilog=ingest.log_bytes(), rlog=refine.log_bytes(), sqs=sqs_requests[0])
@@ -487,16 +500,22 @@ def run(n, sizes):
                     deleted.add((topic, key))
             first.setdefault(topic, now)
         for topic in list(buffers):
-            if now - first.get(topic, now) >= first_wait.get(topic, WINDOW) or i >= len(events):
+            if now - first.get(topic, now) >= first_wait.get(topic, WINDOW):
                 first.pop(topic, None)
                 first_wait.pop(topic, None)
                 flush(topic)
         time.sleep(0.05)
-    end = time.time()
-    snap.update(t_end=end, req_end=len(counter.items), ing_end=len(ingest.calls), ref_end=len(refine.calls),
-                ilog_end=ingest.log_bytes(), rlog_end=refine.log_bytes(), sqs_end=sqs_requests[0])
-    # Drain: everything delivered is refined (notices, then one safety-net tick).
+    # Drain: everything delivered is refined: the last batches' notices come back when their
+    # jobs are due (the hold after the last commit), then the queue empties; then one
+    # safety-net tick. Bounded: a notice that never leaves the queue is the tick's.
     time.sleep(DRAIN)
+    drain_until = time.time() + 600
+    while time.time() < drain_until:
+        q = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
+            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+        if ingest.idle() and refine.idle() and not any(int(v) for v in q.values()):
+            break
+        time.sleep(5)
     stop.set()
     for p in pollers:
         p.join(10)

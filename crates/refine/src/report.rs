@@ -97,10 +97,12 @@ pub fn metrics_line(
     )
 }
 
-/// The invocation's EMF line (dimension `Function` only, so one alarm covers every job): four
-/// metrics (jobs deferred by the time budget, failed, behind their freshness target, and the
-/// largest lag among them, `MaxLagSeconds`) and, logged only (every metric name is a fixed
-/// $0.30 a month), jobs run and not due (nothing new, or holding for its freshness target).
+/// The invocation's EMF line (dimension `Function` only, so one alarm covers every job): three
+/// metrics (jobs failed, behind their freshness target, and the largest lag among them,
+/// `MaxLagSeconds`: what the template's alarms and a freshness dashboard read) and, logged only
+/// (every metric name is a fixed $0.30 a month), jobs deferred by the time budget (a job that
+/// stays deferred falls behind its target), run, and not due (nothing new, or holding for its
+/// freshness target).
 pub fn invocation_line(resp: &crate::RefineResponse) -> String {
     let jobs = &resp.jobs;
     let count = |f: &dyn Fn(&crate::JobResult) -> bool| jobs.iter().filter(|j| f(j)).count() as f64;
@@ -117,12 +119,12 @@ pub fn invocation_line(resp: &crate::RefineResponse) -> String {
         "Lakestream",
         &[("Function", "refine")],
         &[
-            Metric::new("JobsDeferred", "Count", count(&|j| j.deferred())),
             Metric::new("JobsFailed", "Count", count(&|j| j.outcome().is_err())),
             Metric::new("JobsBehindTarget", "Count", count(&|j| j.behind_target())),
             Metric::new("MaxLagSeconds", "Seconds", max_lag),
         ],
         &[
+            Metric::new("JobsDeferred", "Count", count(&|j| j.deferred())),
             Metric::new(
                 "JobsRun",
                 "Count",

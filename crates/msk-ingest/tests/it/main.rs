@@ -81,6 +81,12 @@ async fn records_reach_the_sink_in_partition_offset_order() -> anyhow::Result<()
     );
     let metrics: serde_json::Value = serde_json::from_str(&out.metrics_line())?;
     assert_eq!(metrics["RecordsReceived"], 6.0);
+    // Two metrics (each name is $0.30 a month); the counts are logged on the same line.
+    let declared: Vec<&str> = metrics["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|d| d["Name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(declared, ["RecordsDeadLettered", "MaxRecordLagMs"]);
 
     let sink = Recording::default();
     handle(&sink, event(SELF_MANAGED)).await?;

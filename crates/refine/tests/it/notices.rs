@@ -183,6 +183,20 @@ async fn notices_run_their_jobs_then_the_jobs_reading_their_outputs() -> Result<
         "{}",
         response.metrics_line()
     );
+    // The invocation's line publishes three metrics (each name is $0.30 a month); the alarms
+    // read two of them.
+    let invocation = response
+        .metrics_line()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["Job"].is_null())
+        .context("the invocation's line")?;
+    let names: Vec<&str> = invocation["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|d| d["Name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, ["JobsFailed", "JobsBehindTarget", "MaxLagSeconds"]);
+    assert_eq!(invocation["JobsDeferred"], 0.0, "logged on the line");
     // The same notices again (a redelivery): nothing is due, nothing is loaded or written.
     let again = refine::handle(&refiner, &event).await?.into_result()?;
     assert!(ran(&again).is_empty(), "{:?}", ran(&again));

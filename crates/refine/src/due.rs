@@ -8,7 +8,9 @@
 //! marked seen. A job that holds for its freshness target in a process new to it is recorded
 //! at what its output's `txn`s say it consumed (`lakestream_core::refine::consumed`, which
 //! makes a job with a re-created source due instead). The next invocation asks, per source:
-//! - a notice names a version: due when it is past the seen version (no request at all);
+//! - a notice names a version: due when it is past the seen version (no request at all; when
+//!   the version right after the seen one is not named, its time is unknown, and the hold
+//!   decision reads what the output consumed: [`NewVersions::oldest`]);
 //! - a schedule tick ([`Probe::Heads`]): two HEADs. The source's warm handle proves the table
 //!   is still the one it loaded (`revalidate`), and its table id must be the one the job saw
 //!   (a source deleted or re-created at its path, even with fewer versions, makes the job due,
@@ -81,12 +83,22 @@ pub type Hints = HashMap<String, Known>;
 /// the job's lag starts at the oldest of them *its run read* ([`NewVersions::oldest_read`]), so
 /// a notice delivered again after its change was applied is no lag.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NewVersions(HashMap<String, BTreeMap<u64, i64>>);
+pub struct NewVersions {
+    times: HashMap<String, BTreeMap<u64, i64>>,
+    /// A source's first unseen version was not named (its notice was lost, or arrived after a
+    /// later one's): the oldest unapplied change is older than any time known here.
+    gap: bool,
+}
 
 impl NewVersions {
-    /// The oldest commit time of them all (what a job holds on before it runs).
+    /// The oldest commit time of them all (what a job holds on before it runs); `None` when
+    /// it is not known: none was named, or the versions named skip the first unseen one (the
+    /// hold decision then reads what the output consumed).
     pub fn oldest(&self) -> Option<i64> {
-        self.0.values().flat_map(|t| t.values().copied()).min()
+        if self.gap {
+            return None;
+        }
+        self.times.values().flat_map(|t| t.values().copied()).min()
     }
 
     /// The oldest commit time of a version the run read: after the version each source was
@@ -100,7 +112,7 @@ impl NewVersions {
         sides
             .into_iter()
             .filter_map(|(table, from, latest)| {
-                newer(self.0.get(table)?, from)
+                newer(self.times.get(table)?, from)
                     .take_while(|(v, _)| **v <= latest)
                     .map(|(_, t)| *t)
                     .min()
@@ -110,7 +122,10 @@ impl NewVersions {
 
     fn insert(&mut self, table: &str, times: BTreeMap<u64, i64>) {
         if !times.is_empty() {
-            self.0.entry(table.to_string()).or_default().extend(times);
+            self.times
+                .entry(table.to_string())
+                .or_default()
+                .extend(times);
         }
     }
 }
@@ -201,7 +216,12 @@ impl Progress {
             if let Some(k) = hints.get(source) {
                 if after.is_none_or(|a| k.version > a) {
                     observed.insert(source.to_string(), k.version);
-                    new.insert(source, k.after(after));
+                    let times = k.after(after);
+                    // The notice of the first version after the seen one is not here (lost,
+                    // or behind a later one's): its time, the oldest, is unknown.
+                    let first_unseen = after.map_or(0, |a| a.saturating_add(1));
+                    new.gap |= !times.contains_key(&first_unseen);
+                    new.insert(source, times);
                 }
                 continue;
             }

@@ -444,6 +444,60 @@ async fn a_warm_family_listing_lists_no_known_table() -> Result<()> {
     Ok(())
 }
 
+/// A cold family listing (a new process) asks a folder whose table has a checkpoint with one
+/// HEAD of its `_last_checkpoint`, not a LIST (issue 39: each new refine instance listed every
+/// table of the family, 144 LISTs an instance-hour at 15 minutes); a young table without one
+/// is still listed.
+#[tokio::test]
+async fn a_cold_family_listing_heads_a_checkpointed_table() -> Result<()> {
+    let lake = TestLake::with_config(
+        Backend::Fs,
+        "cdc-cold-listing",
+        example_config_with(FAMILY)?,
+    )?;
+    let ingestor = KafkaIngestor::new(lake.config.clone(), Arc::new(SystemClock))?;
+    // t00 past its checkpoint interval (10 commits), t01 one commit.
+    for i in 1..=11 {
+        ingestor.ingest(&[change(i, "c", i, 1, 100 + i)]).await?;
+    }
+    ingestor
+        .ingest(&[change_in("t01", 1, "c", 1, 1, 200)])
+        .await?;
+    let calls = Arc::new(Calls::default());
+    let c = calls.clone();
+    let l = Lake::new(&lake.config.lake)?
+        .with_store_wrapper(observe_calls(Arc::new(move |op, path| c.push(op, path))));
+    let listing = refine::listing::Listing::default();
+    let jobs = listing
+        .jobs(
+            &l,
+            &lake.config,
+            chrono::TimeDelta::zero(),
+            chrono::Utc::now(),
+        )
+        .await?;
+    let family: Vec<&str> = jobs
+        .iter()
+        .map(|j| j.job.as_str())
+        .filter(|j| j.contains("public.t0"))
+        .collect();
+    assert_eq!(family.len(), 2, "{family:?}");
+    let made = calls.take();
+    let asked = |op: &str, table: &str| {
+        made.iter()
+            .filter(|c| c.starts_with(op) && c.contains(table))
+            .count()
+    };
+    assert_eq!(asked("list_dir", "public/t00"), 0, "{made:?}");
+    assert_eq!(
+        asked("head", "t00/_delta_log/_last_checkpoint"),
+        1,
+        "{made:?}"
+    );
+    assert_eq!(asked("list_dir", "public/t01"), 1, "{made:?}");
+    Ok(())
+}
+
 /// A folder that stopped being a table (its `_delta_log/` removed, other objects left) stays a
 /// job of a warm process's listing until the hourly full listing asks every folder again.
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! Family expansion: a `[[cdc]]` family's tables are found at run time by listing its bronze
 //! directory down to the template's depth (a folder is a table when it has `_delta_log/`: one
-//! HEAD of its `_last_checkpoint`, else one LIST, 16 folders at a time; a warm refine process does not ask again of a folder its previous listing
-//! found to be a table, [`all_jobs_after`]);
+//! HEAD of its `_last_checkpoint`, else one LIST, 16 folders at a time; a warm refine process
+//! does not ask again of a folder its previous listing found to be a table,
+//! [`all_jobs_after`]);
 //! each becomes the apply job [`CdcFamily::apply_job`] (bronze -> silver). Names that do not
 //! fit the template, fail the name check or are not in the family's `tables` are skipped with a
 //! warning. Refine, maintenance and `lakestream lag` see the same jobs.

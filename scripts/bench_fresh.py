@@ -327,14 +327,18 @@ class Pool:
             body, done = self.q.get()
             if body is None:
                 return
-            wall, status, out = fn.invoke(body)
-            with self.lock:
-                self.calls.append((time.time(), wall, status))
-            if status != "response":
-                print(f"  ! {fn.log.name}: {out[:300]!r}", file=sys.stderr)
-            if done:
-                done(status, out)
-            self.q.task_done()
+            try:
+                wall, status, out = fn.invoke(body)
+                with self.lock:
+                    self.calls.append((time.time(), wall, status))
+                if status != "response":
+                    print(f"  ! {fn.log.name}: {out[:300]!r}", file=sys.stderr)
+                if done:
+                    done(status, out)
+            finally:
+                # Counted done even when the invocation or its callback raised: the drain's
+                # `idle()` would otherwise wait out its bound.
+                self.q.task_done()
 
     def submit(self, body, done=None):
         self.q.put((body, done))

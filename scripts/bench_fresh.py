@@ -50,7 +50,10 @@ the emulator's answers, which take seconds under a burst; the own time is CPU on
 so below 1,769 MB (one vCPU) it is charged as at 1,769 MB (a smaller function takes longer).
 "at S3" counts every request as waited for alone (an upper bound); "S3 ovl" waits once per
 request of each invocation's longest chain of requests made one after another (requests that
-overlapped at the emulator were in flight together). The window's requests are written to
+overlapped at the emulator were in flight together). Both, in the steady month, leave the
+waits for the window's first meetings out and add the whole run's once per instance and
+INSTANCE_HOURS, as "steady" does with their requests (until stop 57 they counted every
+window). The window's requests are written to
 target/bench-fresh/requests-*.json: method, path, status, (function, instance, invocation),
 start, seconds at the emulator.
 
@@ -579,8 +582,9 @@ def run(n, sizes):
     result["naive"] = naive(config, env, work, n, counter, bucket, sizes)
     result["cost"] = cost(result, window)
     result["cost"]["warm_total"] = warm_total(result, window)
+    marks = {"window": set(), "run": set()}
     result["first_meetings"] = first_meetings(counter.items, counter.tags, snap["req"], snap["req_end"], bucket,
-                                             counter.statuses)
+                                             counter.statuses, marks)
     result["gb_s_at_s3"] = lambda_at_s3((ingest, refine), counter.items, counter.tags, snap["t"], snap["t_end"], sizes)
     # Own time alone, so the line can be recomputed at another latency: own + (at_s3 - own) * L / S3_LATENCY_S.
     result["gb_s_own"] = lambda_at_s3((ingest, refine), counter.items, counter.tags, snap["t"], snap["t_end"], sizes, 0.0)
@@ -591,6 +595,16 @@ def run(n, sizes):
     result["cost"]["lambda_gb_s_at_s3_overlap"] = (sum(result["gb_s_at_s3_overlap"].values()) * LAMBDA_GB_S * HOURS
                                                    * 3600 / window)
     result["cost"]["steady_total"] = steady_total(result, window)
+    # The steady month's Lambda at S3: the window's invocations without their first meetings'
+    # waits, plus the whole run's first meetings' waits once per instance and INSTANCE_HOURS (as
+    # steady_total charges their requests; until stop 57 their waits counted every window).
+    for key, overlap in (("lambda_gb_s_at_s3_steady", False), ("lambda_gb_s_at_s3_overlap_steady", True)):
+        def gb_s(t_from, t_to, skip=frozenset()):
+            return sum(lambda_at_s3((ingest, refine), counter.items, counter.tags, t_from, t_to, sizes,
+                                    overlap=overlap, skip=skip).values())
+        warm = gb_s(snap["t"], snap["t_end"], marks["window"])
+        met = gb_s(float("-inf"), float("inf")) - gb_s(float("-inf"), float("inf"), marks["run"])
+        result["cost"][key] = (warm * HOURS * 3600 / window + met * HOURS / INSTANCE_HOURS) * LAMBDA_GB_S
     busy_tables = max(1, round(BUSY * n)) + 1  # busy CDC tables + orders
     windows = window / WINDOW
     result["per_table_window"] = {k: v / (busy_tables * windows) for k, v in result["s3_by_kind"].items()}
@@ -773,7 +787,7 @@ def request_chain(reqs):
     return max(chain, default=0)
 
 
-def lambda_at_s3(pools, items, tags, t_from, t_to, sizes, latency_s=None, overlap=False):
+def lambda_at_s3(pools, items, tags, t_from, t_to, sizes, latency_s=None, overlap=False, skip=frozenset()):
     """GB-s of the window's invocations with the emulator's time swapped for S3's: each
     invocation's own time (its wall less the union of its requests' intervals at the emulator)
     plus `latency_s` (S3_LATENCY_S) per request, as if none overlapped (so an upper bound);
@@ -782,12 +796,16 @@ def lambda_at_s3(pools, items, tags, t_from, t_to, sizes, latency_s=None, overla
     own time is CPU measured on a whole core; below FULL_CORE_MB Lambda has a share of a core,
     so the own time costs its GB-s at FULL_CORE_MB whatever the memory (the waits scale). The
     emulator is one Python process: under a burst its answers take seconds, and so would every
-    invocation. With `latency_s` 0: the own time alone; the per-request part is linear in it."""
+    invocation. With `latency_s` 0: the own time alone; the per-request part is linear in it.
+    `skip`: indices into `items` whose waits are left out (first meetings, charged at their own
+    rate by the steady month); the own time is the same either way."""
     latency_s = S3_LATENCY_S if latency_s is None else latency_s
-    spans = {}
-    for (m, p, secs), tag in zip(items, tags):
+    spans, skipped = {}, {}
+    for k, ((m, p, secs), tag) in enumerate(zip(items, tags)):
         if tag is not None:
             spans.setdefault(tag[:3], []).append((tag[3], tag[3] + secs))
+            if k in skip:
+                skipped.setdefault(tag[:3], set()).add((tag[3], tag[3] + secs))
     out = {}
     for pool in pools:
         for i, fn in enumerate(pool.fns):
@@ -805,6 +823,8 @@ def lambda_at_s3(pools, items, tags, t_from, t_to, sizes, latency_s=None, overla
                         io += b - end
                         end = b
                 own = max(0.0, wall - io)
+                if (name, i, inv) in skipped:
+                    reqs = [r for r in reqs if r not in skipped[(name, i, inv)]]
                 waits = request_chain(reqs) if overlap else len(reqs)
                 # The own time is CPU, measured on a whole core: below FULL_CORE_MB Lambda gives
                 # a share of one, so it takes longer and costs the same GB-s as at FULL_CORE_MB.
@@ -813,7 +833,7 @@ def lambda_at_s3(pools, items, tags, t_from, t_to, sizes, latency_s=None, overla
     return out
 
 
-def first_meetings(items, tags, start, end, bucket, statuses):
+def first_meetings(items, tags, start, end, bucket, statuses, marks=None):
     """The log reads each function instance made of a table in the first of its invocations that
     read that table's log (its cold load, and what else that invocation read of the log), counted
     in the measured window (`window`, items start..end) and over the whole run (`run`, warm-up
@@ -822,7 +842,8 @@ def first_meetings(items, tags, start, end, bucket, statuses):
     no table or made it (once in its life); that instance's first invocation after counts
     instead (its warm reads: less than a new instance's cold load). A table never created (an idle table's
     tombstone table) is met by every instance. A month of warm instances pays the run's once per
-    instance start, the window's not every ten minutes."""
+    instance start, the window's not every ten minutes. `marks` (optional): {"window": set(),
+    "run": set()} filled with the indices of the requests counted in each part."""
     out = {"run": {"tier1": 0, "tier2": 0, "by_kind": {}}, "window": {"tier1": 0, "tier2": 0, "by_kind": {}}}
     created = {}
     for k in range(end):
@@ -849,6 +870,8 @@ def first_meetings(items, tags, start, end, bucket, statuses):
         key = (tag[0], tag[1], t)
         if k >= start and first.setdefault(key, tag[2]) == tag[2]:
             count("window", m, p)
+            if marks is not None:
+                marks["window"].add(k)
         elif k < start:
             first.setdefault(key, tag[2])
         made = created.get(t)
@@ -856,6 +879,8 @@ def first_meetings(items, tags, start, end, bucket, statuses):
                     and (tag[3] <= made[0] or tuple(tag[:3]) == made[1]))
         if not creation and first_existing.setdefault(key, tag[2]) == tag[2]:
             count("run", m, p)
+            if marks is not None:
+                marks["run"].add(k)
     out["instance_tables"] = len(first)
     return out
 
@@ -919,7 +944,9 @@ def report(results):
         print("  S3 requests in the window by kind: " + ", ".join(f"{k} {v}" for k, v in r["s3_by_kind"].items()))
         print(f"  per hour: {c['per_hour']['s3_requests']:.0f} S3 requests, {c['per_hour']['gb_s']:.0f} GB-s")
         print("  per month: " + ", ".join(f"{k} ${v:.2f}" for k, v in c.items() if k not in ("total", "per_hour", "warm_total", "steady_total", "lambda_gb_s_at_s3",
-                                                                                  "lambda_gb_s_at_s3_overlap")))
+                                                                                  "lambda_gb_s_at_s3_overlap",
+                                                                                  "lambda_gb_s_at_s3_steady",
+                                                                                  "lambda_gb_s_at_s3_overlap_steady")))
         print("  per busy table-window: " + ", ".join(f"{k} {v:.2f}" for k, v in r["per_table_window"].items()))
         rest = r.get("per_rest_table_month")
         if rest:
@@ -937,11 +964,14 @@ def report(results):
             print(f"  Lambda GB-s at S3 (own time + {S3_LATENCY_S * 1000:.0f} ms per request instead of the emulator's): "
                   f"${c['lambda_gb_s_at_s3']:.2f}/month against ${c['lambda_gb_s']:.2f} measured; the total with it "
                   f"${c['total'] - c['lambda_gb_s'] + c['lambda_gb_s_at_s3']:.2f}, steady "
-                  f"${(c.get('steady_total') or c['total']) - c['lambda_gb_s'] + c['lambda_gb_s_at_s3']:.2f}")
+                  f"${at_s3(r):.2f}" + (f" (Lambda ${c['lambda_gb_s_at_s3_steady']:.2f} with the first meetings' waits "
+                                        f"once per instance and {INSTANCE_HOURS} h)"
+                                        if c.get("lambda_gb_s_at_s3_steady") is not None else ""))
         if c.get("lambda_gb_s_at_s3_overlap") is not None:
             print(f"  the same with requests in flight together waiting once (each invocation's longest chain of requests "
                   f"made one after another): Lambda ${c['lambda_gb_s_at_s3_overlap']:.2f}/month, steady "
-                  f"${at_s3(r, overlap=True):.2f}")
+                  f"${at_s3(r, overlap=True):.2f}" + (f" (Lambda ${c['lambda_gb_s_at_s3_overlap_steady']:.2f})"
+                                                     if c.get("lambda_gb_s_at_s3_overlap_steady") is not None else ""))
         fm = r.get("first_meetings")
         if fm and c.get("steady_total") is not None:
             print(f"  first meetings (an instance's first log reads of a table, {fm['instance_tables']} instance-tables): "
@@ -984,7 +1014,9 @@ def at_s3(r, overlap=False):
     waited for (`overlap`: requests in flight together waiting once); NaN when the row predates
     that line."""
     c = r["cost"]
-    lam = c.get("lambda_gb_s_at_s3_overlap" if overlap else "lambda_gb_s_at_s3")
+    name = "lambda_gb_s_at_s3_overlap" if overlap else "lambda_gb_s_at_s3"
+    # Rows from stop 57 on: the first meetings' waits at their own rate, as their requests.
+    lam = c.get(name + "_steady", c.get(name))
     if lam is None:
         return float("nan")
     return (c.get("steady_total") or c["total"]) - c["lambda_gb_s"] + lam

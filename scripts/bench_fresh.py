@@ -800,12 +800,10 @@ def lambda_at_s3(pools, items, tags, t_from, t_to, sizes, latency_s=None, overla
     `skip`: indices into `items` whose waits are left out (first meetings, charged at their own
     rate by the steady month); the own time is the same either way."""
     latency_s = S3_LATENCY_S if latency_s is None else latency_s
-    spans, skipped = {}, {}
+    spans = {}
     for k, ((m, p, secs), tag) in enumerate(zip(items, tags)):
         if tag is not None:
-            spans.setdefault(tag[:3], []).append((tag[3], tag[3] + secs))
-            if k in skip:
-                skipped.setdefault(tag[:3], set()).add((tag[3], tag[3] + secs))
+            spans.setdefault(tag[:3], []).append((tag[3], tag[3] + secs, k))
     out = {}
     for pool in pools:
         for i, fn in enumerate(pool.fns):
@@ -813,7 +811,9 @@ def lambda_at_s3(pools, items, tags, t_from, t_to, sizes, latency_s=None, overla
             for inv, started, wall in fn.walls:
                 if not t_from <= started <= t_to:
                     continue
-                reqs = sorted(spans.get((name, i, inv), []))
+                made = sorted(spans.get((name, i, inv), []))
+                reqs = [(a, b) for a, b, _ in made]
+                kept = [(a, b) for a, b, k in made if k not in skip]
                 io, end = 0.0, None
                 for a, b in reqs:
                     if end is None or a > end:
@@ -823,9 +823,7 @@ def lambda_at_s3(pools, items, tags, t_from, t_to, sizes, latency_s=None, overla
                         io += b - end
                         end = b
                 own = max(0.0, wall - io)
-                if (name, i, inv) in skipped:
-                    reqs = [r for r in reqs if r not in skipped[(name, i, inv)]]
-                waits = request_chain(reqs) if overlap else len(reqs)
+                waits = request_chain(kept) if overlap else len(kept)
                 # The own time is CPU, measured on a whole core: below FULL_CORE_MB Lambda gives
                 # a share of one, so it takes longer and costs the same GB-s as at FULL_CORE_MB.
                 cpu_mb = max(sizes[name], FULL_CORE_MB)
